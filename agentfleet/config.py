@@ -1,0 +1,410 @@
+"""Settings: environment (prefix ``AGENTFLEET_``, nested with ``__``) over ``agentfleet.toml``.
+
+The TOML file is the one named by ``AGENTFLEET_CONFIG``, else ``./agentfleet.toml`` if it exists.
+Environment variables win over the file. ``get_settings()`` is cached; importing this module
+reads nothing.
+
+Every bad value raises ``ConfigError`` with one message that names the setting (as an
+environment variable and as a TOML key) and says how to fix it.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import model_validator as _model_validator
+from pydantic_settings import (
+    BaseSettings,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from agentfleet.errors import ConfigError
+
+__all__ = [
+    "BudgetSettings",
+    "CommandToolSettings",
+    "CredentialSpec",
+    "DLQSettings",
+    "FetchSettings",
+    "FlowerSettings",
+    "LLMSettings",
+    "LimitSpec",
+    "LimiterSettings",
+    "ModelPrice",
+    "QueueSettings",
+    "RetrySettings",
+    "ScheduleSpec",
+    "ServiceSettings",
+    "Settings",
+    "WorkerSettings",
+    "config_path",
+    "get_settings",
+    "load_settings",
+    "reset_settings",
+]
+
+ENV_PREFIX = "AGENTFLEET_"
+CONFIG_ENV = "AGENTFLEET_CONFIG"
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class LimitSpec(_Section):
+    """Limits for one downstream (a host name, or ``provider:model`` for an LLM).
+
+    Rates are per second or per minute as named; unset means unlimited on that axis.
+    """
+
+    rate_per_s: float | None = Field(default=None, gt=0)
+    burst: int | None = Field(default=None, ge=1)
+    max_concurrency: int | None = Field(default=None, ge=1)
+    requests_per_min: float | None = Field(default=None, gt=0)
+    input_tokens_per_min: float | None = Field(default=None, gt=0)
+    output_tokens_per_min: float | None = Field(default=None, gt=0)
+
+
+class LimiterSettings(_Section):
+    """How the cluster-wide limiter waits and leases."""
+
+    default: LimitSpec = LimitSpec()
+    max_parallelism: int | None = Field(default=None, ge=1)
+    short_wait_s: float = Field(default=1.0, ge=0)
+    lease_ttl_s: float = Field(default=30.0, gt=0)
+
+
+class RetrySettings(_Section):
+    """Exponential backoff with full jitter: a wait drawn from [0, min(cap, base * 2**n)]."""
+
+    max_retries: int = Field(default=3, ge=0)
+    backoff_base_s: float = Field(default=1.0, gt=0)
+    backoff_cap_s: float = Field(default=300.0, gt=0)
+    unknown_is_retryable: bool = True
+
+
+class WorkerSettings(_Section):
+    """Defaults for ``agentfleet worker`` and ``LocalCluster``."""
+
+    pool: Literal["prefork", "threads", "gevent", "solo"] = "threads"
+    concurrency: int = Field(default=8, ge=1)
+    autoscale: str | None = None
+    max_tasks_per_child: int | None = Field(default=None, ge=1)
+
+    @field_validator("autoscale")
+    @classmethod
+    def _autoscale_shape(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        parts = value.split(",")
+        if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
+            raise ValueError("must be 'max,min', for example '32,4'")
+        high, low = (int(p) for p in parts)
+        if high < low or high < 1:
+            raise ValueError("max must be at least min and at least 1, for example '32,4'")
+        return f"{high},{low}"
+
+
+class QueueSettings(_Section):
+    """Queue names: agent work, fan-in callbacks and maintenance are kept apart."""
+
+    agents: str = "agentfleet.agents"
+    fanin: str = "agentfleet.fanin"
+    maintenance: str = "agentfleet.maintenance"
+
+
+class DLQSettings(_Section):
+    """Dead letters, poison caps, circuit breakers and the digest."""
+
+    max_deliveries: int = Field(default=3, ge=1)
+    vendor_issue_failures: int = Field(default=5, ge=1)
+    vendor_issue_window_s: float = Field(default=300.0, gt=0)
+    circuit_cooldown_s: float = Field(default=30.0, gt=0)
+    digest_cron: str = "0 8 * * *"
+    digest_threshold: int = Field(default=5, ge=0)
+    webhook_url: str | None = None
+    redact_keys: list[str] = Field(
+        default_factory=lambda: ["api_key", "apikey", "password", "secret", "token", "authorization"]
+    )
+
+
+class ModelPrice(_Section):
+    """US dollars per million tokens."""
+
+    input_per_mtok: float = Field(ge=0)
+    output_per_mtok: float = Field(ge=0)
+    cache_write_per_mtok: float = Field(default=0.0, ge=0)
+    cache_read_per_mtok: float = Field(default=0.0, ge=0)
+
+
+def _default_prices() -> dict[str, ModelPrice]:
+    def price(inp: float, out: float) -> ModelPrice:
+        return ModelPrice(
+            input_per_mtok=inp,
+            output_per_mtok=out,
+            cache_write_per_mtok=inp * 1.25,
+            cache_read_per_mtok=inp * 0.1,
+        )
+
+    return {
+        "claude-haiku-4-5": price(1.0, 5.0),
+        "claude-sonnet-4-5": price(3.0, 15.0),
+        "claude-opus-4-5": price(5.0, 25.0),
+        "claude-3-5-haiku-latest": price(0.8, 4.0),
+    }
+
+
+class LLMSettings(_Section):
+    """The Anthropic client. With no ``api_key`` (nor ``ANTHROPIC_API_KEY``) the mock is used."""
+
+    base_url: str | None = None
+    api_key: SecretStr | None = None
+    default_model: str = "claude-haiku-4-5"
+    timeout_s: float = Field(default=60.0, gt=0)
+    connect_timeout_s: float = Field(default=5.0, gt=0)
+    prices: dict[str, ModelPrice] = Field(default_factory=_default_prices)
+
+
+class FetchSettings(_Section):
+    """The ``http_fetch`` tool and the SSRF guard."""
+
+    allow_private_hosts: list[str] = Field(default_factory=list)
+    timeout_s: float = Field(default=20.0, gt=0)
+    max_bytes: int = Field(default=5_000_000, ge=1)
+    max_redirects: int = Field(default=5, ge=0)
+
+
+class BudgetSettings(_Section):
+    """Spending caps. Unset means no cap. Dollars are US dollars."""
+
+    run_usd: float | None = Field(default=None, gt=0)
+    task_usd: float | None = Field(default=None, gt=0)
+    task_tokens: int | None = Field(default=None, ge=1)
+    task_wall_s: float | None = Field(default=None, gt=0)
+
+
+class CredentialSpec(_Section):
+    """A named credential: where its value comes from, and the domains it may be sent to."""
+
+    env: str | None = None
+    file: str | None = None
+    domains: list[str] = Field(default_factory=list)
+
+    @_model_validator(mode="after")
+    def _one_source(self) -> CredentialSpec:
+        if (self.env is None) == (self.file is None):
+            raise ValueError("set exactly one of env (a variable name) or file (a path)")
+        if not self.domains:
+            raise ValueError("list the domains this credential may be sent to")
+        return self
+
+
+class CommandToolSettings(_Section):
+    """The ``run_command`` tool: off unless enabled, and only for allowlisted executables."""
+
+    enabled: bool = False
+    allow: list[str] = Field(default_factory=list)
+    timeout_s: float = Field(default=60.0, gt=0)
+    max_output_bytes: int = Field(default=200_000, ge=1)
+
+
+class ScheduleSpec(_Section):
+    """A fan-out run by celery beat: a cron expression or an interval, never both."""
+
+    task: str
+    cron: str | None = None
+    interval_s: float | None = Field(default=None, gt=0)
+    inputs: str | list[dict[str, Any]] = Field(default_factory=list)
+
+    @_model_validator(mode="after")
+    def _one_trigger(self) -> ScheduleSpec:
+        if (self.cron is None) == (self.interval_s is None):
+            raise ValueError("set exactly one of cron (e.g. '0 6 * * *') or interval_s")
+        return self
+
+
+class ServiceSettings(_Section):
+    """``agentfleet serve``: the health, metrics and webhook-trigger service."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8080, ge=1, le=65535)
+    token: SecretStr | None = None
+    stale_after_s: float = Field(default=300.0, gt=0)
+
+
+class FlowerSettings(_Section):
+    """``agentfleet flower``: basic auth as ``user:password``."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=5555, ge=1, le=65535)
+    basic_auth: SecretStr | None = None
+
+
+def _split_csv(value: Any) -> Any:
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    return value
+
+
+class Settings(BaseSettings):
+    """All of agentfleet's settings. Times are in seconds, money in US dollars."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        env_nested_delimiter="__",
+        extra="forbid",
+        validate_default=True,
+    )
+
+    broker_url: str = "redis://127.0.0.1:6379/0"
+    result_backend: str | None = None
+    key_prefix: str = "af"
+    visibility_timeout_s: int = Field(default=3600, ge=10)
+    unacked_restore_interval_s: int = Field(default=10, ge=1)
+    task_time_limit_s: int = Field(default=900, ge=1)
+    task_soft_time_limit_s: int = Field(default=840, ge=1)
+    result_ttl_s: int = Field(default=7 * 86400, ge=60)
+    celery_result_expires_s: int = Field(default=86400, ge=60)
+    task_modules: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    workdir_root: str | None = None
+    fail_fast: bool = False
+    log_json: bool = True
+
+    worker: WorkerSettings = WorkerSettings()
+    queues: QueueSettings = QueueSettings()
+    retry: RetrySettings = RetrySettings()
+    limiter: LimiterSettings = LimiterSettings()
+    limits: dict[str, LimitSpec] = Field(default_factory=dict)
+    dlq: DLQSettings = DLQSettings()
+    llm: LLMSettings = LLMSettings()
+    fetch: FetchSettings = FetchSettings()
+    budgets: BudgetSettings = BudgetSettings()
+    credentials: dict[str, CredentialSpec] = Field(default_factory=dict)
+    command: CommandToolSettings = CommandToolSettings()
+    schedules: dict[str, ScheduleSpec] = Field(default_factory=dict)
+    service: ServiceSettings = ServiceSettings()
+    flower: FlowerSettings = FlowerSettings()
+
+    @field_validator("task_modules", mode="before")
+    @classmethod
+    def _modules_csv(cls, value: Any) -> Any:
+        return _split_csv(value)
+
+    @field_validator("broker_url", "result_backend")
+    @classmethod
+    def _redis_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError("must be a Redis URL such as redis://:password@host:6379/0")
+        return value
+
+    @_model_validator(mode="after")
+    def _time_limits_fit(self) -> Settings:
+        if self.task_time_limit_s >= self.visibility_timeout_s:
+            raise ValueError(
+                f"task_time_limit_s ({self.task_time_limit_s}) must be below "
+                f"visibility_timeout_s ({self.visibility_timeout_s}): Redis redelivers a task "
+                "still running after the visibility timeout, so it would run twice. "
+                "Raise AGENTFLEET_VISIBILITY_TIMEOUT_S or lower AGENTFLEET_TASK_TIME_LIMIT_S."
+            )
+        if self.task_soft_time_limit_s >= self.task_time_limit_s:
+            raise ValueError(
+                f"task_soft_time_limit_s ({self.task_soft_time_limit_s}) must be below "
+                f"task_time_limit_s ({self.task_time_limit_s}) so a task can clean up before "
+                "it is killed. Lower AGENTFLEET_TASK_SOFT_TIME_LIMIT_S."
+            )
+        if self.retry.backoff_base_s > self.retry.backoff_cap_s:
+            raise ValueError(
+                "retry.backoff_base_s must not exceed retry.backoff_cap_s. "
+                "Lower AGENTFLEET_RETRY__BACKOFF_BASE_S or raise AGENTFLEET_RETRY__BACKOFF_CAP_S."
+            )
+        return self
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        path = config_path()
+        if path is not None:
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=path))
+        return tuple(sources)
+
+    # Derived values -----------------------------------------------------------------------
+
+    @property
+    def backend_url(self) -> str:
+        """The Celery result backend: ``result_backend``, else the broker."""
+        return self.result_backend or self.broker_url
+
+    @property
+    def max_countdown_s(self) -> float:
+        """The longest countdown that cannot run a task twice: 90% of the visibility timeout."""
+        return self.visibility_timeout_s * 0.9
+
+    def limit_for(self, downstream: str) -> LimitSpec:
+        """The limits of ``downstream``, else the default limits."""
+        return self.limits.get(downstream, self.limiter.default)
+
+
+def config_path() -> Path | None:
+    """The TOML file to read: ``$AGENTFLEET_CONFIG`` (which must exist), else ``./agentfleet.toml``."""
+    named = os.environ.get(CONFIG_ENV)
+    if named:
+        path = Path(named)
+        if not path.is_file():
+            raise ConfigError(
+                f"{CONFIG_ENV} names {named}, which is not a file. "
+                f"Point {CONFIG_ENV} at an agentfleet.toml or unset it."
+            )
+        return path
+    local = Path("agentfleet.toml")
+    return local if local.is_file() else None
+
+
+def _describe(error: dict[str, Any]) -> str:
+    loc = [str(part) for part in error.get("loc", ())]
+    toml_key = ".".join(loc) if loc else "(settings)"
+    env_name = ENV_PREFIX + "__".join(loc).upper() if loc else ""
+    msg = str(error.get("msg", "is invalid"))
+    msg = msg.removeprefix("Value error, ")
+    where = f"{env_name} / {toml_key}" if env_name else toml_key
+    if error.get("type") == "extra_forbidden":
+        return f"{where}: unknown setting; check its spelling against the README's settings table"
+    value = error.get("input")
+    shown = "" if isinstance(value, dict) or value is None else f" (got {value!r})"
+    return f"{where}: {msg}{shown}"
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Build settings now, raising ``ConfigError`` with one readable line per bad value."""
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        lines = [_describe(dict(err)) for err in exc.errors()]
+        raise ConfigError("invalid configuration: " + "; ".join(lines)) from None
+    except ValueError as exc:
+        # pydantic-settings raises SettingsError (a ValueError) when env JSON will not parse.
+        raise ConfigError(f"invalid configuration: {exc}") from None
+
+
+@functools.lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process's settings, read once."""
+    return load_settings()
+
+
+def reset_settings() -> None:
+    """Forget the cached settings, so the next ``get_settings()`` reads again."""
+    get_settings.cache_clear()

