@@ -1,1 +1,94 @@
-"""agentfleet."""
+"""agentfleet: run fleets of parallel LLM-agent tasks on Celery and Redis.
+
+Importing the package reads no environment and builds no Celery app: each public name is
+imported on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+_EXPORTS = {
+    "Fleet": "agentfleet.orchestration.fleet",
+    "Run": "agentfleet.orchestration.run",
+    "fleet_task": "agentfleet.tasks.decorator",
+    "FleetTask": "agentfleet.tasks.base",
+    "TaskContext": "agentfleet.tasks.context",
+    "TaskOutcome": "agentfleet.models",
+    "RunSummary": "agentfleet.models",
+    "LocalCluster": "agentfleet.local",
+    "Settings": "agentfleet.config",
+    "get_settings": "agentfleet.config",
+    "merge": "agentfleet.orchestration",
+    "AgentfleetError": "agentfleet.errors",
+    "RetryableError": "agentfleet.errors",
+    "PermanentError": "agentfleet.errors",
+    "Deferred": "agentfleet.errors",
+    "ConfigError": "agentfleet.errors",
+    "DispatchError": "agentfleet.errors",
+    "RunError": "agentfleet.errors",
+    "RateLimited": "agentfleet.errors",
+    "Overloaded": "agentfleet.errors",
+    "DownstreamError": "agentfleet.errors",
+    "TaskTimeout": "agentfleet.errors",
+    "ConnectionFailed": "agentfleet.errors",
+    "InvalidInput": "agentfleet.errors",
+    "BadRequest": "agentfleet.errors",
+    "AuthError": "agentfleet.errors",
+    "SpendLimitReached": "agentfleet.errors",
+    "BudgetExceeded": "agentfleet.errors",
+    "LoopDetected": "agentfleet.errors",
+    "ForbiddenDestination": "agentfleet.errors",
+    "PoisonMessage": "agentfleet.errors",
+}
+
+__all__ = sorted(_EXPORTS)
+
+if TYPE_CHECKING:
+    from agentfleet.config import Settings, get_settings
+    from agentfleet.errors import (
+        AgentfleetError,
+        AuthError,
+        BadRequest,
+        BudgetExceeded,
+        ConfigError,
+        ConnectionFailed,
+        Deferred,
+        DispatchError,
+        DownstreamError,
+        ForbiddenDestination,
+        InvalidInput,
+        LoopDetected,
+        Overloaded,
+        PermanentError,
+        PoisonMessage,
+        RateLimited,
+        RetryableError,
+        RunError,
+        SpendLimitReached,
+        TaskTimeout,
+    )
+    from agentfleet.local import LocalCluster
+    from agentfleet.models import RunSummary, TaskOutcome
+    from agentfleet.orchestration import merge
+    from agentfleet.orchestration.fleet import Fleet
+    from agentfleet.orchestration.run import Run
+    from agentfleet.tasks.base import FleetTask
+    from agentfleet.tasks.context import TaskContext
+    from agentfleet.tasks.decorator import fleet_task
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'agentfleet' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])

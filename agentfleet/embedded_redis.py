@@ -20,7 +20,7 @@ import redis
 
 from agentfleet.errors import ConfigError
 
-__all__ = ["EmbeddedRedis", "free_port", "redis_server_binary", "redis_reachable"]
+__all__ = ["EmbeddedRedis", "free_port", "redis_reachable", "redis_server_binary"]
 
 
 def redis_server_binary() -> str:

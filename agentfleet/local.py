@@ -1,0 +1,280 @@
+"""``LocalCluster``: a Redis and real Celery worker processes on this machine.
+
+It uses ``AGENTFLEET_BROKER_URL`` when that answers, else starts the embedded Redis. Every
+worker is a ``celery worker`` subprocess in a session of its own; on exit (including an
+exception or Ctrl-C in the body) each is stopped by its pid, then its whole process group is
+killed, then the embedded Redis is stopped. Nothing is left running.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+
+from agentfleet.config import Settings, get_settings
+from agentfleet.embedded_redis import EmbeddedRedis, redis_reachable
+from agentfleet.errors import ConfigError
+from agentfleet.orchestration import Fleet
+from agentfleet.tasks.lifecycle import PARENT_PID_ENV
+
+__all__ = ["LocalCluster", "WorkerProcess"]
+
+log = logging.getLogger("agentfleet.local")
+
+
+@dataclass
+class WorkerProcess:
+    """One ``celery worker`` subprocess: its node name, process and log file."""
+
+    name: str
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def log_text(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+
+class LocalCluster:
+    """An embedded Redis (unless one is configured) and ``workers`` real worker processes.
+
+    ``concurrency`` and ``pool`` default to the settings' worker section. ``env`` adds
+    environment variables for the workers (for example ``AGENTFLEET_CONFIG``); the caller's
+    ``PYTHONPATH`` and current directory are passed on so user task modules named in
+    ``AGENTFLEET_TASK_MODULES`` import in the workers.
+    """
+
+    def __init__(
+        self,
+        workers: int = 2,
+        concurrency: int | None = None,
+        pool: str | None = None,
+        *,
+        queues: Sequence[str] | None = None,
+        env: Mapping[str, str] | None = None,
+        broker_url: str | None = None,
+        autoscale: str | None = None,
+        loglevel: str = "INFO",
+        startup_timeout_s: float = 60.0,
+        stop_timeout_s: float = 10.0,
+        settings: Settings | None = None,
+    ) -> None:
+        if workers < 0:
+            raise ConfigError("LocalCluster(workers=...) must be 0 or more")
+        self.settings = settings or get_settings()
+        self.workers_wanted = workers
+        self.concurrency = concurrency or self.settings.worker.concurrency
+        self.pool = pool or self.settings.worker.pool
+        self.autoscale = autoscale
+        self.queues = list(queues) if queues else [
+            self.settings.queues.agents, self.settings.queues.fanin, self.settings.queues.maintenance
+        ]
+        self.extra_env = dict(env or {})
+        self.loglevel = loglevel
+        self.startup_timeout_s = startup_timeout_s
+        self.stop_timeout_s = stop_timeout_s
+        self._requested_url = broker_url
+        self._redis: EmbeddedRedis | None = None
+        self._broker_url: str | None = None
+        self._fleet: Fleet | None = None
+        self.workers: list[WorkerProcess] = []
+        self._log_dir = Path(tempfile.mkdtemp(prefix="agentfleet-cluster-"))
+        self.embedded = False
+
+    # Properties ----------------------------------------------------------------------------
+
+    @property
+    def broker_url(self) -> str:
+        if self._broker_url is None:
+            raise ConfigError("the cluster is not started; use it as a context manager")
+        return self._broker_url
+
+    @property
+    def log_dir(self) -> Path:
+        return self._log_dir
+
+    def fleet(self) -> Fleet:
+        """A ``Fleet`` connected to this cluster's broker."""
+        if self._fleet is None:
+            self._fleet = Fleet(self.settings, broker_url=self.broker_url)
+        return self._fleet
+
+    def worker_env(self) -> dict[str, str]:
+        """The environment every worker process gets."""
+        env = dict(os.environ)
+        env.update(self.extra_env)
+        paths = [os.getcwd(), *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]]
+        extra = self.extra_env.get("PYTHONPATH")
+        if extra:
+            paths = [*extra.split(os.pathsep), *paths]
+        env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+        env["AGENTFLEET_BROKER_URL"] = self.broker_url
+        env.pop("AGENTFLEET_RESULT_BACKEND", None)
+        env[PARENT_PID_ENV] = str(os.getpid())
+        return env
+
+    # Lifecycle -----------------------------------------------------------------------------
+
+    def start(self) -> LocalCluster:
+        try:
+            self._start_broker()
+            for _ in range(self.workers_wanted):
+                self.add_worker(wait=False)
+            self.wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _start_broker(self) -> None:
+        url = self._requested_url or os.environ.get("AGENTFLEET_BROKER_URL")
+        if url and redis_reachable(url):
+            self._broker_url = url
+            return
+        if url and self._requested_url:
+            raise ConfigError(f"LocalCluster(broker_url={url!r}) does not answer")
+        self._redis = EmbeddedRedis().start()
+        self.embedded = True
+        self._broker_url = self._redis.url
+        log.info("started the embedded Redis at %s", self._broker_url)
+
+    def add_worker(self, *, wait: bool = True, concurrency: int | None = None) -> WorkerProcess:
+        """Start one more worker process; with ``wait``, until it answers a ping."""
+        name = f"af{len(self.workers) + 1}-{uuid.uuid4().hex[:6]}@{os.uname().nodename}"
+        log_path = self._log_dir / f"{name.split('@')[0]}.log"
+        args = [
+            sys.executable, "-m", "celery", "-A", "agentfleet.celery_app", "worker",
+            "--hostname", name,
+            "--pool", self.pool,
+            "--queues", ",".join(self.queues),
+            "--loglevel", self.loglevel,
+            "--without-gossip", "--without-mingle",
+            "--task-events",
+        ]
+        if self.autoscale:
+            args += ["--autoscale", self.autoscale]
+        else:
+            args += ["--concurrency", str(concurrency or self.concurrency)]
+        with open(log_path, "wb") as log_file:
+            process = subprocess.Popen(
+                args,
+                env=self.worker_env(),
+                stdin=subprocess.DEVNULL,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        worker = WorkerProcess(name=name, process=process, log_path=log_path)
+        self.workers.append(worker)
+        if wait:
+            self.wait_ready([worker])
+        return worker
+
+    def wait_ready(self, workers: Sequence[WorkerProcess] | None = None) -> None:
+        """Block until every worker answers a ping; raise with its log if one dies or stalls."""
+        pending = {w.name: w for w in (workers if workers is not None else self.workers)}
+        deadline = time.monotonic() + self.startup_timeout_s
+        app = self.fleet().app
+        while pending:
+            for worker in pending.values():
+                if not worker.alive():
+                    raise ConfigError(
+                        f"worker {worker.name} exited at start:\n{worker.log_text()[-3000:]}"
+                    )
+            if time.monotonic() > deadline:
+                names = ", ".join(pending)
+                raise ConfigError(f"workers did not answer a ping in {self.startup_timeout_s} s: {names}")
+            replies = app.control.ping(destination=list(pending), timeout=0.5) or []
+            for reply in replies:
+                for name in reply:
+                    pending.pop(name, None)
+
+    def stop_worker(self, worker: WorkerProcess, *, sig: int = signal.SIGTERM) -> None:
+        """Stop one worker by its pid: ``sig``, then SIGKILL for its whole group if it lingers."""
+        if worker.alive():
+            try:
+                worker.process.send_signal(sig)
+                worker.process.wait(timeout=self.stop_timeout_s)
+            except subprocess.TimeoutExpired:
+                log.warning("worker %s did not stop in %s s; killing it", worker.name, self.stop_timeout_s)
+        try:
+            os.killpg(worker.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            worker.process.wait(timeout=self.stop_timeout_s)
+        except subprocess.TimeoutExpired:
+            log.error("worker %s (pid %d) survived SIGKILL", worker.name, worker.pid)
+
+    def kill_worker(self, worker: WorkerProcess) -> None:
+        """SIGKILL a worker's whole process group at once, as a crash would."""
+        try:
+            os.killpg(worker.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        worker.process.wait(timeout=self.stop_timeout_s)
+
+    def pids(self) -> list[int]:
+        """The pids of everything this cluster started (workers, and the embedded Redis)."""
+        found = [w.pid for w in self.workers]
+        if self._redis is not None and self._redis.pid is not None:
+            found.append(self._redis.pid)
+        return found
+
+    def stop(self) -> None:
+        """Stop every worker, then the embedded Redis. Safe to call more than once."""
+        workers, self.workers = self.workers, []
+        for worker in workers:
+            if worker.alive():
+                try:
+                    worker.process.send_signal(signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        for worker in workers:
+            self.stop_worker(worker)
+        if self._fleet is not None:
+            self._fleet.close()
+            self._fleet = None
+        if self._redis is not None:
+            self._redis.stop()
+            self._redis = None
+
+    def __enter__(self) -> LocalCluster:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        # Ctrl-C during shutdown must not leave processes behind: finish stopping first.
+        previous = signal.getsignal(signal.SIGINT)
+        try:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+        except ValueError:  # not the main thread
+            previous = None
+        try:
+            self.stop()
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGINT, previous)

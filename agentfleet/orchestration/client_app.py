@@ -1,0 +1,35 @@
+"""The Celery app a ``Fleet`` sends with: the workers' configuration, minus result listening."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery import Celery
+from celery.backends.redis import RedisBackend
+
+__all__ = ["DispatchApp"]
+
+
+class _DispatchOnlyBackend(RedisBackend):  # type: ignore[misc]
+    """A Redis result backend that does not subscribe to every task it sends.
+
+    Celery's Redis backend subscribes to each sent task's result channel so that ``.get()``
+    is quick. A ``Fleet`` follows outcomes through the run store instead, so those thousands
+    of subscriptions would be pure cost.
+    """
+
+    def on_task_call(self, producer: Any, task_id: str) -> None:
+        return None
+
+    def add_pending_result(self, result: Any, weak: bool = False, start_drainer: bool = True) -> Any:
+        return result
+
+    def remove_pending_result(self, result: Any) -> Any:
+        return result
+
+
+class DispatchApp(Celery):  # type: ignore[misc]
+    """The client-side app: sends tasks by name and sets up chords; never waits on results."""
+
+    def _get_backend(self) -> RedisBackend:
+        return _DispatchOnlyBackend(app=self, url=self.conf.result_backend)

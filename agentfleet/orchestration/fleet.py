@@ -1,0 +1,253 @@
+"""``Fleet``: fan work out with Celery groups, chords and chains, one level deep."""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from celery import chain, chord, group
+from celery.canvas import Signature
+
+from agentfleet.celery_app import make_app
+from agentfleet.config import Settings, get_settings
+from agentfleet.errors import DispatchError
+from agentfleet.idempotency import canonical_json, default_item_key
+from agentfleet.models import RunSummary
+from agentfleet.orchestration.client_app import DispatchApp
+from agentfleet.orchestration.run import Run
+from agentfleet.redis_client import connect
+from agentfleet.runs import RunStore
+from agentfleet.tasks.meta import META_KWARG, ItemMeta
+from agentfleet.tasks.retry_policy import cap_countdown
+
+__all__ = ["Fleet", "TaskRef"]
+
+TaskRef = Any  # a fleet task object, or a registered task name
+KeyFn = Callable[[Mapping[str, Any]], Any]
+
+
+def _task_name(task: TaskRef) -> str:
+    if isinstance(task, str):
+        return task
+    name = getattr(task, "name", None)
+    if not isinstance(name, str):
+        raise DispatchError(f"{task!r} is not a fleet task; decorate it with @fleet_task")
+    return name
+
+
+def _callable_path(fn: Callable[..., Any] | str) -> str:
+    if isinstance(fn, str):
+        return fn
+    module = getattr(fn, "__module__", None)
+    qualname = getattr(fn, "__qualname__", "")
+    if not module or module == "__main__" or "<" in qualname:
+        raise DispatchError(
+            f"aggregate {fn!r} must be a module-level function in an importable module "
+            "(workers import it by name)"
+        )
+    return f"{module}:{qualname}"
+
+
+def _inputs(inputs: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    items = []
+    for i, item in enumerate(inputs):
+        if not isinstance(item, Mapping):
+            raise DispatchError(f"input {i} is {type(item).__name__}; each input is a dict of keyword arguments")
+        if META_KWARG in item:
+            raise DispatchError(f"input {i} uses the reserved key {META_KWARG}")
+        try:
+            canonical_json(item)
+        except (TypeError, ValueError) as exc:
+            raise DispatchError(f"input {i} is not JSON: {exc}") from None
+        items.append(dict(item))
+    return items
+
+
+class Fleet:
+    """Dispatches runs to the broker in ``settings`` (from env and ``agentfleet.toml``)."""
+
+    def __init__(self, settings: Settings | None = None, *, broker_url: str | None = None) -> None:
+        settings = settings or get_settings()
+        if broker_url is not None:
+            settings = settings.model_copy(update={"broker_url": broker_url, "result_backend": None})
+        self.settings = settings
+        self.app = make_app(settings, main="agentfleet", app_cls=DispatchApp)
+        self.store = RunStore.from_settings(settings, connect(settings.broker_url))
+
+    # Public API ----------------------------------------------------------------------------
+
+    def map(
+        self,
+        task: TaskRef,
+        inputs: Iterable[Mapping[str, Any]],
+        *,
+        name: str | None = None,
+        key: KeyFn | None = None,
+        aggregate: Callable[..., Any] | str | None = None,
+        stagger_s: float = 0.0,
+        fail_fast: bool | None = None,
+    ) -> Run:
+        """Run ``task`` once per input, in parallel; with ``aggregate``, fan in as a chord.
+
+        ``key`` maps an input to its idempotency key (default: run id, index and input hash).
+        ``aggregate`` (a module-level function, or its ``module:name``) runs once on the list
+        of successful results in input order. ``stagger_s`` spreads the starts over that many
+        seconds, with jitter. ``fail_fast`` cancels the rest of the run at the first failure.
+        """
+        task_name = _task_name(task)
+        items = _inputs(inputs)
+        run_id = self._new_run_id()
+        fn = _callable_path(aggregate) if aggregate is not None else None
+        countdowns = self._stagger(len(items), stagger_s)
+        queue = getattr(task, "queue", None) or self.settings.queues.agents
+        metas = self._metas(run_id, items, key, stages=1)
+        self._create_run(run_id, name or task_name, "map", task_name, metas, fn, fail_fast)
+        sigs = [
+            self._signature(task_name, {**item, META_KWARG: meta.to_kwarg()}, meta, queue, countdown)
+            for item, meta, countdown in zip(items, metas, countdowns, strict=True)
+        ]
+        if not sigs:
+            return self._run(run_id, name or task_name, 0)
+        if fn is not None:
+            callback = self.app.signature(
+                "agentfleet.aggregate",
+                kwargs={"run_id": run_id, "fn": fn},
+                queue=self.settings.queues.fanin,
+            )
+            chord(group(sigs, app=self.app), callback, app=self.app).apply_async()
+        else:
+            group(sigs, app=self.app).apply_async()
+        return self._run(run_id, name or task_name, len(items))
+
+    def pipeline(
+        self,
+        stages: Sequence[TaskRef],
+        inputs: Iterable[Mapping[str, Any]],
+        *,
+        name: str | None = None,
+        key: KeyFn | None = None,
+        stagger_s: float = 0.0,
+    ) -> Run:
+        """Run the stages in order for each item, the items in parallel (a chain per item).
+
+        Each stage returns a dict, the next stage's keyword input; an item's outcome carries
+        the last stage's result. A failed stage ends that item with a failed outcome.
+        """
+        if not stages:
+            raise DispatchError("a pipeline needs at least one stage")
+        names = [_task_name(stage) for stage in stages]
+        items = _inputs(inputs)
+        run_id = self._new_run_id()
+        metas = self._metas(run_id, items, key, stages=len(names))
+        label = name or " -> ".join(names)
+        self._create_run(run_id, label, "pipeline", ",".join(names), metas, None, None)
+        queues = [getattr(s, "queue", None) or self.settings.queues.agents for s in stages]
+        chains = []
+        for item, meta, countdown in zip(items, metas, self._stagger(len(items), stagger_s), strict=True):
+            links = []
+            for stage, (task_name, queue) in enumerate(zip(names, queues, strict=True)):
+                stage_meta = meta.model_copy(update={"stage": stage})
+                kwargs = {META_KWARG: stage_meta.to_kwarg()}
+                if stage == 0:
+                    kwargs = {**item, **kwargs}
+                links.append(
+                    self._signature(task_name, kwargs, stage_meta, queue, countdown if stage == 0 else 0.0)
+                )
+            chains.append(chain(*links, app=self.app))
+        if chains:
+            group(chains, app=self.app).apply_async()
+        return self._run(run_id, label, len(items))
+
+    def get_run(self, run_id: str) -> Run:
+        """A handle on an existing run."""
+        record = self.store.get_run(run_id)
+        if not record:
+            raise DispatchError(f"no run {run_id} (it may have expired)")
+        return self._run(run_id, record.get("name", ""), int(record.get("tasks_total", 0)))
+
+    def runs(self, limit: int = 20) -> list[RunSummary]:
+        """The newest runs, newest first."""
+        return self.store.list_runs(limit)
+
+    def ping_workers(self, timeout_s: float = 1.0) -> list[str]:
+        """Names of the workers that answered a ping within ``timeout_s`` seconds."""
+        replies = self.app.control.ping(timeout=timeout_s) or []
+        return sorted(name for reply in replies for name in reply)
+
+    def close(self) -> None:
+        self.app.close()
+
+    def __enter__(self) -> Fleet:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # Internals -----------------------------------------------------------------------------
+
+    @staticmethod
+    def _new_run_id() -> str:
+        return uuid.uuid4().hex[:16]
+
+    def _run(self, run_id: str, name: str, total: int) -> Run:
+        return Run(run_id, store=self.store, app=self.app, total=total, name=name)
+
+    def _stagger(self, count: int, stagger_s: float) -> list[float]:
+        if stagger_s <= 0 or count == 0:
+            return [0.0] * count
+        step = stagger_s / count
+        cap = self.settings.max_countdown_s
+        return [cap_countdown(i * step + random.uniform(0, step * 0.5), cap) for i in range(count)]
+
+    @staticmethod
+    def _metas(
+        run_id: str, items: list[dict[str, Any]], key: KeyFn | None, *, stages: int
+    ) -> list[ItemMeta]:
+        metas = []
+        for i, item in enumerate(items):
+            if key is not None:
+                custom = str(key(item))
+                metas.append(ItemMeta(run=run_id, idx=i, key=custom, item=custom, stages=stages))
+            else:
+                metas.append(
+                    ItemMeta(run=run_id, idx=i, key=default_item_key(run_id, i, item), item=str(i), stages=stages)
+                )
+        if key is not None:
+            keys = [m.key for m in metas]
+            if len(set(keys)) != len(keys):
+                raise DispatchError("key= returned the same key for two inputs of one run")
+        return metas
+
+    def _create_run(
+        self,
+        run_id: str,
+        name: str,
+        kind: str,
+        task: str,
+        metas: list[ItemMeta],
+        aggregate: str | None,
+        fail_fast: bool | None,
+    ) -> None:
+        self.store.create_run(
+            run_id,
+            name=name,
+            kind=kind,
+            task=task,
+            items=[(self._task_id(m), m.key, m.item) for m in metas],
+            aggregate=aggregate,
+            fail_fast=self.settings.fail_fast if fail_fast is None else fail_fast,
+        )
+
+    @staticmethod
+    def _task_id(meta: ItemMeta, stage: int = 0) -> str:
+        return f"{meta.run}-{meta.idx}" + (f"-s{stage}" if stage else "")
+
+    def _signature(
+        self, task_name: str, kwargs: dict[str, Any], meta: ItemMeta, queue: str, countdown: float
+    ) -> Signature:
+        options: dict[str, Any] = {"task_id": self._task_id(meta, meta.stage), "queue": queue}
+        if countdown > 0:
+            options["countdown"] = countdown
+        return self.app.signature(task_name, kwargs=kwargs, **options)

@@ -1,0 +1,136 @@
+"""``Run``: a handle on a dispatched fan-out: stream, wait, quorum, aggregate, summary."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from agentfleet.errors import RunError
+from agentfleet.models import RunSummary, TaskOutcome
+from agentfleet.runs import RunStore
+
+if TYPE_CHECKING:
+    from celery import Celery
+
+__all__ = ["Run"]
+
+_POLL_MS = 1000
+
+
+class Run:
+    """One run's handle. Cheap to create again from its id (``Fleet.get_run``)."""
+
+    def __init__(self, run_id: str, *, store: RunStore, app: Celery, total: int, name: str) -> None:
+        self.id = run_id
+        self.name = name
+        self.total = total
+        self._store = store
+        self._app = app
+
+    def __repr__(self) -> str:
+        return f"Run(id={self.id!r}, name={self.name!r}, tasks={self.total})"
+
+    def as_completed(self, timeout_s: float | None = None) -> Iterator[TaskOutcome]:
+        """Yield each item's outcome as it finishes, in completion order.
+
+        Stops when every item has an outcome, or after ``timeout_s`` seconds (then the items
+        still running simply were not yielded; ``wait`` reports them as timed out).
+        """
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        seen: set[int] = set()
+        last = "0-0"
+        while len(seen) < self.total:
+            remaining_ms = _POLL_MS
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                remaining_ms = max(1, min(_POLL_MS, int(left * 1000)))
+            for entry_id, fields in self._store.events(self.id, last, block_ms=remaining_ms):
+                last = entry_id
+                if fields.get("kind") != "outcome":
+                    continue
+                idx = int(fields["idx"])
+                if idx in seen:
+                    continue
+                seen.add(idx)
+                yield TaskOutcome.model_validate_json(fields["outcome"])
+
+    def wait(self, timeout_s: float | None = None) -> RunSummary:
+        """Wait up to ``timeout_s`` seconds; items with no outcome by then count as timed out.
+
+        Timed-out items are listed by task id in ``RunSummary.timed_out_ids``; they go on
+        running, and a later ``summary()`` counts them once they finish.
+        """
+        for _ in self.as_completed(timeout_s):
+            pass
+        return self.summary(report_timeouts=True)
+
+    def first(self, n: int, timeout_s: float | None = None) -> list[TaskOutcome]:
+        """Return once ``n`` items succeed (or time runs out); cancel the rest.
+
+        Items not started yet are revoked and skipped; the run is marked cancelled so no
+        delivery that starts later runs either.
+        """
+        if n < 1:
+            raise ValueError("n must be at least 1")
+        winners: list[TaskOutcome] = []
+        for outcome in self.as_completed(timeout_s):
+            if outcome.ok:
+                winners.append(outcome)
+                if len(winners) >= n:
+                    break
+        self.cancel()
+        return winners
+
+    def cancel(self) -> None:
+        """Cancel every item that has not finished: none of them starts from now on."""
+        self._store.cancel(self.id)
+        record = self._store.get_run(self.id)
+        if record.get("aggregate"):
+            # Revoking chord members would fail the chord; the cancelled flag skips them instead.
+            return
+        done = self._store.done_indices(self.id)
+        pending = [item[0] for idx, item in self._store.items(self.id).items() if idx not in done]
+        if pending:
+            self._app.control.revoke(pending)
+
+    def result(self, timeout_s: float | None = None) -> Any:
+        """The aggregate's value, waiting up to ``timeout_s`` seconds for it.
+
+        Raises ``RunError`` when the run has no aggregate, the aggregate failed, or time ran out.
+        """
+        if not self._store.get_run(self.id).get("aggregate"):
+            raise RunError(f"run {self.id} has no aggregate; pass aggregate= to Fleet.map")
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        last = "0-0"
+        while True:
+            found = self._store.get_aggregate(self.id)
+            if found is not None:
+                if not found["ok"]:
+                    raise RunError(f"the aggregate of run {self.id} failed: {found['error']}")
+                return found["value"]
+            block = _POLL_MS
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise RunError(f"the aggregate of run {self.id} was not ready in {timeout_s} s")
+                block = max(1, min(_POLL_MS, int(left * 1000)))
+            for entry_id, _ in self._store.events(self.id, last, block_ms=block):
+                last = entry_id
+
+    def outcomes(self) -> list[TaskOutcome]:
+        """Every outcome recorded so far, in input order."""
+        found = self._store.outcomes(self.id)
+        return [found[i] for i in sorted(found)]
+
+    def summary(self, *, report_timeouts: bool = False) -> RunSummary:
+        """The run's totals now. With ``report_timeouts``, unfinished items count as timed out."""
+        timed_out: list[str] = []
+        if report_timeouts:
+            done = self._store.done_indices(self.id)
+            if len(done) < self.total:
+                items = self._store.items(self.id)
+                timed_out = [items[i][0] for i in sorted(items) if i not in done]
+        return self._store.summary(self.id, timed_out_ids=timed_out)

@@ -1,0 +1,34 @@
+"""``FleetTask``: the Celery base class of every fleet task."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+from celery import Task
+from pydantic import BaseModel
+
+__all__ = ["FleetTask"]
+
+
+class FleetTask(Task):  # type: ignore[misc]
+    """A Celery task whose body is a function ``fn(ctx: TaskContext, **inputs)``.
+
+    Delivery is at least once (``acks_late``, rejected on worker loss). Celery's own retry
+    counter is not the budget: ``fleet_max_retries`` counts failed executions only, so
+    waiting for rate limits never uses up retries.
+    """
+
+    abstract = True
+    acks_late = True
+    reject_on_worker_lost = True
+    typing = False
+    max_retries = None
+
+    fn: Callable[..., Any]
+    input_model: type[BaseModel]
+    fleet_max_retries: int = 3
+    downstream: str | None = None
+    retry_on: tuple[type[BaseException], ...] = ()
+    fail_on: tuple[type[BaseException], ...] = ()
+    fleet_options: ClassVar[dict[str, Any]] = {}

@@ -1,0 +1,86 @@
+"""Built-in tasks: the simulated agent (demo and benchmarks) and the fan-in callback."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import random
+import time
+from typing import Any, Literal
+
+from agentfleet.celery_app import app
+from agentfleet.config import get_settings
+from agentfleet.errors import DownstreamError, InvalidInput
+from agentfleet.runs import RunStore
+from agentfleet.tasks import lifecycle  # noqa: F401  (connects worker signals)
+from agentfleet.tasks.context import TaskContext
+from agentfleet.tasks.decorator import fleet_task
+
+__all__ = ["aggregate", "resolve_callable", "simulated_agent"]
+
+log = logging.getLogger("agentfleet.tasks")
+
+
+def _latency(distribution: str, latency_s: float, jitter_s: float, rng: random.Random) -> float:
+    if distribution == "uniform":
+        return max(0.0, rng.uniform(latency_s - jitter_s, latency_s + jitter_s))
+    if distribution == "lognormal":
+        sigma = jitter_s / latency_s if latency_s > 0 else 0.0
+        return latency_s * rng.lognormvariate(0.0, sigma) if latency_s > 0 else 0.0
+    return latency_s
+
+
+@fleet_task(name="agentfleet.simulated_agent", downstream="simulated")
+def simulated_agent(
+    ctx: TaskContext,
+    item: Any = None,
+    latency_s: float = 1.0,
+    jitter_s: float = 0.0,
+    distribution: Literal["fixed", "uniform", "lognormal"] = "fixed",
+    failure_rate: float = 0.0,
+    permanent: bool = False,
+    seed: int | None = None,
+) -> dict[str, Any]:
+    """Stand in for an agent: sleep ``latency_s`` seconds (drawn from ``distribution``).
+
+    With probability ``failure_rate`` an attempt fails with a retryable downstream error
+    (decided per item and attempt, so runs are repeatable given ``seed``); ``permanent``
+    makes the item fail for good instead.
+    """
+    if permanent:
+        raise InvalidInput(f"item {item!r} is marked to fail permanently")
+    rng = random.Random(f"{seed}:{ctx.item_key}:{ctx.attempt}") if seed is not None else random.Random()
+    slept = _latency(distribution, latency_s, jitter_s, rng)
+    if slept:
+        time.sleep(slept)
+    if failure_rate and rng.random() < failure_rate:
+        raise DownstreamError("simulated transient failure", status_code=503, downstream="simulated")
+    return {"item": item, "slept_s": round(slept, 4), "attempt": ctx.attempt}
+
+
+def resolve_callable(path: str) -> Any:
+    """Import ``module:qualname`` (or ``module.name``) and return the object."""
+    module_name, _, qualname = path.partition(":")
+    if not qualname:
+        module_name, _, qualname = path.rpartition(".")
+    target: Any = importlib.import_module(module_name)
+    for part in qualname.split("."):
+        target = getattr(target, part)
+    return target
+
+
+@app.task(name="agentfleet.aggregate", acks_late=True, reject_on_worker_lost=True)
+def aggregate(outcomes: list[dict[str, Any]], run_id: str, fn: str) -> Any:
+    """The chord callback: ``fn`` over the successful items' results, in input order."""
+    store = RunStore.from_settings(get_settings())
+    results = [o.get("result") for o in outcomes if isinstance(o, dict) and o.get("ok")]
+    started = time.monotonic()
+    try:
+        value = resolve_callable(fn)(results)
+    except Exception as exc:
+        log.exception("aggregate %s failed for run %s", fn, run_id)
+        store.set_aggregate(run_id, ok=False, error=f"{type(exc).__name__}: {exc}")
+        raise
+    store.set_aggregate(run_id, ok=True, value=value)
+    log.info("aggregate %s for run %s took %.3f s", fn, run_id, time.monotonic() - started)
+    return value

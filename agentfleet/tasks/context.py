@@ -1,0 +1,90 @@
+"""``TaskContext``: what a fleet task's body receives as its first argument."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import anthropic
+    import httpx
+
+__all__ = ["TaskContext"]
+
+
+@dataclass
+class TaskContext:
+    """Ids, a scratch directory and clients for one execution of one item.
+
+    ``workdir`` is a directory of this execution's own, removed when it ends. ``http`` and
+    ``anthropic`` are built on first use and send every request through the fleet transport
+    (limits, SSRF guard, credentials, accounting); they are closed when the execution ends.
+    ``cost_usd`` and the token counts add up what this execution spent.
+    """
+
+    task_id: str
+    run_id: str
+    item_key: str
+    idempotency_key: str
+    attempt: int
+    workdir: Path
+    log: logging.LoggerAdapter[logging.Logger]
+    task_name: str = ""
+    downstream: str | None = None
+    index: int = 0
+    cost_usd: float = 0.0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    downstreams_called: list[str] = field(default_factory=list)
+    _http_factory: Callable[[TaskContext], httpx.Client] | None = field(default=None, repr=False)
+    _anthropic_factory: Callable[[TaskContext], anthropic.Anthropic] | None = field(
+        default=None, repr=False
+    )
+    _http: Any = field(default=None, repr=False)
+    _anthropic: Any = field(default=None, repr=False)
+
+    @property
+    def http(self) -> httpx.Client:
+        """An ``httpx.Client`` on the fleet transport."""
+        if self._http is None:
+            if self._http_factory is None:
+                raise RuntimeError("this context has no HTTP client factory")
+            self._http = self._http_factory(self)
+        return self._http  # type: ignore[no-any-return]
+
+    @property
+    def anthropic(self) -> anthropic.Anthropic:
+        """An ``anthropic.Anthropic`` with ``max_retries=0`` on the fleet transport."""
+        if self._anthropic is None:
+            if self._anthropic_factory is None:
+                raise RuntimeError("this context has no Anthropic client factory")
+            self._anthropic = self._anthropic_factory(self)
+        return self._anthropic  # type: ignore[no-any-return]
+
+    def add_usage(self, *, cost_usd: float = 0.0, input_tokens: int = 0, output_tokens: int = 0) -> None:
+        """Add one call's spending (US dollars, tokens) to this execution's totals."""
+        self.cost_usd += cost_usd
+        self.input_tokens += input_tokens
+        self.output_tokens += output_tokens
+
+    def note_downstream(self, downstream: str) -> None:
+        """Remember a downstream this execution called (the last one names a dead letter's)."""
+        if not self.downstreams_called or self.downstreams_called[-1] != downstream:
+            self.downstreams_called.append(downstream)
+
+    @property
+    def last_downstream(self) -> str | None:
+        return self.downstreams_called[-1] if self.downstreams_called else self.downstream
+
+    def close(self) -> None:
+        """Close the clients this execution opened."""
+        for client in (self._anthropic, self._http):
+            if client is not None:
+                try:
+                    client.close()
+                except Exception:  # closing must never mask the task's own outcome
+                    self.log.debug("closing a client failed", exc_info=True)
+        self._anthropic = self._http = None

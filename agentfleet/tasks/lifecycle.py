@@ -1,0 +1,48 @@
+"""Worker process hooks: fresh Redis pools after fork, and exit when the parent is gone."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+import time
+from typing import Any
+
+from celery.signals import worker_process_init, worker_ready
+
+from agentfleet.redis_client import reset_connections
+
+__all__ = ["PARENT_PID_ENV"]
+
+PARENT_PID_ENV = "AGENTFLEET_PARENT_PID"
+log = logging.getLogger("agentfleet.worker")
+
+
+@worker_process_init.connect
+def _fresh_connections(**_: Any) -> None:
+    # A forked child must not share its parent's sockets.
+    reset_connections()
+
+
+def _watch_parent(parent_pid: int, interval_s: float) -> None:
+    while True:
+        time.sleep(interval_s)
+        try:
+            os.kill(parent_pid, 0)
+        except ProcessLookupError:
+            log.warning("parent process %d is gone; shutting this worker down", parent_pid)
+            os.kill(os.getpid(), signal.SIGTERM)
+            return
+        except PermissionError:
+            return
+
+
+@worker_ready.connect
+def _start_parent_watchdog(**_: Any) -> None:
+    # LocalCluster sets the variable so a worker never outlives the process that started it.
+    raw = os.environ.get(PARENT_PID_ENV)
+    if raw and raw.isdigit():
+        threading.Thread(
+            target=_watch_parent, args=(int(raw), 1.0), name="agentfleet-parent-watchdog", daemon=True
+        ).start()

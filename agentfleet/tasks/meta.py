@@ -1,0 +1,41 @@
+"""The reserved keyword argument ``_af`` that carries an item's place in its run."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+__all__ = ["META_KWARG", "ItemMeta"]
+
+META_KWARG = "_af"
+
+
+class ItemMeta(BaseModel):
+    """Where an item belongs and how far it has come. Travels in the task message.
+
+    ``attempt`` counts failed executions so far (0 on the first); ``deferrals`` counts waits for
+    limits, which never use up retries; ``elapsed_s`` and ``cost_usd`` carry what earlier
+    attempts of this stage spent, in seconds and US dollars.
+    """
+
+    model_config = ConfigDict(extra="ignore")
+
+    run: str
+    idx: int = 0
+    key: str
+    item: str
+    stage: int = 0
+    stages: int = 1
+    attempt: int = 0
+    deferrals: int = 0
+    requeues: int = 0
+    elapsed_s: float = 0.0
+    cost_usd: float = 0.0
+
+    @property
+    def last_stage(self) -> bool:
+        return self.stage >= self.stages - 1
+
+    def to_kwarg(self) -> dict[str, Any]:
+        return self.model_dump(exclude_defaults=True) | {"run": self.run, "key": self.key, "item": self.item}

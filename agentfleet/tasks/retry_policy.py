@@ -1,0 +1,37 @@
+"""How long to wait before the next attempt: exponential backoff with full jitter."""
+
+from __future__ import annotations
+
+import random
+
+__all__ = ["backoff_s", "cap_countdown"]
+
+
+def backoff_s(
+    attempt: int,
+    *,
+    base_s: float,
+    cap_s: float,
+    retry_after_s: float | None = None,
+    rng: random.Random | None = None,
+) -> float:
+    """Seconds before retry number ``attempt + 1`` (``attempt`` is 0 after the first failure).
+
+    Full jitter: a draw from ``[0, min(cap_s, base_s * 2**attempt)]``, which spreads a crowd
+    of failures apart. A downstream's ``retry_after_s`` is a floor: the wait is that long plus
+    up to 10% (at most 1 s) so the crowd does not return in the same millisecond.
+    """
+    draw = (rng or random).random
+    if retry_after_s is not None and retry_after_s > 0:
+        return retry_after_s + draw() * min(1.0, 0.1 * retry_after_s)
+    ceiling = min(cap_s, base_s * (2 ** max(0, attempt)))
+    return draw() * ceiling
+
+
+def cap_countdown(countdown_s: float, max_countdown_s: float) -> float:
+    """Clamp a countdown to ``[0, max_countdown_s]``.
+
+    On Redis a message held longer than the visibility timeout is delivered again, so a
+    longer countdown would run the task twice.
+    """
+    return max(0.0, min(countdown_s, max_countdown_s))
