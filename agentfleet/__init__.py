@@ -45,7 +45,39 @@ _EXPORTS = {
     "PoisonMessage": "agentfleet.errors",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = [
+    "AgentfleetError",
+    "AuthError",
+    "BadRequest",
+    "BudgetExceeded",
+    "ConfigError",
+    "ConnectionFailed",
+    "Deferred",
+    "DispatchError",
+    "DownstreamError",
+    "Fleet",
+    "FleetTask",
+    "ForbiddenDestination",
+    "InvalidInput",
+    "LocalCluster",
+    "LoopDetected",
+    "Overloaded",
+    "PermanentError",
+    "PoisonMessage",
+    "RateLimited",
+    "RetryableError",
+    "Run",
+    "RunError",
+    "RunSummary",
+    "Settings",
+    "SpendLimitReached",
+    "TaskContext",
+    "TaskOutcome",
+    "TaskTimeout",
+    "fleet_task",
+    "get_settings",
+    "merge",
+]
 
 if TYPE_CHECKING:
     from agentfleet.config import Settings, get_settings

@@ -68,9 +68,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
     }
 
 
-def make_app(
-    settings: Settings, *, main: str = "agentfleet", app_cls: type[Celery] = Celery
-) -> Celery:
+def make_app(settings: Settings, *, main: str = "agentfleet", app_cls: type[Celery] = Celery) -> Celery:
     """A Celery app (of class ``app_cls``) configured from ``settings``."""
     celery = app_cls(main, set_as_current=False)
     config = celery_config(settings)

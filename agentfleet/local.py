@@ -8,6 +8,7 @@ killed, then the embedded Redis is stopped. Nothing is left running.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -85,9 +86,11 @@ class LocalCluster:
         self.concurrency = concurrency or self.settings.worker.concurrency
         self.pool = pool or self.settings.worker.pool
         self.autoscale = autoscale
-        self.queues = list(queues) if queues else [
-            self.settings.queues.agents, self.settings.queues.fanin, self.settings.queues.maintenance
-        ]
+        self.queues = (
+            list(queues)
+            if queues
+            else [self.settings.queues.agents, self.settings.queues.fanin, self.settings.queues.maintenance]
+        )
         self.extra_env = dict(env or {})
         self.loglevel = loglevel
         self.startup_timeout_s = startup_timeout_s
@@ -162,12 +165,22 @@ class LocalCluster:
         name = f"af{len(self.workers) + 1}-{uuid.uuid4().hex[:6]}@{os.uname().nodename}"
         log_path = self._log_dir / f"{name.split('@')[0]}.log"
         args = [
-            sys.executable, "-m", "celery", "-A", "agentfleet.celery_app", "worker",
-            "--hostname", name,
-            "--pool", self.pool,
-            "--queues", ",".join(self.queues),
-            "--loglevel", self.loglevel,
-            "--without-gossip", "--without-mingle",
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "agentfleet.celery_app",
+            "worker",
+            "--hostname",
+            name,
+            "--pool",
+            self.pool,
+            "--queues",
+            ",".join(self.queues),
+            "--loglevel",
+            self.loglevel,
+            "--without-gossip",
+            "--without-mingle",
             "--task-events",
         ]
         if self.autoscale:
@@ -197,9 +210,7 @@ class LocalCluster:
         while pending:
             for worker in pending.values():
                 if not worker.alive():
-                    raise ConfigError(
-                        f"worker {worker.name} exited at start:\n{worker.log_text()[-3000:]}"
-                    )
+                    raise ConfigError(f"worker {worker.name} exited at start:\n{worker.log_text()[-3000:]}")
             if time.monotonic() > deadline:
                 names = ", ".join(pending)
                 raise ConfigError(f"workers did not answer a ping in {self.startup_timeout_s} s: {names}")
@@ -216,10 +227,8 @@ class LocalCluster:
                 worker.process.wait(timeout=self.stop_timeout_s)
             except subprocess.TimeoutExpired:
                 log.warning("worker %s did not stop in %s s; killing it", worker.name, self.stop_timeout_s)
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(worker.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
         try:
             worker.process.wait(timeout=self.stop_timeout_s)
         except subprocess.TimeoutExpired:
@@ -227,10 +236,8 @@ class LocalCluster:
 
     def kill_worker(self, worker: WorkerProcess) -> None:
         """SIGKILL a worker's whole process group at once, as a crash would."""
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(worker.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         worker.process.wait(timeout=self.stop_timeout_s)
 
     def pids(self) -> list[int]:
@@ -245,10 +252,8 @@ class LocalCluster:
         workers, self.workers = self.workers, []
         for worker in workers:
             if worker.alive():
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     worker.process.send_signal(signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
         for worker in workers:
             self.stop_worker(worker)
         if self._fleet is not None:

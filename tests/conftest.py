@@ -11,6 +11,7 @@ import redis
 
 from agentfleet.config import reset_settings
 from agentfleet.embedded_redis import EmbeddedRedis, redis_reachable
+from agentfleet.local import LocalCluster
 
 
 @pytest.fixture(scope="session")
@@ -42,3 +43,25 @@ def _fresh_settings() -> Iterator[None]:
     reset_settings()
     yield
     reset_settings()
+
+
+TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def cluster_env(**extra: str) -> dict[str, str]:
+    """Environment for test workers: the test task module importable and named."""
+    env = {
+        "PYTHONPATH": TESTS_DIR,
+        "AGENTFLEET_TASK_MODULES": "fleet_test_tasks",
+    }
+    env.update(extra)
+    return env
+
+
+@pytest.fixture(scope="session")
+def cluster(redis_url: str) -> Iterator[LocalCluster]:
+    """Two real worker processes (threads pool) on the session's Redis."""
+    with LocalCluster(
+        workers=2, concurrency=8, pool="threads", broker_url=redis_url, env=cluster_env()
+    ) as running:
+        yield running

@@ -10,7 +10,7 @@ from celery.backends.redis import RedisBackend
 __all__ = ["DispatchApp"]
 
 
-class _DispatchOnlyBackend(RedisBackend):  # type: ignore[misc]
+class _DispatchOnlyBackend(RedisBackend):
     """A Redis result backend that does not subscribe to every task it sends.
 
     Celery's Redis backend subscribes to each sent task's result channel so that ``.get()``
@@ -28,7 +28,7 @@ class _DispatchOnlyBackend(RedisBackend):  # type: ignore[misc]
         return result
 
 
-class DispatchApp(Celery):  # type: ignore[misc]
+class DispatchApp(Celery):
     """The client-side app: sends tasks by name and sets up chords; never waits on results."""
 
     def _get_backend(self) -> RedisBackend:

@@ -54,7 +54,9 @@ def _inputs(inputs: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     items = []
     for i, item in enumerate(inputs):
         if not isinstance(item, Mapping):
-            raise DispatchError(f"input {i} is {type(item).__name__}; each input is a dict of keyword arguments")
+            raise DispatchError(
+                f"input {i} is {type(item).__name__}; each input is a dict of keyword arguments"
+            )
         if META_KWARG in item:
             raise DispatchError(f"input {i} uses the reserved key {META_KWARG}")
         try:
@@ -202,9 +204,7 @@ class Fleet:
         return [cap_countdown(i * step + random.uniform(0, step * 0.5), cap) for i in range(count)]
 
     @staticmethod
-    def _metas(
-        run_id: str, items: list[dict[str, Any]], key: KeyFn | None, *, stages: int
-    ) -> list[ItemMeta]:
+    def _metas(run_id: str, items: list[dict[str, Any]], key: KeyFn | None, *, stages: int) -> list[ItemMeta]:
         metas = []
         for i, item in enumerate(items):
             if key is not None:
@@ -212,7 +212,9 @@ class Fleet:
                 metas.append(ItemMeta(run=run_id, idx=i, key=custom, item=custom, stages=stages))
             else:
                 metas.append(
-                    ItemMeta(run=run_id, idx=i, key=default_item_key(run_id, i, item), item=str(i), stages=stages)
+                    ItemMeta(
+                        run=run_id, idx=i, key=default_item_key(run_id, i, item), item=str(i), stages=stages
+                    )
                 )
         if key is not None:
             keys = [m.key for m in metas]

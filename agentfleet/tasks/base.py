@@ -11,7 +11,7 @@ from pydantic import BaseModel
 __all__ = ["FleetTask"]
 
 
-class FleetTask(Task):  # type: ignore[misc]
+class FleetTask(Task):
     """A Celery task whose body is a function ``fn(ctx: TaskContext, **inputs)``.
 
     Delivery is at least once (``acks_late``, rejected on worker loss). Celery's own retry

@@ -40,9 +40,7 @@ class TaskContext:
     output_tokens: int = 0
     downstreams_called: list[str] = field(default_factory=list)
     _http_factory: Callable[[TaskContext], httpx.Client] | None = field(default=None, repr=False)
-    _anthropic_factory: Callable[[TaskContext], anthropic.Anthropic] | None = field(
-        default=None, repr=False
-    )
+    _anthropic_factory: Callable[[TaskContext], anthropic.Anthropic] | None = field(default=None, repr=False)
     _http: Any = field(default=None, repr=False)
     _anthropic: Any = field(default=None, repr=False)
 
@@ -53,7 +51,7 @@ class TaskContext:
             if self._http_factory is None:
                 raise RuntimeError("this context has no HTTP client factory")
             self._http = self._http_factory(self)
-        return self._http  # type: ignore[no-any-return]
+        return self._http
 
     @property
     def anthropic(self) -> anthropic.Anthropic:
@@ -62,7 +60,7 @@ class TaskContext:
             if self._anthropic_factory is None:
                 raise RuntimeError("this context has no Anthropic client factory")
             self._anthropic = self._anthropic_factory(self)
-        return self._anthropic  # type: ignore[no-any-return]
+        return self._anthropic
 
     def add_usage(self, *, cost_usd: float = 0.0, input_tokens: int = 0, output_tokens: int = 0) -> None:
         """Add one call's spending (US dollars, tokens) to this execution's totals."""

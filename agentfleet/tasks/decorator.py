@@ -97,7 +97,7 @@ def _register(
     }
     if queue:
         options["queue"] = queue
-    return app.task(**options)(run)  # type: ignore[no-any-return]
+    return app.task(**options)(run)
 
 
 @overload

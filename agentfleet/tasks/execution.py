@@ -47,7 +47,7 @@ from agentfleet.tasks.retry_policy import backoff_s, cap_countdown
 if TYPE_CHECKING:
     from agentfleet.tasks.base import FleetTask
 
-__all__ = ["execute"]
+__all__ = ["cancelled_outcome", "execute"]
 
 log = logging.getLogger("agentfleet.task")
 
@@ -75,6 +75,17 @@ def _outcome(meta: ItemMeta, task_id: str, **fields: Any) -> TaskOutcome:
         index=meta.idx,
         idempotency_key=meta.key,
         **fields,
+    )
+
+
+def cancelled_outcome(meta: ItemMeta, task_id: str) -> TaskOutcome:
+    """The outcome of an item whose run was cancelled before it started."""
+    return _outcome(
+        meta,
+        task_id,
+        ok=False,
+        error_type="Cancelled",
+        error="the run was cancelled before this item started",
     )
 
 
@@ -116,14 +127,23 @@ class _Delivery:
 
     # Outcomes ------------------------------------------------------------------------------
 
-    def _finish(self, outcome: TaskOutcome, *, record: bool | None = None) -> dict[str, Any]:
+    def _finish(self, outcome: TaskOutcome, *, store: bool = True) -> dict[str, Any]:
+        """Store the outcome under this stage's key; count it for the run if it ends the item."""
         final = self.meta.last_stage or not outcome.ok
         scoped = outcome.model_copy(update={"idempotency_key": self.key})
-        self.store.finish(scoped, store=True, record=final if record is None else record)
+        self.store.finish(scoped, store=store, record=final)
         return outcome.model_dump(mode="json")
 
-    def _failure(self, err: AgentfleetError, *, attempts: int, elapsed_s: float, cost: float,
-                 tb: str = "", ctx: TaskContext | None = None) -> dict[str, Any]:
+    def _failure(
+        self,
+        err: AgentfleetError,
+        *,
+        attempts: int,
+        elapsed_s: float,
+        cost: float,
+        tb: str = "",
+        ctx: TaskContext | None = None,
+    ) -> dict[str, Any]:
         outcome = _outcome(
             self.meta,
             self.task_id,
@@ -162,14 +182,14 @@ class _Delivery:
         self.kwargs = inputs
 
         state = self.store.begin(
-            self.meta.run, self.key, self.task_id,
+            self.meta.run,
+            self.key,
+            self.task_id,
             deliveries_ttl_s=self.settings.visibility_timeout_s * 4,
         )
         if state.cancelled:
-            return self._finish(
-                _outcome(self.meta, self.task_id, ok=False, error_type="Cancelled",
-                         error="the run was cancelled before this item started")
-            )
+            # Not stored under the idempotency key: a resumed run must still do this item.
+            return self._finish(cancelled_outcome(self.meta, self.task_id), store=False)
         if state.stored is not None:
             stored = state.stored.model_copy(
                 update={"task_id": self.task_id, "run_id": self.meta.run, "index": self.meta.idx}
@@ -181,13 +201,15 @@ class _Delivery:
                 f"the worker process died {state.deliveries - 1} times running this task; "
                 f"max_deliveries is {self.settings.dlq.max_deliveries}"
             )
-            return self._failure(err, attempts=attempts - 1, elapsed_s=self.meta.elapsed_s,
-                                 cost=self.meta.cost_usd)
+            return self._failure(
+                err, attempts=attempts - 1, elapsed_s=self.meta.elapsed_s, cost=self.meta.cost_usd
+            )
         try:
             values = _validate(self.task, inputs)
         except InvalidInput as err:
-            return self._failure(err, attempts=attempts, elapsed_s=self.meta.elapsed_s,
-                                 cost=self.meta.cost_usd)
+            return self._failure(
+                err, attempts=attempts, elapsed_s=self.meta.elapsed_s, cost=self.meta.cost_usd
+            )
         return self._execute(values, attempts)
 
     def _context(self, workdir: Path) -> TaskContext:
@@ -282,7 +304,10 @@ class _Delivery:
             )
             ctx.log.warning(
                 "attempt %d failed (%s: %s); retrying in %.2f s",
-                attempts, type(err).__name__, err, countdown,
+                attempts,
+                type(err).__name__,
+                err,
+                countdown,
             )
             nxt = self.meta.model_copy(
                 update={"attempt": self.meta.attempt + 1, "elapsed_s": spent_s, "cost_usd": cost}

@@ -9,7 +9,7 @@ import threading
 import time
 from typing import Any
 
-from celery.signals import worker_process_init, worker_ready
+from celery.signals import task_revoked, worker_process_init, worker_ready
 
 from agentfleet.redis_client import reset_connections
 
@@ -46,3 +46,19 @@ def _start_parent_watchdog(**_: Any) -> None:
         threading.Thread(
             target=_watch_parent, args=(int(raw), 1.0), name="agentfleet-parent-watchdog", daemon=True
         ).start()
+
+
+@task_revoked.connect
+def _record_revoked(request: Any = None, **_: Any) -> None:
+    # A revoked item never runs its body; count it as cancelled so its run still completes.
+    from agentfleet.config import get_settings
+    from agentfleet.runs import RunStore
+    from agentfleet.tasks.execution import cancelled_outcome
+    from agentfleet.tasks.meta import META_KWARG, ItemMeta
+
+    raw = (getattr(request, "kwargs", None) or {}).get(META_KWARG)
+    if not raw:
+        return
+    meta = ItemMeta.model_validate(raw)
+    store = RunStore.from_settings(get_settings())
+    store.finish(cancelled_outcome(meta, str(request.id)), store=False, record=True)

@@ -1,0 +1,5 @@
+"""``python -m agentfleet``."""
+
+from agentfleet.cli import main
+
+main()

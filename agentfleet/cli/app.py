@@ -1,0 +1,24 @@
+"""The ``agentfleet`` command line."""
+
+from __future__ import annotations
+
+import typer
+
+from agentfleet.cli.demo_cmd import demo
+from agentfleet.cli.run_cmd import run
+from agentfleet.cli.runs_cmd import runs_app
+from agentfleet.cli.worker_cmd import worker
+
+__all__ = ["app"]
+
+app = typer.Typer(
+    name="agentfleet",
+    help="Run fleets of parallel LLM-agent tasks on Celery and Redis.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+app.command("demo")(demo)
+app.command("run")(run)
+app.command("worker")(worker)
+app.add_typer(runs_app, name="runs")

@@ -1,0 +1,91 @@
+"""Printing for the CLI: tables, JSON documents and one-line errors. The only place that prints."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from agentfleet.models import RunSummary, TaskOutcome
+
+__all__ = ["console", "err_console", "outcomes_table", "print_json", "runs_table", "summary_table"]
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+def print_json(document: Any) -> None:
+    """One JSON document on stdout, for scripts."""
+    sys.stdout.write(json.dumps(document, indent=2, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def summary_table(summary: RunSummary, *, title: str | None = None) -> Table:
+    table = Table(title=title or f"run {summary.run_id} ({summary.name})", show_header=False)
+    table.add_column("field", style="bold")
+    table.add_column("value", justify="right")
+    rows: Sequence[tuple[str, Any]] = [
+        ("tasks", summary.tasks_total),
+        ("succeeded", summary.succeeded),
+        ("failed", summary.failed),
+        ("dead-lettered", summary.dead_lettered),
+        ("timed out", summary.timed_out),
+        ("cancelled", summary.cancelled),
+        ("retries", summary.retries),
+        ("deferrals (waits for limits)", summary.deferrals),
+        ("redelivered from the DLQ", summary.redelivered),
+        ("success rate", f"{summary.success_rate:.1%}"),
+        ("wall clock", f"{summary.wall_clock_s:.2f} s"),
+        ("worker seconds", f"{summary.worker_seconds:.2f} s"),
+        ("cost", f"${summary.cost_usd:.4f}"),
+        ("status", summary.status),
+    ]
+    for field, value in rows:
+        table.add_row(field, str(value))
+    return table
+
+
+def runs_table(summaries: Iterable[RunSummary]) -> Table:
+    table = Table(title="runs")
+    for column in ("run", "name", "status", "tasks", "ok", "failed", "dead", "wall s", "cost $"):
+        table.add_column(column, justify="right" if column not in ("run", "name", "status") else "left")
+    for s in summaries:
+        table.add_row(
+            s.run_id,
+            s.name,
+            s.status,
+            str(s.tasks_total),
+            str(s.succeeded),
+            str(s.failed),
+            str(s.dead_lettered),
+            f"{s.wall_clock_s:.2f}",
+            f"{s.cost_usd:.4f}",
+        )
+    return table
+
+
+def outcomes_table(outcomes: Iterable[TaskOutcome], *, title: str = "outcomes", limit: int = 50) -> Table:
+    table = Table(title=title)
+    for column in ("#", "item", "ok", "attempts", "seconds", "result or error"):
+        table.add_column(column)
+    for n, outcome in enumerate(outcomes):
+        if n >= limit:
+            break
+        shown = (
+            json.dumps(outcome.result, default=str)
+            if outcome.ok
+            else f"{outcome.error_type}: {outcome.error}"
+        )
+        table.add_row(
+            str(outcome.index),
+            outcome.item_key,
+            "yes" if outcome.ok else "[red]no[/red]",
+            str(outcome.attempts),
+            f"{outcome.duration_s:.2f}",
+            shown[:120],
+        )
+    return table

@@ -1,0 +1,81 @@
+"""``agentfleet run``: fan a registered task out over inputs from a JSON Lines file."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from agentfleet.cli.connect import fleet_for_work
+from agentfleet.cli.output import console, err_console, outcomes_table, print_json, summary_table
+from agentfleet.cli.progress import follow
+from agentfleet.errors import DispatchError
+
+__all__ = ["read_inputs", "run"]
+
+
+def read_inputs(path: str) -> list[dict[str, Any]]:
+    """Inputs from a JSON Lines file (``-`` for stdin): one JSON object a line."""
+    handle = sys.stdin if path == "-" else None
+    if handle is None:
+        file = Path(path)
+        if not file.is_file():
+            raise DispatchError(f"--inputs {path}: no such file")
+        lines = file.read_text().splitlines()
+    else:
+        lines = handle.read().splitlines()
+    items = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DispatchError(f"{path} line {number}: not JSON ({exc.msg})") from None
+        if not isinstance(value, dict):
+            raise DispatchError(f"{path} line {number}: each line must be a JSON object of inputs")
+        items.append(value)
+    return items
+
+
+def run(
+    task: str = typer.Argument(..., help="Registered task name, e.g. myapp.tasks.classify."),
+    inputs: str = typer.Option(..., "--inputs", "-i", help="JSON Lines file of inputs, or - for stdin."),
+    name: str | None = typer.Option(None, help="A name for the run."),
+    stagger_s: float = typer.Option(0.0, min=0.0, help="Spread the starts over this many seconds."),
+    timeout_s: float = typer.Option(600.0, min=0.0, help="How long to wait, seconds."),
+    wait: bool = typer.Option(True, "--wait/--no-wait", help="Wait for the outcomes."),
+    workers: int = typer.Option(2, min=1, help="Workers to start when using an embedded cluster."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON document."),
+) -> None:
+    """Dispatch TASK once per input line and (by default) wait for the run."""
+    items = read_inputs(inputs)
+    say = err_console.print if as_json else console.print
+    with fleet_for_work(workers=workers, concurrency=None, pool=None, say=say) as (fleet, cluster):
+        if not wait and cluster is not None:
+            raise DispatchError("--no-wait needs a running Redis and workers (AGENTFLEET_BROKER_URL)")
+        handle = fleet.map(task, items, name=name, stagger_s=stagger_s)
+        if not wait:
+            if as_json:
+                print_json({"run_id": handle.id, "tasks": handle.total})
+            else:
+                console.print(f"dispatched run {handle.id} ({handle.total} tasks)")
+            return
+        if as_json:
+            summary = handle.wait(timeout_s)
+            print_json(
+                {
+                    "summary": summary.model_dump(mode="json"),
+                    "outcomes": [o.model_dump(mode="json") for o in handle.outcomes()],
+                }
+            )
+            return
+        follow(handle, timeout_s=timeout_s, label=task)
+        summary = handle.wait(0.1)
+        console.print(summary_table(summary))
+        failed = [o for o in handle.outcomes() if not o.ok]
+        if failed:
+            console.print(outcomes_table(failed, title="failed items"))

@@ -1,0 +1,1 @@
+"""agentfleet.llm."""

@@ -1,0 +1,66 @@
+"""Fleet tasks the integration tests run on real workers (imported via AGENTFLEET_TASK_MODULES)."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import redis
+
+from agentfleet import PermanentError, TaskContext, fleet_task
+
+
+def _redis() -> redis.Redis:
+    return redis.Redis.from_url(os.environ["AGENTFLEET_BROKER_URL"], decode_responses=True)
+
+
+@fleet_task
+def echo(ctx: TaskContext, n: int) -> dict[str, Any]:
+    return {"n": n}
+
+
+@fleet_task
+def sleepy(ctx: TaskContext, n: int, sleep_s: float) -> dict[str, Any]:
+    time.sleep(sleep_s)
+    return {"n": n, "slept": sleep_s}
+
+
+@fleet_task
+def counted(ctx: TaskContext, token: str, sleep_s: float = 0.0) -> dict[str, Any]:
+    """Counts its executions in Redis under ``test:exec:{token}``: the side effect to watch."""
+    executions = _redis().incr(f"test:exec:{token}")
+    time.sleep(sleep_s)
+    return {"token": token, "executions": executions}
+
+
+@fleet_task
+def maybe_fail(ctx: TaskContext, n: int, fail: bool = False) -> dict[str, Any]:
+    if fail:
+        raise PermanentError(f"item {n} is broken")
+    return {"n": n, "findings": [{"id": n % 7, "severity": ["low", "high"][n % 2]}]}
+
+
+@fleet_task
+def stage_fetch(ctx: TaskContext, url: str) -> dict[str, Any]:
+    return {"url": url, "text": f"content of {url}"}
+
+
+@fleet_task
+def stage_extract(ctx: TaskContext, url: str, text: str) -> dict[str, Any]:
+    return {"url": url, "words": len(text.split())}
+
+
+@fleet_task
+def stage_report(ctx: TaskContext, url: str, words: int) -> dict[str, Any]:
+    if "broken" in url:
+        raise PermanentError("cannot report on a broken page")
+    return {"report": f"{url}: {words} words"}
+
+
+def sum_n(results: list[dict[str, Any]]) -> int:
+    return sum(r["n"] for r in results)
+
+
+def count_results(results: list[Any]) -> int:
+    return len(results)

@@ -1,0 +1,46 @@
+"""The command line: help everywhere, and one clear line for a user's mistake."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+COMMANDS = [[], ["demo"], ["run"], ["worker"], ["runs"], ["runs", "list"], ["runs", "show"]]
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: " ".join(c) or "top")
+def test_every_command_has_help(command: list[str]) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "agentfleet", *command, "--help"], capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    assert "Usage" in out.stdout
+
+
+def test_an_unreachable_broker_is_one_line_and_a_non_zero_exit() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "agentfleet", "runs", "list"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"AGENTFLEET_BROKER_URL": "redis://127.0.0.1:1/0", "PATH": "/usr/bin:/bin"},
+    )
+    assert out.returncode == 2
+    assert out.stderr.strip().count("\n") == 0
+    assert "no Redis answers at redis://127.0.0.1:1/0" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_a_bad_setting_is_one_line_naming_it() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "agentfleet", "runs", "list"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"AGENTFLEET_VISIBILITY_TIMEOUT_S": "five", "PATH": "/usr/bin:/bin"},
+    )
+    assert out.returncode == 2
+    assert "AGENTFLEET_VISIBILITY_TIMEOUT_S" in out.stderr
+    assert "Traceback" not in out.stderr

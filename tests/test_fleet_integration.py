@@ -1,0 +1,134 @@
+"""Map, pipeline and run handles against real Redis and two real worker processes."""
+
+from __future__ import annotations
+
+import uuid
+
+import fleet_test_tasks as tt
+import pytest
+import redis
+
+from agentfleet import LocalCluster, RunError
+
+pytestmark = pytest.mark.slow
+
+
+def test_map_with_chord_fan_in_over_200_items(cluster: LocalCluster) -> None:
+    run = cluster.fleet().map(tt.echo, [{"n": i} for i in range(200)], aggregate=tt.sum_n)
+    summary = run.wait(timeout_s=60)
+    assert summary.succeeded == 200
+    assert summary.failed == 0
+    assert summary.timed_out == 0
+    assert run.result(timeout_s=30) == sum(range(200))
+
+
+def test_aggregate_sees_successful_results_in_input_order(cluster: LocalCluster) -> None:
+    inputs = [{"n": i, "fail": i in (3, 11)} for i in range(20)]
+    run = cluster.fleet().map(tt.maybe_fail, inputs, aggregate="agentfleet.orchestration.merge:concat")
+    run.wait(timeout_s=60)
+    merged = run.result(timeout_s=30)
+    assert [r["n"] for r in merged] == [i for i in range(20) if i not in (3, 11)]
+
+
+def test_permanent_failure_is_counted_not_merged_and_others_go_on(cluster: LocalCluster) -> None:
+    inputs = [{"n": i, "fail": i == 5} for i in range(30)]
+    run = cluster.fleet().map(tt.maybe_fail, inputs, aggregate=tt.count_results)
+    summary = run.wait(timeout_s=60)
+    assert (summary.succeeded, summary.failed) == (29, 1)
+    assert run.result(timeout_s=30) == 29
+    failed = [o for o in run.outcomes() if not o.ok]
+    assert [o.index for o in failed] == [5]
+    assert failed[0].error_type == "PermanentError"
+    assert failed[0].attempts == 1
+
+
+def test_pipeline_of_three_stages_over_20_items(cluster: LocalCluster) -> None:
+    urls = [{"url": f"https://site{i}.example/page"} for i in range(19)] + [{"url": "https://broken.example"}]
+    run = cluster.fleet().pipeline([tt.stage_fetch, tt.stage_extract, tt.stage_report], urls)
+    summary = run.wait(timeout_s=60)
+    assert (summary.succeeded, summary.failed) == (19, 1)
+    outcomes = run.outcomes()
+    assert outcomes[0].result == {"report": "https://site0.example/page: 3 words"}
+    assert outcomes[19].ok is False
+    assert outcomes[19].error == "cannot report on a broken page"
+    assert all(o.attempts == 3 for o in outcomes[:19])
+
+
+def test_as_completed_yields_in_completion_order(cluster: LocalCluster) -> None:
+    inputs = [{"n": i, "sleep_s": 0.3 * (6 - i)} for i in range(6)]
+    run = cluster.fleet().map(tt.sleepy, inputs)
+    order = [o.result["n"] for o in run.as_completed(timeout_s=30)]
+    assert order == [5, 4, 3, 2, 1, 0]
+
+
+def test_first_returns_quorum_and_cancels_the_rest(cluster: LocalCluster, redis_client: redis.Redis) -> None:
+    token = uuid.uuid4().hex
+    inputs = [{"token": token, "sleep_s": 0.4} for _ in range(60)]
+    run = cluster.fleet().map(tt.counted, inputs)
+    winners = run.first(3, timeout_s=30)
+    assert len(winners) == 3 and all(w.ok for w in winners)
+    summary = run.wait(timeout_s=30)
+    assert summary.timed_out == 0, "every item ends: done, or cancelled"
+    assert summary.cancelled > 0
+    assert summary.succeeded + summary.cancelled == 60
+    assert int(redis_client.get(f"test:exec:{token}") or 0) < 60
+
+
+def test_wait_reports_stragglers_as_timed_out(cluster: LocalCluster) -> None:
+    inputs = [{"n": i, "sleep_s": 0.0} for i in range(4)] + [{"n": 4, "sleep_s": 5.0}]
+    run = cluster.fleet().map(tt.sleepy, inputs)
+    summary = run.wait(timeout_s=2.0)
+    assert summary.succeeded == 4
+    assert summary.timed_out == 1
+    assert summary.timed_out_ids == [f"{run.id}-4"]
+    later = run.wait(timeout_s=15)
+    assert (later.succeeded, later.timed_out) == (5, 0)
+
+
+def test_redispatching_a_finished_key_does_not_run_it_again(
+    cluster: LocalCluster, redis_client: redis.Redis
+) -> None:
+    token = uuid.uuid4().hex
+    fleet = cluster.fleet()
+    first = fleet.map(tt.counted, [{"token": token}], key=lambda x: f"invoice-{token}")
+    assert first.wait(timeout_s=30).succeeded == 1
+    second = fleet.map(tt.counted, [{"token": token}], key=lambda x: f"invoice-{token}")
+    assert second.wait(timeout_s=30).succeeded == 1
+    assert second.outcomes()[0].result == {"token": token, "executions": 1}
+    assert redis_client.get(f"test:exec:{token}") == "1"
+
+
+def test_default_keys_run_the_same_inputs_again_in_a_new_run(
+    cluster: LocalCluster, redis_client: redis.Redis
+) -> None:
+    token = uuid.uuid4().hex
+    fleet = cluster.fleet()
+    for _ in range(2):
+        assert fleet.map(tt.counted, [{"token": token}]).wait(timeout_s=30).succeeded == 1
+    assert redis_client.get(f"test:exec:{token}") == "2"
+
+
+def test_invalid_input_fails_without_retry(cluster: LocalCluster) -> None:
+    run = cluster.fleet().map(tt.echo, [{"n": "not a number"}, {"m": 1}])
+    summary = run.wait(timeout_s=30)
+    assert summary.failed == 2 and summary.retries == 0
+    errors = sorted(o.error or "" for o in run.outcomes())
+    assert "n: Input should be a valid integer" in errors[0] + errors[1]
+    assert all(o.error_type == "InvalidInput" and o.attempts == 1 for o in run.outcomes())
+
+
+def test_result_without_aggregate_is_an_error(cluster: LocalCluster) -> None:
+    run = cluster.fleet().map(tt.echo, [{"n": 1}])
+    run.wait(timeout_s=30)
+    with pytest.raises(RunError, match="no aggregate"):
+        run.result(timeout_s=1)
+
+
+def test_runs_are_listed_newest_first(cluster: LocalCluster) -> None:
+    fleet = cluster.fleet()
+    run = fleet.map(tt.echo, [{"n": 1}], name="listing-check")
+    run.wait(timeout_s=30)
+    newest = fleet.runs(limit=5)
+    assert newest[0].run_id == run.id
+    assert newest[0].name == "listing-check"
+    assert newest[0].status == "finished"
