@@ -293,6 +293,12 @@ class RunStore:
 
     # Aggregates ----------------------------------------------------------------------------
 
+    def mark_aggregate_started(self, run_id: str, at: float | None = None) -> None:
+        """Note when the fan-in callback started (seconds since the epoch)."""
+        self.client.hset(
+            self.run_key(run_id), "aggregate_started_at", repr(time.time() if at is None else at)
+        )
+
     def set_aggregate(self, run_id: str, *, ok: bool, value: Any = None, error: str = "") -> None:
         body = json.dumps({"ok": ok, "value": value, "error": error})
         pipe = self.client.pipeline(transaction=True)

@@ -73,6 +73,7 @@ def resolve_callable(path: str) -> Any:
 def aggregate(outcomes: list[dict[str, Any]], run_id: str, fn: str) -> Any:
     """The chord callback: ``fn`` over the successful items' results, in input order."""
     store = RunStore.from_settings(get_settings())
+    store.mark_aggregate_started(run_id)
     results = [o.get("result") for o in outcomes if isinstance(o, dict) and o.get("ok")]
     started = time.monotonic()
     try:

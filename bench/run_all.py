@@ -1,0 +1,24 @@
+"""Run every benchmark in bench/, one after another (``make bench``)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+SKIP = {"run_all.py", "bench_tasks.py"}
+
+
+def main() -> int:
+    failures = 0
+    for script in sorted(HERE.glob("*.py")):
+        if script.name in SKIP or script.name.startswith("_"):
+            continue
+        print(f"\n=== {script.name} ===", flush=True)
+        failures += subprocess.run([sys.executable, str(script)], check=False).returncode != 0
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
