@@ -1,0 +1,1 @@
+"""Agent tools and the layers every outgoing request of a task passes through."""
