@@ -178,7 +178,7 @@ def http_fetch(
         except (httpx.InvalidURL, httpx.UnsupportedProtocol) as exc:
             raise InvalidInput(f"http_fetch: {_scrubbed(str(exc), vault)}") from None
         response = _send(client, request, vault)
-        with response:
+        try:
             location = response.headers.get("location")
             if response.status_code not in _REDIRECTS or not location:
                 return _read(response, request, settings, deadline, redirects, vault)
@@ -194,6 +194,8 @@ def http_fetch(
                 following = request.url.join(location)
             except httpx.InvalidURL as exc:
                 raise ForbiddenDestination(f"http_fetch: unusable redirect ({exc})") from None
+        finally:
+            response.close()
         redirects.append(str(request.url))
         if not _same_origin(request.url, following):
             hop_headers = {

@@ -237,12 +237,13 @@ def blocked_reason(address: Address) -> str | None:
 def _refusal(host: str, address: Address, reason: str, literal: bool) -> ForbiddenDestination:
     if literal:
         spelled = f"{host!r}" if host == str(address) else f"{host!r} ({address})"
-        where = f"{spelled} is in the {reason}"
+        text = f"refused {spelled}: {reason}; to open it, list it in fetch.allow_private_hosts"
     else:
-        where = f"{host!r} resolves to {address}, in the {reason}"
-    return ForbiddenDestination(
-        f"refused {where}; add it to fetch.allow_private_hosts to open it", downstream=host
-    )
+        text = (
+            f"refused {host!r}: it resolves to {address} ({reason}); to open it, list the "
+            "name or the address in fetch.allow_private_hosts"
+        )
+    return ForbiddenDestination(text, downstream=host)
 
 
 def _is_local_name(host: str) -> bool:
@@ -391,8 +392,8 @@ def check_host(
         addresses = [literal]
     elif _is_local_name(host) and not name_open:
         raise ForbiddenDestination(
-            f"refused {host!r}: localhost names always mean this machine; add the name to "
-            "fetch.allow_private_hosts to open it"
+            f"refused {host!r}: localhost names always mean this machine; to open it, list "
+            "the name in fetch.allow_private_hosts"
         )
     else:
         addresses = _resolve(host, port, resolver, timeout_s)
@@ -444,6 +445,6 @@ def precheck_url(url: str, allowlist: Allowlist) -> None:
             raise _refusal(host, literal, reason, True)
     elif _is_local_name(host) and not allowlist.opens_host(host):
         raise ForbiddenDestination(
-            f"refused {host!r}: localhost names always mean this machine; add the name to "
-            "fetch.allow_private_hosts to open it"
+            f"refused {host!r}: localhost names always mean this machine; to open it, list "
+            "the name in fetch.allow_private_hosts"
         )
