@@ -197,7 +197,11 @@ def _kill_group(pgid: int) -> None:
 def _exited(pid: int) -> bool:
     # WNOWAIT leaves the child unreaped, so its pid (and process group id) cannot be reused
     # before the group is killed.
-    result = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    try:
+        result = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        # SIGCHLD is ignored in this process, so the kernel reaped the child already.
+        return True
     return result is not None
 
 

@@ -69,7 +69,8 @@ DEFAULT_MAX_POOLS = 64
 
 
 def _forget(exc: BaseException | None) -> None:
-    # Frames of a finished send hold the request that carried secrets; drop their locals.
+    # Frames of a finished send hold the request that carried secrets, in a reference cycle
+    # with the error; clearing their locals frees that copy now rather than at the next GC.
     seen: set[int] = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
@@ -108,7 +109,6 @@ class _GuardCore:
         self._max_pools = max_pools
         self._pools: OrderedDict[tuple[str, str, int], Any] = OrderedDict()
         self._lock = threading.Lock()
-        self._closed = False
 
     # The transport interface ----------------------------------------------------------
 
@@ -145,7 +145,6 @@ class _GuardCore:
         with self._lock:
             pools = list(self._pools.values())
             self._pools.clear()
-            self._closed = True
         for pool in pools:
             pool.close()
 
@@ -184,8 +183,6 @@ class _GuardCore:
         key = (target.scheme, target.host, target.port) if target.scheme == "https" else ("", "", 0)
         evicted = None
         with self._lock:
-            if self._closed:
-                raise RuntimeError("the guard transport is closed")
             pool = self._pools.get(key)
             if pool is None:
                 pool = self._factory()
@@ -219,16 +216,14 @@ class _GuardCore:
         )
 
     def _exchange(self, pool: Any, request: Any, target: Target, secret: bool) -> Any:
-        last = len(target.addresses) - 1
-        for index, address in enumerate(target.addresses):
-            wire = self._wire_request(request, target, address, secret)
+        *earlier, last = target.addresses
+        for address in earlier:
             try:
-                return pool.handle_request(wire)
+                return pool.handle_request(self._wire_request(request, target, address, secret))
             except self._module.ConnectError:
                 # Nothing was sent yet, so the next checked address can be tried safely.
-                if index == last:
-                    raise
-        raise AssertionError("a checked target always has an address")
+                continue
+        return pool.handle_request(self._wire_request(request, target, last, secret))
 
     def _finish(self, response: Any, request: Any, secret: bool) -> Any:
         response.request = request

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import time
 import traceback
@@ -398,3 +399,39 @@ def test_scrub_and_known_values(secret: str) -> None:
     text = f"GET /?k={secret.replace('-', '%2D')} header {secret}"
     assert vault.scrub(text).count("$CRED{vendor_a}") == 1
     assert vault.scrub(f"x {secret} y") == "x $CRED{vendor_a} y"
+
+
+def test_the_anthropic_api_key_can_live_in_the_vault(
+    canary: Server, secret: str, reply: Any
+) -> None:
+    import anthropic
+    import httpx2
+
+    from agentfleet.tools.guard import httpx2_guard
+
+    message = {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-haiku-4-5",
+        "content": [{"type": "text", "text": "ok"}],
+        "stop_reason": "end_turn",
+        "stop_sequence": None,
+        "usage": {"input_tokens": 1, "output_tokens": 1},
+    }
+    canary.routes["/v1/messages"] = lambda h: reply(
+        h, 200, json.dumps(message).encode(), {"Content-Type": "application/json"}
+    )
+    spec = CredentialSpec(env="ANTHROPIC_KEY_FOR_TEST", domains=["127.0.0.1"])
+    vault = CredentialVault({"anthropic": spec}, environ={"ANTHROPIC_KEY_FOR_TEST": secret})
+    http_client = httpx2.Client(transport=httpx2_guard(settings=LOCAL, vault=vault))
+    sdk = anthropic.Anthropic(
+        api_key="$CRED{anthropic}", base_url=canary.url(), http_client=http_client, max_retries=0
+    )
+    reply_message = sdk.messages.create(
+        model="claude-haiku-4-5", max_tokens=8, messages=[{"role": "user", "content": "hi"}]
+    )
+    assert reply_message.content[0].text == "ok"  # type: ignore[union-attr]
+    sent = {key.lower(): value for key, value in canary.hits[0].headers.items()}
+    assert sent["x-api-key"] == secret
+    assert secret not in repr(sdk) + repr(sdk.api_key)
