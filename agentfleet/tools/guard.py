@@ -5,8 +5,8 @@ pool, and works for ``httpx`` and for ``httpx2`` (the package the Anthropic SDK 
 both expose the same ``BaseTransport.handle_request(request) -> Response`` shape, so the
 layer is written once against that shape and instantiated per module::
 
-    guard = guard_transport(httpx, settings=settings.fetch, vault=vault, task_id=ctx_task_id)
-    client = httpx.Client(transport=FleetTransport(inner=guard), trust_env=False)
+    guard = guard_transport(httpx, settings=settings.fetch, vault=vault, task_id=task_id)
+    # the fleet transport (limits, accounting) calls guard.handle_request(request) last
 
 For every request (every redirect hop is a separate request) it:
 
@@ -113,6 +113,11 @@ class _GuardCore:
     # The transport interface ----------------------------------------------------------
 
     def handle_request(self, request: Any) -> Any:
+        """Check, pin, fill in credentials and send ``request``; the response of the wire copy.
+
+        Raises ``ForbiddenDestination`` before anything is sent when the destination or a
+        credential's domain is refused, and whatever the real transport raises otherwise.
+        """
         target = self.check(request)
         names = self._references(request)
         if names:
@@ -142,6 +147,7 @@ class _GuardCore:
         raise failure
 
     def close(self) -> None:
+        """Close every real transport this guard opened."""
         with self._lock:
             pools = list(self._pools.values())
             self._pools.clear()

@@ -16,6 +16,11 @@ Names and entries are compared after the same normalisation as the SSRF guard (l
 IDNA, no trailing dot). A credential is sent over plain http only to a host opened by
 ``fetch.allow_private_hosts`` (local test servers); elsewhere https is required.
 
+Placeholders in a request body are not filled in: they go out as written.
+
+Each use is audited before the request is sent, so an attempt that then fails to connect is
+still on record; if the audit cannot be written, the request is not sent.
+
 Values are read from the source (environment variable or file, surrounding whitespace
 stripped) at each use, so a rotated secret takes effect at once.
 """
