@@ -1,0 +1,94 @@
+"""The credential audit log: one Redis stream entry per use of a credential.
+
+An entry says which task used which credential for which domain, and when. It never holds
+the credential's value. The stream is capped (approximately, ``MAXLEN ~``) so it cannot grow
+without bound.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import redis
+from pydantic import BaseModel
+
+from agentfleet.errors import ConnectionFailed
+
+__all__ = ["AuditEntry", "AuditLog"]
+
+DEFAULT_MAXLEN = 100_000
+
+
+class AuditEntry(BaseModel):
+    """One use of a credential. ``time`` is Unix seconds."""
+
+    id: str
+    task_id: str
+    credential: str
+    domain: str
+    time: float
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+class AuditLog:
+    """The stream ``{prefix}:creds:audit``, capped at about ``maxlen`` entries."""
+
+    def __init__(self, client: redis.Redis, prefix: str, *, maxlen: int = DEFAULT_MAXLEN) -> None:
+        self._client = client
+        self.key = f"{prefix}:creds:audit"
+        self._maxlen = maxlen
+
+    def record(
+        self, task_id: str | None, credential: str, domain: str, *, at: float | None = None
+    ) -> str:
+        """Append one use; returns the stream entry id.
+
+        ``at`` is Unix seconds (now when None). A Redis failure raises ``ConnectionFailed``
+        so that a credential is never used without its audit entry.
+        """
+        fields: dict[Any, Any] = {
+            "task_id": task_id or "-",
+            "credential": credential,
+            "domain": domain,
+            "time": f"{time.time() if at is None else at:.6f}",
+        }
+        try:
+            entry_id = self._client.xadd(
+                self.key,
+                fields,
+                maxlen=self._maxlen,
+                approximate=True,
+            )
+        except redis.RedisError as exc:
+            raise ConnectionFailed(f"credential audit log unavailable: {exc}") from None
+        return _text(entry_id)
+
+    def read(self, count: int = 100, since: float | None = None) -> list[AuditEntry]:
+        """Up to ``count`` entries, oldest first.
+
+        With ``since`` (Unix seconds, by the Redis server's clock, which stamps each entry's
+        id), the first ``count`` entries recorded at or after it; without, the latest
+        ``count`` entries.
+        """
+        if since is None:
+            raw = list(reversed(self._client.xrevrange(self.key, count=count)))  # type: ignore[arg-type]
+        else:
+            start = f"{int(since * 1000)}-0"
+            raw = self._client.xrange(self.key, min=start, count=count)  # type: ignore[assignment]
+        entries: list[AuditEntry] = []
+        for entry_id, fields in raw:
+            values = {_text(k): _text(v) for k, v in (fields or {}).items()}
+            entries.append(
+                AuditEntry(
+                    id=_text(entry_id),
+                    task_id=values.get("task_id", "-"),
+                    credential=values.get("credential", ""),
+                    domain=values.get("domain", ""),
+                    time=float(values.get("time", "0") or 0),
+                )
+            )
+        return entries

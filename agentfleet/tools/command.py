@@ -1,0 +1,285 @@
+"""The ``run_command`` agent tool: an allowlisted executable, run without a shell.
+
+It is off unless ``command.enabled``. ``argv[0]`` must be allowed by ``command.allow``:
+
+- an entry with a ``/`` is an absolute path and allows exactly that file (``argv[0]`` must be
+  that path, after normalisation);
+- an entry without one is a basename and allows ``argv[0]`` written as that bare name, found
+  on the scrubbed ``PATH`` (never a relative or absolute path whose last part happens to
+  match, so a file the task wrote cannot pass for an allowed program).
+
+The program runs in the task's scratch directory, in a new session (its own process group),
+with stdin closed and an environment of only ``PATH`` (without relative entries or entries
+inside the scratch directory), ``HOME`` (the scratch directory), ``LANG`` and the variables
+passed in. On timeout the whole process group is killed. Each of stdout and stderr keeps at
+most ``command.max_output_bytes`` bytes: the first and last halves, with a marker between.
+
+This limits what can be started; it is not a sandbox for what the allowed program then does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+from pydantic import BaseModel
+
+from agentfleet.config import CommandToolSettings
+from agentfleet.errors import ForbiddenDestination, InvalidInput
+
+__all__ = ["RUN_COMMAND_TOOL", "CommandResult", "run_command"]
+
+RUN_COMMAND_TOOL: dict[str, Any] = {
+    "name": "run_command",
+    "description": (
+        "Run one allowed program (no shell) in the task's scratch directory and return its "
+        "exit code, stdout and stderr. Output is cut at a size limit; the program is killed "
+        "when it runs too long."
+    ),
+    "input_schema": {
+        "type": "object",
+        "properties": {
+            "argv": {
+                "type": "array",
+                "items": {"type": "string"},
+                "minItems": 1,
+                "description": 'The program and its arguments, for example ["pytest", "-q"].',
+            },
+            "timeout_s": {
+                "type": "number",
+                "exclusiveMinimum": 0,
+                "description": "Seconds before the program is killed (capped by the settings).",
+            },
+        },
+        "required": ["argv"],
+        "additionalProperties": False,
+    },
+}
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# Variables that would change which code runs, or that the tool sets itself.
+_RESERVED_ENV = {"PATH", "HOME"}
+_RESERVED_PREFIXES = ("LD_", "DYLD_")
+_READ_SIZE = 65536
+_KILL_GRACE_S = 2.0
+
+
+class CommandResult(BaseModel):
+    """What a command did. ``exit_code`` is negative (minus the signal) when it was killed;
+    ``duration_s`` is wall-clock seconds; the ``*_truncated`` flags say output was cut."""
+
+    argv: list[str]
+    exit_code: int
+    stdout: str
+    stderr: str
+    stdout_truncated: bool
+    stderr_truncated: bool
+    timed_out: bool
+    duration_s: float
+
+
+class _Capped:
+    """Keeps the first and last ``limit // 2`` bytes of a stream and counts the rest."""
+
+    def __init__(self, limit: int) -> None:
+        self._head_limit = limit - limit // 2
+        self._tail_limit = limit // 2
+        self._head = bytearray()
+        self._tail = bytearray()
+        self.total = 0
+
+    def add(self, data: bytes) -> None:
+        self.total += len(data)
+        room = self._head_limit - len(self._head)
+        if room > 0:
+            self._head += data[:room]
+            data = data[room:]
+        if data and self._tail_limit:
+            self._tail += data
+            if len(self._tail) > self._tail_limit:
+                del self._tail[: len(self._tail) - self._tail_limit]
+
+    @property
+    def truncated(self) -> bool:
+        return self.total > self._head_limit + self._tail_limit
+
+    def text(self) -> str:
+        if not self.truncated:
+            return (bytes(self._head) + bytes(self._tail)).decode("utf-8", "replace")
+        omitted = self.total - len(self._head) - len(self._tail)
+        return (
+            bytes(self._head).decode("utf-8", "replace")
+            + f"\n[... {omitted} bytes omitted ...]\n"
+            + bytes(self._tail).decode("utf-8", "replace")
+        )
+
+
+def _drain(stream: IO[bytes], sink: _Capped) -> None:
+    # Keep reading past the cap so the program never blocks on a full pipe.
+    try:
+        while True:
+            data = stream.read1(_READ_SIZE) if hasattr(stream, "read1") else stream.read(_READ_SIZE)
+            if not data:
+                return
+            sink.add(data)
+    except (OSError, ValueError):
+        # The pipe was closed under us after the grace period; what was read is kept.
+        return
+
+
+def _safe_path(workdir: Path) -> str:
+    entries: list[str] = []
+    for entry in os.environ.get("PATH", os.defpath).split(os.pathsep):
+        if not entry or not os.path.isabs(entry):
+            continue
+        resolved = Path(entry).resolve()
+        if resolved == workdir or workdir in resolved.parents:
+            continue
+        entries.append(entry)
+    return os.pathsep.join(entries)
+
+
+def _executable(argv0: str, allow: Sequence[str], search_path: str) -> str:
+    paths = {os.path.normpath(entry) for entry in allow if "/" in entry}
+    names = {entry for entry in allow if "/" not in entry}
+    if "/" in argv0:
+        candidate = os.path.normpath(argv0)
+        if not os.path.isabs(argv0) or candidate not in paths:
+            raise ForbiddenDestination(
+                f"run_command: {argv0!r} is not an allowed executable path "
+                "(command.allow lists full paths and bare program names)"
+            )
+        if not (os.path.isfile(candidate) and os.access(candidate, os.X_OK)):
+            raise ForbiddenDestination(f"run_command: {candidate} is not an executable file")
+        return candidate
+    if argv0 not in names:
+        raise ForbiddenDestination(
+            f"run_command: {argv0!r} is not in command.allow "
+            f"(allowed: {', '.join(sorted(allow)) or 'nothing'})"
+        )
+    found = shutil.which(argv0, path=search_path)
+    if found is None:
+        raise ForbiddenDestination(f"run_command: {argv0!r} is allowed but not found on PATH")
+    return found
+
+
+def _environment(workdir: Path, search_path: str, extra: Mapping[str, str]) -> dict[str, str]:
+    env = {
+        "PATH": search_path,
+        "HOME": str(workdir),
+        "LANG": os.environ.get("LANG", "C.UTF-8"),
+    }
+    for name, value in extra.items():
+        if not isinstance(name, str) or not _ENV_NAME.fullmatch(name):
+            raise InvalidInput(f"run_command: {name!r} is not a valid environment variable name")
+        if name.upper() in _RESERVED_ENV or name.upper().startswith(_RESERVED_PREFIXES):
+            raise ForbiddenDestination(f"run_command: the environment variable {name} is reserved")
+        if not isinstance(value, str) or "\x00" in value:
+            raise InvalidInput(f"run_command: the value of {name} must be a string without NUL")
+        env[name] = value
+    return env
+
+
+def _kill_group(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+def _exited(pid: int) -> bool:
+    # WNOWAIT leaves the child unreaped, so its pid (and process group id) cannot be reused
+    # before the group is killed.
+    try:
+        result = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        # SIGCHLD is ignored in this process, so the kernel reaped the child already.
+        return True
+    return result is not None
+
+
+def run_command(
+    argv: Sequence[str],
+    *,
+    settings: CommandToolSettings,
+    workdir: str | os.PathLike[str],
+    env: Mapping[str, str] | None = None,
+    timeout_s: float | None = None,
+) -> CommandResult:
+    """Run ``argv`` in ``workdir`` under the rules in the module docs.
+
+    ``timeout_s`` (seconds) may shorten ``settings.timeout_s``, never lengthen it. Raises
+    ``ForbiddenDestination`` when the tool is disabled, the program is not allowed or a
+    reserved variable is passed, and ``InvalidInput`` for a malformed ``argv``, variable or
+    working directory. A non-zero exit is a result, not an error.
+    """
+    if not settings.enabled:
+        raise ForbiddenDestination("run_command is disabled; set command.enabled to allow it")
+    args = list(argv) if not isinstance(argv, str | bytes) else []
+    if not args or not all(isinstance(arg, str) and "\x00" not in arg for arg in args):
+        raise InvalidInput("run_command: argv must be a non-empty list of strings without NUL")
+    if not args[0]:
+        raise InvalidInput("run_command: argv[0] is empty")
+    directory = Path(workdir).resolve()
+    if not directory.is_dir():
+        raise InvalidInput(f"run_command: the working directory {directory} does not exist")
+    search_path = _safe_path(directory)
+    executable = _executable(args[0], settings.allow, search_path)
+    environment = _environment(directory, search_path, env or {})
+    limit = settings.timeout_s
+    if timeout_s is not None:
+        limit = min(max(timeout_s, 0.0), settings.timeout_s)
+
+    out, err = _Capped(settings.max_output_bytes), _Capped(settings.max_output_bytes)
+    started = time.monotonic()
+    process = subprocess.Popen(
+        args,
+        executable=executable,
+        cwd=directory,
+        env=environment,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        close_fds=True,
+    )
+    assert process.stdout is not None and process.stderr is not None
+    readers = [
+        threading.Thread(target=_drain, args=(process.stdout, out), daemon=True),
+        threading.Thread(target=_drain, args=(process.stderr, err), daemon=True),
+    ]
+    for reader in readers:
+        reader.start()
+    timed_out = False
+    try:
+        while not _exited(process.pid):
+            if time.monotonic() - started >= limit:
+                timed_out = True
+                break
+            time.sleep(0.01)
+    finally:
+        # Also kills helpers the program left behind in its group, which would hold the pipes.
+        _kill_group(process.pid)
+        exit_code = process.wait()
+    duration = time.monotonic() - started
+    for reader in readers:
+        reader.join(_KILL_GRACE_S)
+    process.stdout.close()
+    process.stderr.close()
+    return CommandResult(
+        argv=args,
+        exit_code=exit_code,
+        stdout=out.text(),
+        stderr=err.text(),
+        stdout_truncated=out.truncated,
+        stderr_truncated=err.truncated,
+        timed_out=timed_out,
+        duration_s=round(duration, 6),
+    )

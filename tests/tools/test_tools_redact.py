@@ -1,0 +1,130 @@
+"""redact: secret values and secret-named keys leave nested structures and tracebacks."""
+
+from __future__ import annotations
+
+import copy
+import json
+import traceback
+from typing import Any
+
+from pydantic import BaseModel
+
+from agentfleet.tools.redact import REDACTED, key_is_secret, redact, redact_text
+
+SECRET = "sk-canary-3f9a1c77d2"
+
+
+def _traceback_with_secret() -> str:
+    try:
+        headers = {"Authorization": f"Bearer {SECRET}"}
+        raise RuntimeError(f"request failed: headers={headers!r} url=https://x.example/?k={SECRET}")
+    except RuntimeError as exc:
+        return "".join(traceback.format_exception(exc))
+
+
+def test_values_are_removed_from_nested_structures() -> None:
+    stored: dict[str, Any] = {
+        "input": {"text": f"use {SECRET} please", "items": [1, 2.5, None, True, SECRET]},
+        "pair": ("keep", f"x{SECRET}x"),
+        "tags": {SECRET},
+        "counts": {"max_tokens": 16, "input_tokens": 7},
+        SECRET: "a secret as a key",
+    }
+    original = copy.deepcopy(stored)
+    clean = redact(stored, [SECRET])
+    assert SECRET not in json.dumps(clean, default=str)
+    assert clean["input"]["text"] == f"use {REDACTED} please"
+    assert clean["input"]["items"] == [1, 2.5, None, True, REDACTED]
+    assert clean["pair"] == ("keep", f"x{REDACTED}x")
+    assert clean["tags"] == [REDACTED]
+    assert clean["counts"] == {"max_tokens": 16, "input_tokens": 7}
+    assert clean[REDACTED] == "a secret as a key"
+    assert stored == original
+
+
+def test_secret_named_keys_lose_their_values_whatever_the_type() -> None:
+    clean = redact(
+        {
+            "password": "hunter2",
+            "api_key": 12345,
+            "X-Api-Key": "abc",
+            "headers": {"Authorization": "Basic Zm9vOmJhcg==", "Accept": "text/html"},
+            "access_token": {"nested": "object"},
+            "client_secret": ["a", "b"],
+            "token_count": 3,
+            "keys": "not a secret",
+        },
+        [],
+        ["api_key", "password", "secret", "token", "authorization"],
+    )
+    assert clean["password"] == REDACTED
+    assert clean["api_key"] == REDACTED
+    assert clean["X-Api-Key"] == REDACTED
+    assert clean["headers"] == {"Authorization": REDACTED, "Accept": "text/html"}
+    assert clean["access_token"] == REDACTED
+    assert clean["client_secret"] == REDACTED
+    assert clean["keys"] == "not a secret"
+
+
+def test_tracebacks_are_redacted_by_value_and_by_key() -> None:
+    text = _traceback_with_secret()
+    assert SECRET in text
+    clean = redact(text, [SECRET])
+    assert SECRET not in clean
+    assert "RuntimeError: request failed" in clean
+    # Without the value, the header is still caught by its name; the bare query value is not.
+    by_key_only = redact(text, [])
+    assert f"Bearer {SECRET}" not in by_key_only
+    assert f"'Authorization': '{REDACTED}'" in by_key_only
+
+
+def test_key_value_forms_inside_strings() -> None:
+    text = (
+        "password=hunter2 user=bob\n"
+        "Authorization: Bearer abc.def\n"
+        '{"api_key": "k-123", "model": "m"}\n'
+        "{'secret': 'shh', 'n': 1}\n"
+        "https://h.example/p?x=1&access_token=zzz&y=2\n"
+        "max_tokens=16 input_tokens: 5"
+    )
+    clean = redact_text(text)
+    for leaked in ("hunter2", "abc.def", "k-123", "shh", "zzz"):
+        assert leaked not in clean
+    for kept in (
+        "user=bob",
+        '"model": "m"',
+        "'n': 1",
+        "x=1",
+        "y=2",
+        "max_tokens=16",
+        "input_tokens: 5",
+    ):
+        assert kept in clean
+
+
+def test_percent_encoded_values_are_removed() -> None:
+    secret = "a b/c+d"
+    clean = redact("GET /?k=a%20b%2Fc%2Bd and a+b%2Fc%2Bd", [secret])
+    assert "a%20b" not in clean and "a+b%2F" not in clean
+
+
+class Stored(BaseModel):
+    name: str
+    token: str
+
+
+def test_models_and_other_objects_become_redacted_data() -> None:
+    stored = [Stored(name=SECRET, token="t"), b"bytes " + SECRET.encode(), ValueError(SECRET)]
+    clean = redact(stored, [SECRET])
+    assert clean[0] == {"name": REDACTED, "token": REDACTED}
+    assert clean[1] == f"bytes {REDACTED}"
+    assert clean[2] == REDACTED
+
+
+def test_key_matching_rules() -> None:
+    assert key_is_secret("X-Api-Key")
+    assert key_is_secret("password_hash")
+    assert key_is_secret("db_password_old")
+    assert key_is_secret("COOKIE")
+    assert not key_is_secret("max_tokens")
+    assert not key_is_secret("monkey")
