@@ -166,8 +166,10 @@ def _added_lines(diff: str) -> Iterator[tuple[str, int, str]]:
     in_hunk = False
     for raw in diff.splitlines():
         counted = old_left > 0 or new_left > 0
-        if not counted and (raw.startswith(_HEADERS) or _HUNK.match(raw)):
-            in_hunk = False
+        if raw.startswith(("@", "diff ")) or (not counted and raw.startswith(_HEADERS)):
+            # No hunk line starts with "@" or "diff", whatever the counts say.
+            in_hunk = counted = False
+            old_left = new_left = 0
         if counted or in_hunk:
             if raw.startswith("+"):
                 yield file, line_no, raw[1:]

@@ -1,0 +1,736 @@
+"""The mock Messages API: a real HTTP server on loopback that the official Anthropic SDK can call.
+
+``POST /v1/messages`` (plain JSON, or server-sent events with ``"stream": true``) and
+``POST /v1/messages/count_tokens``. Replies come from ``MockModel``. Every ``/v1`` response
+carries ``request-id``; ``/v1/messages`` responses carry the ``anthropic-ratelimit-*`` headers.
+
+Each request to ``/v1/messages`` goes through, in order:
+
+1. authentication: an ``x-api-key`` or ``Authorization: Bearer`` key is required, and must be
+   one of ``api_key`` when that is set (else 401 ``authentication_error``);
+2. a body over ``max_body_bytes`` is 413; a malformed one 400; a model outside ``models``
+   (when set) 404;
+3. the next scripted reply, if any (``script``), answers instead of steps 4 and 5;
+4. the rate limits: over a per-minute limit, 429 ``rate_limit_error`` with ``retry-after``
+   (whole seconds until the request would fit);
+5. the injected error rates (``error_rates``), e.g. 529 ``overloaded_error``, 500 ``api_error``;
+6. the model's reply, after the drawn latency (plus any ``SLEEP`` directive).
+
+Errors from steps 1 to 5 are answered at once; only replies wait for the latency.
+
+Runtime control, for tests in other processes (no key needed; the server listens on loopback):
+``GET /_mock/stats``, ``GET /_mock/requests``, ``POST /_mock/script`` (a JSON list of replies,
+or ``{"replies": [...]}``), ``DELETE /_mock/script``, ``POST /_mock/config`` (any of
+``latency``, ``error_rates``, ``requests_per_min``, ``input_tokens_per_min``,
+``output_tokens_per_min``, ``tokens_per_min``) and ``POST /_mock/reset``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import signal
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from types import TracebackType
+from typing import Any
+
+from agentfleet.errors import AgentfleetError, BadRequest, ConfigError
+from agentfleet.llm.mock_http import Exchange, TrackedHTTPServer
+from agentfleet.llm.mock_model import MockFailure, MockModel
+from agentfleet.llm.mock_policy import ErrorInjector, Latency, RateLimits, ScriptedReply
+from agentfleet.llm.mock_protocol import (
+    error_body,
+    message_body,
+    sse_error,
+    sse_events,
+    validate_request,
+)
+
+__all__ = [
+    "DEFAULT_PORT",
+    "MockMessagesServer",
+    "RequestRecord",
+    "main",
+    "parse_error_rates",
+    "serve",
+]
+
+DEFAULT_PORT = 8765
+_LIMIT_OPTIONS = (
+    "requests_per_min",
+    "input_tokens_per_min",
+    "output_tokens_per_min",
+    "tokens_per_min",
+)
+_STOP_JOIN_S = 5.0
+
+
+@dataclass(frozen=True)
+class RequestRecord:
+    """One request to ``/v1/...``, logged when its response was sent.
+
+    ``arrived_at`` is a Unix time in seconds; ``duration_s`` runs from arrival to response.
+    ``sdk_retry_count`` is the SDK's ``x-stainless-retry-count`` header, if sent.
+    """
+
+    arrived_at: float
+    path: str
+    status: int
+    request_id: str
+    model: str | None = None
+    api_key: str | None = None
+    stream: bool = False
+    input_tokens: int = 0
+    output_tokens: int = 0
+    duration_s: float = 0.0
+    error_type: str | None = None
+    scripted: bool = False
+    sdk_retry_count: int | None = None
+
+
+@dataclass
+class _Call:
+    """What the server learns about one request while answering it."""
+
+    exchange: Exchange
+    arrived_at: float
+    started: float
+    request_id: str
+    headers: dict[str, str] = field(default_factory=dict)
+    model: str | None = None
+    api_key: str | None = None
+    stream: bool = False
+    input_tokens: int = 0
+    output_tokens: int = 0
+    error_type: str | None = None
+    scripted: bool = False
+    finished: bool = False
+
+
+class _Abort(Exception):
+    """The server is stopping: drop the connection without answering."""
+
+
+def parse_error_rates(specs: Iterable[str]) -> dict[int, float]:
+    """``["529=0.05", "500=0.01"]`` (or one comma-separated string each) as ``{529: 0.05, ...}``."""
+    rates: dict[int, float] = {}
+    for spec in specs:
+        for part in filter(None, (p.strip() for p in spec.split(","))):
+            status, _, rate = part.partition("=")
+            try:
+                rates[int(status)] = float(rate)
+            except ValueError:
+                raise ConfigError(
+                    f"mock error rate {part!r} is not STATUS=RATE (for example 529=0.05)"
+                ) from None
+    return ErrorInjector.check_rates(rates)
+
+
+class MockMessagesServer:
+    """The mock Messages API on ``host:port`` (port 0: a free port), in background threads.
+
+    ``latency``: seconds, a ``Latency``, or a spec such as ``"uniform:0.5,1.5"``.
+    ``*_per_min``: per-minute limits (None: unlimited). ``error_rates``: HTTP status to the
+    probability of answering it. ``api_key``: the accepted key or keys (None: any key).
+    ``models``: the model names served (None: any). ``seed`` makes latency draws, injected
+    errors and ids repeatable for one sequence of requests.
+
+    Use it as a context manager, or call ``start()`` and ``stop()``.
+    """
+
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        latency: float | str | Latency = 0.0,
+        requests_per_min: float | None = None,
+        input_tokens_per_min: float | None = None,
+        output_tokens_per_min: float | None = None,
+        tokens_per_min: float | None = None,
+        error_rates: Mapping[int, float] | None = None,
+        seed: int = 0,
+        api_key: str | Collection[str] | None = None,
+        models: Collection[str] | None = None,
+        max_body_bytes: int = 32 * 1024 * 1024,
+    ) -> None:
+        self.host = host
+        self._port = port
+        self._rng = random.Random(seed)
+        self.latency = Latency.parse(latency)
+        self._limit_options: dict[str, float | None] = {
+            "requests_per_min": requests_per_min,
+            "input_tokens_per_min": input_tokens_per_min,
+            "output_tokens_per_min": output_tokens_per_min,
+            "tokens_per_min": tokens_per_min,
+        }
+        self._limits = self._new_limits()
+        self._faults = ErrorInjector(error_rates, self._rng)
+        self._keys = frozenset([api_key] if isinstance(api_key, str) else api_key or ())
+        self._models = frozenset(models) if models is not None else None
+        self.max_body_bytes = max_body_bytes
+        self.model = MockModel(seed=seed)
+        self._lock = threading.Lock()
+        self._log: list[RequestRecord] = []
+        self._in_flight = 0
+        self._max_in_flight = 0
+        self._stopping = threading.Event()
+        self._httpd: TrackedHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # Lifecycle ----------------------------------------------------------------------------
+
+    def start(self) -> MockMessagesServer:
+        """Bind and serve in a background thread; returns self."""
+        if self._httpd is not None:
+            raise ConfigError("this mock server is already started; make a new one")
+        try:
+            self._httpd = TrackedHTTPServer((self.host, self._port), self._route)
+        except OSError as exc:
+            raise ConfigError(
+                f"mock Messages API cannot listen on {self.host}:{self._port} ({exc.strerror}); "
+                "choose another --port"
+            ) from None
+        self._port = self._httpd.server_address[1]
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever,
+            kwargs={"poll_interval": 0.1},
+            name="mock-llm-server",
+            daemon=True,
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving, drop open connections and wait for every server thread to end."""
+        httpd, self._httpd = self._httpd, None
+        if httpd is None:
+            return
+        self._stopping.set()
+        httpd.shutdown()
+        httpd.close_connections(_STOP_JOIN_S)
+        httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(_STOP_JOIN_S)
+
+    def __enter__(self) -> MockMessagesServer:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        """The port listened on (known once started)."""
+        return self._port
+
+    @property
+    def url(self) -> str:
+        """The base URL to give the SDK, e.g. ``http://127.0.0.1:54321``."""
+        return f"http://{self.host}:{self._port}"
+
+    @property
+    def open_connections(self) -> int:
+        """Client connections whose threads are running."""
+        return self._httpd.open_connections if self._httpd is not None else 0
+
+    # Control ------------------------------------------------------------------------------
+
+    def script(self, replies: Iterable[int | Mapping[str, Any] | ScriptedReply]) -> int:
+        """Queue exact replies for the next requests, in arrival order; returns how many wait.
+
+        ``server.script([{"status": 429, "retry_after_s": 2}, 200])``: a 429 with
+        ``retry-after: 2``, then a normal reply. See ``ScriptedReply`` for the fields.
+        """
+        with self._lock:
+            return self._faults.script(replies)
+
+    def clear_script(self) -> None:
+        """Forget the scripted replies not used yet."""
+        with self._lock:
+            self._faults.clear_script()
+
+    def configure(
+        self,
+        *,
+        latency: float | str | Latency | None = None,
+        error_rates: Mapping[int, float] | None = None,
+        **limits: float | None,
+    ) -> None:
+        """Change latency, error rates or limits while serving; a changed limit starts full."""
+        unknown = set(limits) - set(_LIMIT_OPTIONS)
+        if unknown:
+            raise ConfigError(f"unknown mock server settings: {', '.join(sorted(unknown))}")
+        with self._lock:
+            if latency is not None:
+                self.latency = Latency.parse(latency)
+            if error_rates is not None:
+                self._faults.error_rates = ErrorInjector.check_rates(error_rates)
+            if limits:
+                self._limit_options.update(limits)
+                self._limits = self._new_limits()
+
+    def reset(self) -> None:
+        """Forget the request log, the script and the counters; refill the limits."""
+        with self._lock:
+            self._log.clear()
+            self._faults.clear_script()
+            self._limits = self._new_limits()
+            self._max_in_flight = self._in_flight
+
+    @property
+    def requests(self) -> list[RequestRecord]:
+        """The request log, in order of arrival."""
+        with self._lock:
+            return sorted(self._log, key=lambda r: r.arrived_at)
+
+    def stats(self) -> dict[str, Any]:
+        """Counters and settings, as ``GET /_mock/stats`` returns them."""
+        with self._lock:
+            by_status = Counter(str(r.status) for r in self._log)
+            return {
+                "requests": len(self._log),
+                "by_status": dict(sorted(by_status.items())),
+                "in_flight": self._in_flight,
+                "max_in_flight": self._max_in_flight,
+                "scripted_pending": self._faults.pending,
+                "input_tokens": sum(r.input_tokens for r in self._log),
+                "output_tokens": sum(r.output_tokens for r in self._log),
+                "latency": self.latency.describe(),
+                "error_rates": {str(k): v for k, v in self._faults.error_rates.items()},
+                "limits": dict(self._limit_options),
+            }
+
+    # Routing ------------------------------------------------------------------------------
+
+    def _route(self, exchange: Exchange) -> None:
+        routes: dict[tuple[str, str], Callable[[Exchange], None]] = {
+            ("POST", "/v1/messages"): self._messages,
+            ("POST", "/v1/messages/count_tokens"): self._count_tokens,
+            ("GET", "/_mock/stats"): lambda x: x.send_json(200, self.stats()),
+            ("GET", "/_mock/requests"): lambda x: x.send_json(
+                200, [asdict(r) for r in self.requests]
+            ),
+            ("POST", "/_mock/script"): self._control_script,
+            ("DELETE", "/_mock/script"): self._control_clear_script,
+            ("POST", "/_mock/config"): self._control_config,
+            ("POST", "/_mock/reset"): self._control_reset,
+        }
+        route = routes.get((exchange.method, exchange.path))
+        if route is not None:
+            route(exchange)
+            return
+        exchange.read_body()
+        with self._lock:
+            request_id = self._new_id("req")
+        exchange.send_json(
+            404,
+            error_body(404, f"{exchange.method} {exchange.path} not found", request_id=request_id),
+            {"request-id": request_id},
+        )
+
+    def _new_limits(self) -> RateLimits:
+        o = self._limit_options
+        return RateLimits(
+            requests_per_min=o["requests_per_min"],
+            input_tokens_per_min=o["input_tokens_per_min"],
+            output_tokens_per_min=o["output_tokens_per_min"],
+            tokens_per_min=o["tokens_per_min"],
+        )
+
+    def _new_id(self, prefix: str) -> str:
+        return f"{prefix}_mock{self._rng.getrandbits(96):024x}"
+
+    # Control endpoints --------------------------------------------------------------------
+
+    def _control_body(self, exchange: Exchange) -> Any:
+        try:
+            return json.loads(exchange.read_body() or b"null")
+        except ValueError:
+            raise BadRequest("control request body is not JSON", status_code=400) from None
+
+    def _control(self, exchange: Exchange, action: Callable[[Any], Any]) -> None:
+        try:
+            exchange.send_json(200, action(self._control_body(exchange)))
+        except (BadRequest, ConfigError) as exc:
+            exchange.send_json(400, {"error": exc.message})
+
+    def _control_script(self, exchange: Exchange) -> None:
+        def action(body: Any) -> Any:
+            replies = body.get("replies") if isinstance(body, dict) else body
+            if not isinstance(replies, list):
+                raise BadRequest('send a JSON list of replies, or {"replies": [...]}')
+            return {"scripted_pending": self.script(replies)}
+
+        self._control(exchange, action)
+
+    def _control_clear_script(self, exchange: Exchange) -> None:
+        def action(_: Any) -> Any:
+            self.clear_script()
+            return {"scripted_pending": 0}
+
+        self._control(exchange, action)
+
+    def _control_config(self, exchange: Exchange) -> None:
+        def action(body: Any) -> Any:
+            if not isinstance(body, dict):
+                raise BadRequest("send a JSON object of settings")
+            options = dict(body)
+            rates = options.pop("error_rates", None)
+            self.configure(
+                latency=options.pop("latency", None),
+                error_rates={int(k): float(v) for k, v in rates.items()} if rates else rates,
+                **options,
+            )
+            return self.stats()
+
+        self._control(exchange, action)
+
+    def _control_reset(self, exchange: Exchange) -> None:
+        def action(_: Any) -> Any:
+            self.reset()
+            return self.stats()
+
+        self._control(exchange, action)
+
+    # The Messages API ---------------------------------------------------------------------
+
+    def _begin(self, exchange: Exchange) -> _Call:
+        with self._lock:
+            self._in_flight += 1
+            self._max_in_flight = max(self._max_in_flight, self._in_flight)
+            request_id = self._new_id("req")
+        call = _Call(exchange, time.time(), time.monotonic(), request_id)
+        exchange.before_send = lambda _status: self._finish(call)
+        return call
+
+    def _finish(self, call: _Call) -> None:
+        """Log the call and count it out of flight, once (before its response is sent)."""
+        if call.finished:
+            return
+        call.finished = True
+        retry_count = call.exchange.header("x-stainless-retry-count")
+        record = RequestRecord(
+            arrived_at=call.arrived_at,
+            path=call.exchange.path,
+            status=call.exchange.status or 0,
+            request_id=call.request_id,
+            model=call.model,
+            api_key=call.api_key,
+            stream=call.stream,
+            input_tokens=call.input_tokens,
+            output_tokens=call.output_tokens,
+            duration_s=time.monotonic() - call.started,
+            error_type=call.error_type,
+            scripted=call.scripted,
+            sdk_retry_count=int(retry_count) if retry_count and retry_count.isdigit() else None,
+        )
+        with self._lock:
+            self._in_flight -= 1
+            if call.exchange.status is not None:
+                self._log.append(record)
+
+    def _fail(
+        self,
+        call: _Call,
+        status: int,
+        message: str,
+        *,
+        retry_after_s: float | None = None,
+        error_type: str | None = None,
+        error_code: str | None = None,
+    ) -> None:
+        body = error_body(
+            status,
+            message,
+            request_id=call.request_id,
+            error_type=error_type,
+            error_code=error_code,
+        )
+        call.error_type = body["error"]["type"]
+        headers = {**call.headers, "request-id": call.request_id}
+        if retry_after_s is not None:
+            headers["retry-after"] = f"{retry_after_s:g}"
+        call.exchange.send_json(status, body, headers)
+
+    def _authenticate(self, call: _Call) -> bool:
+        bearer = call.exchange.header("authorization") or ""
+        key = call.exchange.header("x-api-key") or (
+            bearer[7:].strip() if bearer.lower().startswith("bearer ") else None
+        )
+        call.api_key = key
+        if not key:
+            self._fail(call, 401, "x-api-key header is required")
+        elif self._keys and key not in self._keys:
+            self._fail(call, 401, "invalid x-api-key")
+        else:
+            return True
+        return False
+
+    def _read_request(self, call: _Call, *, counting: bool = False) -> dict[str, Any] | None:
+        exchange = call.exchange
+        if exchange.body_length > self.max_body_bytes:
+            exchange.drop_connection()
+            self._fail(
+                call, 413, f"Request exceeds the maximum size of {self.max_body_bytes} bytes"
+            )
+            return None
+        try:
+            body = json.loads(exchange.read_body() or b"null")
+        except ValueError:
+            self._fail(call, 400, "The request body is not valid JSON")
+            return None
+        if isinstance(body, dict):
+            call.model = body.get("model") if isinstance(body.get("model"), str) else None
+            call.stream = body.get("stream") is True and not counting
+        try:
+            validate_request(body, counting=counting)
+        except BadRequest as exc:
+            self._fail(call, 400, exc.message)
+            return None
+        if self._models is not None and call.model not in self._models:
+            self._fail(call, 404, f"model: {call.model}")
+            return None
+        return body
+
+    def _discard_body(self, exchange: Exchange) -> None:
+        # The body must be consumed for the connection to carry a next request.
+        if exchange.body_length > self.max_body_bytes:
+            exchange.drop_connection()
+        else:
+            exchange.read_body()
+
+    def _count_tokens(self, exchange: Exchange) -> None:
+        call = self._begin(exchange)
+        try:
+            if not self._authenticate(call):
+                self._discard_body(exchange)
+                return
+            body = self._read_request(call, counting=True)
+            if body is not None:
+                call.input_tokens = self.model.count_input_tokens(body)
+                exchange.send_json(
+                    200, {"input_tokens": call.input_tokens}, {"request-id": call.request_id}
+                )
+        finally:
+            self._finish(call)
+
+    def _wait(self, seconds: float) -> None:
+        if seconds > 0 and self._stopping.wait(seconds):
+            raise _Abort
+
+    def _messages(self, exchange: Exchange) -> None:
+        call = self._begin(exchange)
+        try:
+            if not self._authenticate(call):
+                self._discard_body(exchange)
+                return
+            body = self._read_request(call)
+            if body is not None:
+                self._answer(call, body)
+        except _Abort:
+            exchange.drop_connection()
+        finally:
+            self._finish(call)
+
+    def _admit(self, call: _Call, max_tokens: int) -> tuple[ScriptedReply | None, float, bool]:
+        """``(scripted reply, latency in s, admitted by the limits)``; answers 429/5xx itself."""
+        with self._lock:
+            scripted = self._faults.next_scripted()
+            wait_s: float | None = None
+            injected: int | None = None
+            if scripted is None:
+                wait_s = self._limits.admit(call.input_tokens, max_tokens)
+                injected = self._faults.draw() if wait_s is None else None
+            delay = self.latency.sample(self._rng)
+            call.headers = self._limits.headers()
+        call.scripted = scripted is not None
+        if wait_s is not None:
+            self._fail(
+                call,
+                429,
+                "This request would exceed the mock server's rate limit. Retry after "
+                "the time in the retry-after header.",
+                retry_after_s=float(max(1, math.ceil(wait_s))),
+            )
+        elif injected is not None:
+            self._fail(call, injected, f"injected {injected} (mock error rate)")
+        return scripted, delay, scripted is None and wait_s is None and injected is None
+
+    def _answer(self, call: _Call, body: dict[str, Any]) -> None:
+        max_tokens = int(body["max_tokens"])
+        call.input_tokens = self.model.count_input_tokens(body)
+        scripted, delay, admitted = self._admit(call, max_tokens)
+        if call.exchange.status is not None:
+            return
+        if scripted is not None and scripted.delay_s is not None:
+            delay = scripted.delay_s
+        if (
+            scripted is not None
+            and scripted.status != 200
+            and not (scripted.in_stream and call.stream)
+        ):
+            self._wait(delay)
+            self._fail_scripted(call, scripted)
+            return
+        try:
+            reply = self.model.respond(body)
+        except BadRequest as exc:
+            self._fail(call, 400, exc.message)
+            return
+        if isinstance(reply, MockFailure):
+            self._fail(call, reply.status, reply.message, retry_after_s=reply.retry_after_s)
+            return
+        self._wait(delay + reply.delay_s)
+        content = reply.content
+        if scripted is not None and scripted.text is not None:
+            content = [{"type": "text", "text": scripted.text}]
+        usage = dict(reply.usage)
+        call.input_tokens = usage["input_tokens"]
+        call.output_tokens = usage["output_tokens"]
+        with self._lock:
+            if admitted:
+                self._limits.settle(max_tokens, call.output_tokens)
+            call.headers = self._limits.headers()
+        message = message_body(
+            message_id=self._new_locked_id("msg"),
+            model=str(body["model"]),
+            content=content,
+            stop_reason=reply.stop_reason,
+            stop_sequence=reply.stop_sequence,
+            usage=usage,
+        )
+        headers = {**call.headers, "request-id": call.request_id}
+        if not call.stream:
+            call.exchange.send_json(200, message, headers)
+        elif scripted is not None and scripted.status != 200:
+            events = sse_events(message)
+            call.exchange.send_stream(
+                200, [next(events), self._scripted_event(call, scripted)], headers
+            )
+        else:
+            call.exchange.send_stream(200, sse_events(message), headers)
+
+    def _new_locked_id(self, prefix: str) -> str:
+        with self._lock:
+            return self._new_id(prefix)
+
+    def _fail_scripted(self, call: _Call, scripted: ScriptedReply) -> None:
+        self._fail(
+            call,
+            scripted.status,
+            scripted.message or f"scripted {scripted.status}",
+            retry_after_s=scripted.retry_after_s,
+            error_type=scripted.error_type,
+            error_code=scripted.error_code,
+        )
+
+    def _scripted_event(self, call: _Call, scripted: ScriptedReply) -> bytes:
+        body = error_body(
+            scripted.status,
+            scripted.message or f"scripted {scripted.status}",
+            request_id=call.request_id,
+            error_type=scripted.error_type,
+            error_code=scripted.error_code,
+        )
+        call.error_type = body["error"]["type"]
+        return sse_error(body)
+
+
+def serve(
+    host: str = "127.0.0.1",
+    port: int = DEFAULT_PORT,
+    *,
+    on_ready: Callable[[MockMessagesServer], None] | None = None,
+    stop: threading.Event | None = None,
+    **options: Any,
+) -> None:
+    """Run a mock server until ``stop`` is set, SIGINT (KeyboardInterrupt) or SIGTERM.
+
+    ``options`` are ``MockMessagesServer``'s keyword arguments. ``on_ready`` is called once the
+    server listens (for example to print its URL). Returns after the server has stopped.
+    """
+    stop = stop or threading.Event()
+    server = MockMessagesServer(host, port, **options).start()
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        if on_ready is not None:
+            on_ready(server)
+        # A timed wait keeps the main thread responsive to Ctrl-C on every platform.
+        while not stop.wait(0.5):
+            pass
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="agentfleet mock-llm",
+        description="Serve the mock Anthropic Messages API on loopback until interrupted.",
+    )
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help="0 picks a free port")
+    parser.add_argument(
+        "--latency",
+        default="0",
+        help="seconds, fixed:S, uniform:LO,HI or lognormal:MEDIAN,SIGMA[,MAX] (default 0)",
+    )
+    parser.add_argument("--requests-per-min", type=float)
+    parser.add_argument("--input-tokens-per-min", type=float)
+    parser.add_argument("--output-tokens-per-min", type=float)
+    parser.add_argument("--tokens-per-min", type=float)
+    parser.add_argument(
+        "--error-rate",
+        action="append",
+        default=[],
+        metavar="STATUS=RATE",
+        help="inject an HTTP error at this rate, e.g. 529=0.05 (repeatable)",
+    )
+    parser.add_argument("--api-key", action="append", help="accept only this key (repeatable)")
+    parser.add_argument("--seed", type=int, default=0)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m agentfleet.llm.mock_server``: serve until Ctrl-C; returns the exit status."""
+    args = _parser().parse_args(argv)
+    try:
+        serve(
+            args.host,
+            args.port,
+            on_ready=lambda s: print(f"mock Messages API on {s.url} (Ctrl-C to stop)", flush=True),
+            latency=args.latency,
+            requests_per_min=args.requests_per_min,
+            input_tokens_per_min=args.input_tokens_per_min,
+            output_tokens_per_min=args.output_tokens_per_min,
+            tokens_per_min=args.tokens_per_min,
+            error_rates=parse_error_rates(args.error_rate),
+            api_key=args.api_key,
+            seed=args.seed,
+        )
+    except AgentfleetError as exc:
+        print(f"error: {exc.message}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
