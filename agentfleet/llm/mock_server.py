@@ -201,7 +201,7 @@ class MockMessagesServer:
         self._port = self._httpd.server_address[1]
         self._thread = threading.Thread(
             target=self._httpd.serve_forever,
-            kwargs={"poll_interval": 0.1},
+            kwargs={"poll_interval": 0.05},
             name="mock-llm-server",
             daemon=True,
         )
