@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import threading
 import time
@@ -305,7 +306,10 @@ def test_error_rates_inject_roughly_their_share() -> None:
 
 
 def test_a_wrong_key_is_401_and_maps_to_auth_error(server: MockMessagesServer) -> None:
-    with sdk(server, key="sk-wrong") as client, pytest.raises(anthropic.AuthenticationError) as caught:
+    with (
+        sdk(server, key="sk-wrong") as client,
+        pytest.raises(anthropic.AuthenticationError) as caught,
+    ):
         ask(client, "hello")
     assert caught.value.type == "authentication_error"
     assert isinstance(map_anthropic_error(caught.value), AuthError)
@@ -314,11 +318,14 @@ def test_a_wrong_key_is_401_and_maps_to_auth_error(server: MockMessagesServer) -
 
 
 def test_an_unserved_model_is_404() -> None:
-    with MockMessagesServer(models=["claude-haiku-4-5"]) as server, sdk(server) as client:
-        with pytest.raises(anthropic.NotFoundError) as caught:
-            client.messages.create(
-                model="claude-nope-1", max_tokens=8, messages=[{"role": "user", "content": "hi"}]
-            )
+    with (
+        MockMessagesServer(models=["claude-haiku-4-5"]) as server,
+        sdk(server) as client,
+        pytest.raises(anthropic.NotFoundError) as caught,
+    ):
+        client.messages.create(
+            model="claude-nope-1", max_tokens=8, messages=[{"role": "user", "content": "hi"}]
+        )
     mapped = map_anthropic_error(caught.value)
     assert isinstance(mapped, BadRequest)
     assert mapped.downstream == "anthropic:claude-nope-1"
@@ -454,7 +461,9 @@ def test_request_log_records_each_request(
     assert record.output_tokens > 0
 
 
-def test_http_control_scripts_and_reports(server: MockMessagesServer, client: anthropic.Anthropic) -> None:
+def test_http_control_scripts_and_reports(
+    server: MockMessagesServer, client: anthropic.Anthropic
+) -> None:
     with httpx.Client(base_url=server.url) as control:
         queued = control.post("/_mock/script", json={"replies": [{"status": 529}, 200]})
         assert queued.json() == {"scripted_pending": 2}
@@ -496,10 +505,8 @@ def test_stop_ends_every_server_thread_even_with_open_connections() -> None:
 
 
 def _swallow(action: Any) -> None:
-    try:
+    with contextlib.suppress(anthropic.APIError):
         action()
-    except anthropic.APIError:
-        pass
 
 
 def test_serve_runs_until_stopped() -> None:

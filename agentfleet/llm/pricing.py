@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentfleet.config import ModelPrice
-from agentfleet.errors import ConfigError
+from agentfleet.errors import ConfigError, DownstreamError
 
 __all__ = ["TokenUsage", "cost_usd", "price_for"]
 
@@ -50,7 +50,8 @@ class TokenUsage:
     def of(cls, usage: Any) -> TokenUsage:
         """Read counts from an SDK ``Usage``, a dict, or any object with those attributes.
 
-        Missing or ``None`` counts are zero; a negative or non-integer count is a ``ValueError``.
+        Missing or ``None`` counts are zero. A negative or non-integer count means a malformed
+        response: ``DownstreamError``.
         """
         if isinstance(usage, TokenUsage):
             return usage
@@ -60,7 +61,7 @@ class TokenUsage:
             if value is None:
                 return 0
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"usage.{name} must be a non-negative integer, got {value!r}")
+                raise DownstreamError(f"usage.{name} is not a token count: {value!r}")
             return value
 
         return cls(
