@@ -192,6 +192,30 @@ def test_a_malformed_request_is_a_400(server: MockMessagesServer) -> None:
     assert response.json()["error"]["type"] == "invalid_request_error"
 
 
+def test_an_oversized_body_is_a_413() -> None:
+    with (
+        MockMessagesServer(max_body_bytes=1_000) as server,
+        sdk(server) as client,
+        pytest.raises(anthropic.RequestTooLargeError) as caught,
+    ):
+        ask(client, "x" * 5_000)
+    assert caught.value.type == "request_too_large"
+    assert isinstance(map_anthropic_error(caught.value), BadRequest)
+
+
+def test_refused_requests_leave_the_connection_usable(server: MockMessagesServer) -> None:
+    body = {"model": MODEL, "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]}
+    with httpx.Client(base_url=server.url) as http:
+        statuses = [
+            http.post("/v1/messages", json=body).status_code,
+            http.post("/v1/messages", json=body, headers={"x-api-key": "nope"}).status_code,
+            http.post("/v1/messages", content=b"{not json", headers={"x-api-key": KEY}).status_code,
+            http.post("/v1/nothing", json=body, headers={"x-api-key": KEY}).status_code,
+            http.post("/v1/messages", json=body, headers={"x-api-key": KEY}).status_code,
+        ]
+    assert statuses == [401, 401, 400, 404, 200]
+
+
 def test_max_tokens_cuts_the_reply(client: anthropic.Anthropic) -> None:
     message = ask(client, "LONG 500", max_tokens=50)
 
@@ -474,6 +498,7 @@ def test_http_control_scripts_and_reports(
         log = control.get("/_mock/requests").json()
         configured = control.post("/_mock/config", json={"latency": "uniform:0.1,0.2"}).json()
         bad = control.post("/_mock/script", json=[{"status": 99}])
+        bad_limit = control.post("/_mock/config", json={"requests_per_min": "lots"})
         reset = control.post("/_mock/reset").json()
 
     assert stats["by_status"] == {"200": 1, "529": 1}
@@ -481,6 +506,7 @@ def test_http_control_scripts_and_reports(
     assert [entry["status"] for entry in log] == [529, 200]
     assert configured["latency"] == "uniform:0.1,0.2"
     assert bad.status_code == 400
+    assert bad_limit.status_code == 400
     assert reset["requests"] == 0
 
 

@@ -48,6 +48,19 @@ class Exchange:
         """The request body."""
         return self._handler.rfile.read(self.body_length) if self.body_length else b""
 
+    def discard_body(self) -> None:
+        """Read the request body and throw it away, a chunk at a time.
+
+        The body must be consumed before the response, or a client still sending it would
+        see a broken connection instead of the answer.
+        """
+        left = self.body_length
+        while left > 0:
+            chunk = self._handler.rfile.read(min(left, 65536))
+            if not chunk:
+                break
+            left -= len(chunk)
+
     def drop_connection(self) -> None:
         """Close the connection after this exchange (for a body left unread, or at shutdown)."""
         self._handler.close_connection = True
@@ -110,6 +123,14 @@ class _Handler(BaseHTTPRequestHandler):
             self.server.route(exchange)
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
+        except Exception:
+            log.exception("mock server failed on %s %s", exchange.method, exchange.path)
+            self.close_connection = True
+            if exchange.status is None:
+                exchange.send_json(
+                    500,
+                    {"type": "error", "error": {"type": "api_error", "message": "mock bug"}},
+                )
 
     do_GET = do_POST = do_DELETE = do_PUT = do_PATCH = _dispatch
 
@@ -147,6 +168,10 @@ class TrackedHTTPServer(ThreadingHTTPServer):
         with self._lock:
             self._connections.pop(request, None)
         super().shutdown_request(request)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # The base class prints the traceback; a library only logs.
+        log.exception("mock server connection from %s failed", client_address)
 
     @property
     def open_connections(self) -> int:

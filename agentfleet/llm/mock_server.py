@@ -273,14 +273,19 @@ class MockMessagesServer:
         unknown = set(limits) - set(_LIMIT_OPTIONS)
         if unknown:
             raise ConfigError(f"unknown mock server settings: {', '.join(sorted(unknown))}")
+        # Everything is checked before anything changes, so a bad value changes nothing.
+        new_latency = Latency.parse(latency) if latency is not None else None
+        new_rates = ErrorInjector.check_rates(error_rates) if error_rates is not None else None
+        options = {**self._limit_options, **limits}
+        new_limits = self._new_limits(options) if limits else None
         with self._lock:
-            if latency is not None:
-                self.latency = Latency.parse(latency)
-            if error_rates is not None:
-                self._faults.error_rates = ErrorInjector.check_rates(error_rates)
-            if limits:
-                self._limit_options.update(limits)
-                self._limits = self._new_limits()
+            if new_latency is not None:
+                self.latency = new_latency
+            if new_rates is not None:
+                self._faults.error_rates = new_rates
+            if new_limits is not None:
+                self._limit_options = options
+                self._limits = new_limits
 
     def reset(self) -> None:
         """Forget the request log, the script and the counters; refill the limits."""
@@ -332,7 +337,7 @@ class MockMessagesServer:
         if route is not None:
             route(exchange)
             return
-        exchange.read_body()
+        exchange.discard_body()
         with self._lock:
             request_id = self._new_id("req")
         exchange.send_json(
@@ -341,8 +346,13 @@ class MockMessagesServer:
             {"request-id": request_id},
         )
 
-    def _new_limits(self) -> RateLimits:
-        o = self._limit_options
+    def _new_limits(self, options: Mapping[str, float | None] | None = None) -> RateLimits:
+        o = self._limit_options if options is None else options
+        for name, value in o.items():
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int | float)
+            ):
+                raise ConfigError(f"mock server setting {name} must be a number, got {value!r}")
         return RateLimits(
             requests_per_min=o["requests_per_min"],
             input_tokens_per_min=o["input_tokens_per_min"],
@@ -366,6 +376,8 @@ class MockMessagesServer:
             exchange.send_json(200, action(self._control_body(exchange)))
         except (BadRequest, ConfigError) as exc:
             exchange.send_json(400, {"error": exc.message})
+        except (TypeError, ValueError) as exc:
+            exchange.send_json(400, {"error": f"bad control request: {exc}"})
 
     def _control_script(self, exchange: Exchange) -> None:
         def action(body: Any) -> Any:
@@ -466,23 +478,26 @@ class MockMessagesServer:
         call.exchange.send_json(status, body, headers)
 
     def _authenticate(self, call: _Call) -> bool:
+        """Check the key; on failure answer 401 (after reading the body) and return False."""
         bearer = call.exchange.header("authorization") or ""
         key = call.exchange.header("x-api-key") or (
             bearer[7:].strip() if bearer.lower().startswith("bearer ") else None
         )
         call.api_key = key
         if not key:
-            self._fail(call, 401, "x-api-key header is required")
+            problem = "x-api-key header is required"
         elif self._keys and key not in self._keys:
-            self._fail(call, 401, "invalid x-api-key")
+            problem = "invalid x-api-key"
         else:
             return True
+        call.exchange.discard_body()
+        self._fail(call, 401, problem)
         return False
 
     def _read_request(self, call: _Call, *, counting: bool = False) -> dict[str, Any] | None:
         exchange = call.exchange
         if exchange.body_length > self.max_body_bytes:
-            exchange.drop_connection()
+            exchange.discard_body()
             self._fail(
                 call, 413, f"Request exceeds the maximum size of {self.max_body_bytes} bytes"
             )
@@ -505,18 +520,10 @@ class MockMessagesServer:
             return None
         return body
 
-    def _discard_body(self, exchange: Exchange) -> None:
-        # The body must be consumed for the connection to carry a next request.
-        if exchange.body_length > self.max_body_bytes:
-            exchange.drop_connection()
-        else:
-            exchange.read_body()
-
     def _count_tokens(self, exchange: Exchange) -> None:
         call = self._begin(exchange)
         try:
             if not self._authenticate(call):
-                self._discard_body(exchange)
                 return
             body = self._read_request(call, counting=True)
             if body is not None:
@@ -535,7 +542,6 @@ class MockMessagesServer:
         call = self._begin(exchange)
         try:
             if not self._authenticate(call):
-                self._discard_body(exchange)
                 return
             body = self._read_request(call)
             if body is not None:
