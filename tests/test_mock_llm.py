@@ -5,6 +5,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -25,7 +28,7 @@ from agentfleet.errors import (
     TaskTimeout,
 )
 from agentfleet.llm.errors import map_anthropic_error
-from agentfleet.llm.mock_server import MockMessagesServer, serve
+from agentfleet.llm.mock_server import MockMessagesServer, main, serve
 from agentfleet.llm.pricing import cost_usd
 
 KEY = "sk-mock-test"
@@ -465,7 +468,7 @@ def test_200_concurrent_requests_at_1s_latency_are_served_in_parallel() -> None:
         max_in_flight = server.stats()["max_in_flight"]
 
     assert statuses == [b"200"] * 200
-    assert elapsed < 1.9, f"200 requests at 1 s latency took {elapsed:.2f} s"
+    assert elapsed < 2.0, f"200 requests at 1 s latency took {elapsed:.2f} s"
     assert max_in_flight >= 150, f"only {max_in_flight} requests were in flight at once"
 
 
@@ -554,6 +557,39 @@ def test_serve_runs_until_stopped() -> None:
     assert reply.content[0].text == "up"
     assert not runner.is_alive()
     assert not [t for t in threading.enumerate() if t.name.startswith("mock-llm")]
+
+
+def test_the_command_line_server_is_driven_over_http_and_stops_on_sigterm() -> None:
+    command = [sys.executable, "-m", "agentfleet.llm.mock_server", "--port", "0", "--seed", "3"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None
+        banner = process.stdout.readline()
+        url = banner.split(" on ", 1)[1].split()[0]
+        httpx.post(f"{url}/_mock/script", json=[529]).raise_for_status()
+        with anthropic.Anthropic(base_url=url, api_key="k", max_retries=0) as client:
+            with pytest.raises(anthropic.OverloadedError):
+                ask(client, "hello")
+            assert ask(client, "SAY fine").content[0].text == "fine"
+        assert httpx.get(f"{url}/_mock/stats").json()["by_status"] == {"200": 1, "529": 1}
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=10) == 0
+    finally:
+        process.kill()
+        process.wait()
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--error-rate", "529"], ["--latency", "gaussian:1"], ["--error-rate", "529=0.7,500=0.5"]],
+)
+def test_the_command_line_refuses_bad_settings_in_one_line(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["--port", "0", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ")
+    assert err.count("\n") == 1
 
 
 def test_cost_of_a_response_is_its_usage_times_the_price_table(client: anthropic.Anthropic) -> None:

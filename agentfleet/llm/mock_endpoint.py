@@ -397,9 +397,12 @@ class MessagesEndpoint:
         try:
             reply = self.model.respond(body)
         except BadRequest as exc:
-            self._fail(call, 400, exc.message)
-            return
+            reply = MockFailure(400, exc.message)
         if isinstance(reply, MockFailure):
+            if admitted:
+                with self._lock:
+                    # Nothing was generated: give back the reserved output tokens.
+                    self._limits.settle(max_tokens, 0)
             self._fail(call, reply.status, reply.message, retry_after_s=reply.retry_after_s)
             return
         self._wait(delay + reply.delay_s)
