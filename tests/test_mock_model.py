@@ -9,7 +9,13 @@ import pytest
 
 from agentfleet.errors import BadRequest
 from agentfleet.llm.mock_directives import parse_directives
-from agentfleet.llm.mock_model import MockFailure, MockModel, MockReply, estimate_tokens
+from agentfleet.llm.mock_model import (
+    CACHE_TTL_S,
+    MockFailure,
+    MockModel,
+    MockReply,
+    estimate_tokens,
+)
 from agentfleet.llm.mock_review import review_diff
 from agentfleet.llm.mock_sentiment import label_sentiment
 
@@ -304,3 +310,18 @@ def test_input_tokens_count_system_messages_and_tools() -> None:
     assert MockModel().count_input_tokens(body) == 20
     with_tools = MockModel().count_input_tokens({**body, "tools": TOOLS})
     assert with_tools > 20
+
+
+def test_a_cached_prefix_expires_after_its_ttl() -> None:
+    now = [0.0]
+    model = MockModel(clock=lambda: now[0])
+    system = [{"type": "text", "text": "z" * 400, "cache_control": {"type": "ephemeral"}}]
+    body = request("hello", system=system)
+
+    usages = []
+    for at in (0.0, 200.0, 200.0 + CACHE_TTL_S + 1):
+        now[0] = at
+        usages.append(reply(model, body).usage)
+
+    assert [u["cache_creation_input_tokens"] for u in usages] == [100, 0, 100]
+    assert [u["cache_read_input_tokens"] for u in usages] == [0, 100, 0]

@@ -22,7 +22,8 @@ least 1. Output stops at ``max_tokens`` (text is cut, tool calls that do not fit
 
 Prompt caching is simulated: the request's prefix up to its last ``cache_control`` mark is
 ``cache_creation_input_tokens`` the first time this model instance sees it and
-``cache_read_input_tokens`` after; ``input_tokens`` counts the rest.
+``cache_read_input_tokens`` when it comes again within ``CACHE_TTL_S`` of its last use;
+``input_tokens`` counts the rest. Only that exact prefix is looked up, not shorter ones.
 
 Nothing is random: tool-use ids are hashes of the seed and the conversation.
 """
@@ -34,7 +35,8 @@ import json
 import math
 import re
 import threading
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,6 +46,7 @@ from agentfleet.llm.mock_review import is_unified_diff, review_diff
 from agentfleet.llm.mock_sentiment import LABELS, score_sentiment
 
 __all__ = [
+    "CACHE_TTL_S",
     "CHARS_PER_TOKEN",
     "NON_TEXT_BLOCK_TOKENS",
     "MockFailure",
@@ -53,6 +56,9 @@ __all__ = [
 ]
 
 CHARS_PER_TOKEN = 4
+CACHE_TTL_S = 300.0
+"""A cached prefix is forgotten this many seconds after it was last used, as Anthropic's is."""
+_CACHE_PRUNE_AT = 10_000
 NON_TEXT_BLOCK_TOKENS = 1_000
 _FILLER = "The quick brown fox jumps over the lazy dog while the fleet keeps counting tokens. "
 _RESULT_EXCERPT_CHARS = 200
@@ -213,14 +219,15 @@ def _answer_label(text: str, instruction: str) -> str:
 
 
 class MockModel:
-    """The rule-based model. Thread-safe; one instance remembers the prompt prefixes it cached.
+    """The rule-based model. Thread-safe; an instance remembers the prompt prefixes it cached.
 
-    ``seed`` changes the tool-use ids, nothing else.
+    ``seed`` changes the tool-use ids, nothing else. ``clock`` (seconds) ages cached prefixes.
     """
 
-    def __init__(self, *, seed: int = 0) -> None:
+    def __init__(self, *, seed: int = 0, clock: Callable[[], float] = time.monotonic) -> None:
         self.seed = seed
-        self._cached_prefixes: set[str] = set()
+        self._clock = clock
+        self._cached_prefixes: dict[str, float] = {}
         self._lock = threading.Lock()
 
     # Token accounting ---------------------------------------------------------------------
@@ -231,7 +238,7 @@ class MockModel:
 
     def _input_usage(self, request: Mapping[str, Any]) -> dict[str, int]:
         pieces = _input_pieces(request)
-        total = self.count_input_tokens(request)
+        total = max(1, math.ceil(sum(c for _, c, _ in pieces) / CHARS_PER_TOKEN))
         marks = [i for i, (_, _, cached) in enumerate(pieces) if cached]
         created = read = 0
         if marks:
@@ -240,9 +247,14 @@ class MockModel:
             key = hashlib.sha256(
                 (str(request.get("model")) + "\n".join(p for p, _, _ in prefix)).encode()
             ).hexdigest()
+            now = self._clock()
             with self._lock:
-                seen = key in self._cached_prefixes
-                self._cached_prefixes.add(key)
+                seen = now - self._cached_prefixes.get(key, -math.inf) < CACHE_TTL_S
+                self._cached_prefixes[key] = now
+                if len(self._cached_prefixes) > _CACHE_PRUNE_AT:
+                    self._cached_prefixes = {
+                        k: t for k, t in self._cached_prefixes.items() if now - t < CACHE_TTL_S
+                    }
             if seen:
                 read = prefix_tokens
             else:
