@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import json
 import signal
+import statistics
 import subprocess
 import sys
 import threading
@@ -437,6 +438,21 @@ def test_errors_do_not_wait_for_the_latency() -> None:
         with pytest.raises(anthropic.OverloadedError):
             ask(client, "hello")
         assert time.perf_counter() - started < 1.0
+
+
+def test_a_reply_without_latency_is_not_held_back_by_the_network_stack(
+    server: MockMessagesServer,
+) -> None:
+    body = {"model": MODEL, "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]}
+    with httpx.Client(base_url=server.url, headers={"x-api-key": KEY}) as http:
+        http.post("/v1/messages", json=body)
+        durations = []
+        for _ in range(20):
+            started = time.perf_counter()
+            http.post("/v1/messages", json=body)
+            durations.append(time.perf_counter() - started)
+    # Nagle's algorithm meeting a delayed ACK would add about 40 ms to each reply.
+    assert statistics.median(durations) < 0.02
 
 
 def test_200_concurrent_requests_at_1s_latency_are_served_in_parallel() -> None:
