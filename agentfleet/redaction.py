@@ -56,6 +56,29 @@ class Redactor:
         pattern = re.compile("|".join(re.escape(v) for v in secrets)) if secrets else None
         return cls(keys=words, values=secrets, _pattern=pattern)
 
+    def learn(self, data: Any) -> Redactor:
+        """This redactor, plus the values ``data`` holds under secret keys as known secrets.
+
+        A task's input ``{"api_key": "sk-..."}`` makes ``"sk-..."`` a secret wherever it shows
+        up later: in the error message or traceback of that same task.
+        """
+        found: list[str] = []
+        self._collect(data, found)
+        if not found:
+            return self
+        return Redactor.build([" ".join(words) for words in self.keys], [*self.values, *found])
+
+    def _collect(self, data: Any, found: list[str]) -> None:
+        if isinstance(data, Mapping):
+            for key, item in data.items():
+                if isinstance(key, str) and self.secret_key(key):
+                    found.extend(str(v) for v in (item if isinstance(item, list | tuple) else [item]) if v)
+                else:
+                    self._collect(item, found)
+        elif isinstance(data, list | tuple):
+            for item in data:
+                self._collect(item, found)
+
     def secret_key(self, name: str) -> bool:
         """True when a mapping key ``name`` names a secret."""
         words = key_words(name)

@@ -35,20 +35,25 @@ def _age(seconds: float | None) -> str:
 
 def entries_table(entries: Iterable[DeadLetter], *, title: str = "dead letters") -> Table:
     table = Table(title=title)
-    for column in ("id", "age", "task", "run", "item", "category", "downstream", "tries", "error"):
-        table.add_column(column, overflow="fold" if column == "error" else "ellipsis")
+    # Ids are what every other command takes: never cut them short.
+    table.add_column("id", no_wrap=True, min_width=16)
+    table.add_column("age", no_wrap=True)
+    table.add_column("task / item", overflow="fold")
+    table.add_column("category", overflow="fold")
+    table.add_column("downstream", overflow="fold")
+    table.add_column("tries", justify="right")
+    table.add_column("error", overflow="fold", ratio=2)
     now = time.time()
     for e in entries:
+        stage = f" stage {e.stage + 1}/{e.stages}" if e.stages > 1 else ""
         table.add_row(
             e.id,
             _age(e.age_s(now)),
-            e.task_name + (f" (stage {e.stage + 1}/{e.stages})" if e.stages > 1 else ""),
-            e.run_id,
-            e.item_key,
+            f"{e.task_name}{stage} #{e.item_key}",
             e.category,
             e.downstream or "-",
             str(e.attempts),
-            f"{e.error_type}: {e.error}"[:100],
+            Text(f"{e.error_type}: {e.error}"[:160]),
         )
     return table
 
@@ -146,8 +151,9 @@ def stats_view(stats: DLQStats) -> RenderableType:
 
 def requeue_table(results: Sequence[RequeueResult], *, dry_run: bool) -> Table:
     table = Table(title="requeue (dry run: nothing sent)" if dry_run else "requeue")
-    for column in ("id", "task", "task id", "from stage", "action", "sends / reason"):
-        table.add_column(column, overflow="fold" if column == "sends / reason" else "ellipsis")
+    table.add_column("id", no_wrap=True, min_width=16)
+    for column in ("task", "task id", "from stage", "action", "sends / reason"):
+        table.add_column(column, overflow="fold")
     for r in results:
         style = {"requeued": "green", "would requeue": "cyan", "skipped": "yellow", "failed": "red"}[r.action]
         table.add_row(

@@ -159,7 +159,8 @@ class _Delivery:
 
     @cached_property
     def redactor(self) -> Redactor:
-        return self.settings.redactor()
+        # Built on the first failure, when ``kwargs`` holds this stage's final input.
+        return self.settings.redactor().learn(self.kwargs)
 
     @cached_property
     def circuit(self) -> CircuitBreaker:
