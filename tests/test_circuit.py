@@ -7,9 +7,10 @@ import time
 import pytest
 import redis
 
-from agentfleet.config import DLQSettings
-from agentfleet.errors import Deferred
+from agentfleet.config import DLQSettings, load_settings
+from agentfleet.errors import BadRequest, Deferred, DownstreamError, UnexpectedError
 from agentfleet.ratelimit.circuit import CircuitBreaker
+from agentfleet.tasks.circuit_guard import CircuitGuard
 
 VENDOR = "vendor-b.example"
 
@@ -107,3 +108,44 @@ def test_failures_older_than_the_window_are_forgotten(redis_client: redis.Redis,
     time.sleep(1.2)
     assert breaker.record_failure(VENDOR) == "closed"
     assert breaker.state(VENDOR).failures == 1
+
+
+def _guard(redis_client: redis.Redis, key_prefix: str) -> CircuitGuard:
+    settings = load_settings(
+        key_prefix=key_prefix,
+        dlq={"vendor_issue_failures": 3, "circuit_cooldown_s": 0.5, "circuit_probe_ttl_s": 30},
+    )
+    return CircuitGuard(settings, redis_client, VENDOR)
+
+
+def test_a_probe_answered_with_a_4xx_closes_the_circuit(redis_client: redis.Redis, key_prefix: str) -> None:
+    guard = _guard(redis_client, key_prefix)
+    _open(guard.breaker)
+    time.sleep(0.55)
+    guard.enter()
+    assert guard.probe
+    guard.failed(BadRequest("no such item", status_code=404), VENDOR)
+    assert guard.breaker.state(VENDOR).state == "closed"
+
+
+def test_a_probe_that_never_reached_the_downstream_is_given_back(
+    redis_client: redis.Redis, key_prefix: str
+) -> None:
+    guard = _guard(redis_client, key_prefix)
+    _open(guard.breaker)
+    time.sleep(0.55)
+    guard.enter()
+    guard.failed(UnexpectedError("KeyError: 'x'"), VENDOR)
+    assert guard.breaker.state(VENDOR).state == "half_open"
+    assert guard.breaker.before(VENDOR) is True, "the next caller gets the probe at once"
+
+
+def test_a_fault_is_counted_once_against_the_downstream_that_failed(
+    redis_client: redis.Redis, key_prefix: str
+) -> None:
+    guard = _guard(redis_client, key_prefix)
+    err = DownstreamError("HTTP 503", status_code=503, downstream="other.example")
+    guard.failed(err, "other.example")
+    guard.failed(err, "other.example")
+    assert guard.breaker.state("other.example").failures == 1
+    assert guard.breaker.state(VENDOR).failures == 0

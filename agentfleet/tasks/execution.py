@@ -31,7 +31,6 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-import redis
 from celery.exceptions import SoftTimeLimitExceeded
 from pydantic import BaseModel, ValidationError
 
@@ -48,10 +47,10 @@ from agentfleet.errors import (
 )
 from agentfleet.idempotency import stage_key
 from agentfleet.models import TaskOutcome
-from agentfleet.ratelimit.circuit import CircuitBreaker
 from agentfleet.redaction import Redactor
 from agentfleet.runs import RunStore
 from agentfleet.tasks import clients, failures
+from agentfleet.tasks.circuit_guard import CircuitGuard
 from agentfleet.tasks.context import TaskContext
 from agentfleet.tasks.meta import META_KWARG, ItemMeta
 from agentfleet.tasks.retry_policy import backoff_s, cap_countdown
@@ -161,10 +160,6 @@ class _Delivery:
     def redactor(self) -> Redactor:
         # Built on the first failure, when ``kwargs`` holds this stage's final input.
         return self.settings.redactor().learn(self.kwargs)
-
-    @cached_property
-    def circuit(self) -> CircuitBreaker:
-        return CircuitBreaker.from_settings(self.settings, self.store.client)
 
     # Outcomes ------------------------------------------------------------------------------
 
@@ -337,20 +332,20 @@ class _Delivery:
         workdir = Path(tempfile.mkdtemp(prefix="af-", dir=self.settings.workdir_root))
         ctx = self._context(workdir)
         started = time.monotonic()
-        probe = False
+        guard = CircuitGuard(self.settings, self.store.client, self.task.downstream)
         try:
-            probe = self._circuit_before()
+            guard.enter()
             result = _jsonable(self.task.fn(ctx, **values))
         except Exception as exc:
             elapsed = time.monotonic() - started
             err = self._classify(exc, ctx)
-            self._circuit_after_error(err, ctx, probe)
+            guard.failed(err, ctx.last_downstream or err.downstream or self.task.downstream)
             return self._after_error(err, ctx, elapsed, attempts, traceback.format_exc())
         finally:
             ctx.close()
             shutil.rmtree(workdir, ignore_errors=True)
         elapsed = time.monotonic() - started
-        self._circuit_report(self.task.downstream, ok=True)
+        guard.succeeded()
         outcome = _outcome(
             self.meta,
             self.task_id,
@@ -361,52 +356,6 @@ class _Delivery:
             cost_usd=self.carried[2] + self.meta.cost_usd + ctx.cost_usd,
         )
         return self._finish(outcome)
-
-    # Circuit breaking ------------------------------------------------------------------------
-
-    def _circuit_before(self) -> bool:
-        """Ask the declared downstream's circuit; True when this attempt is its probe."""
-        downstream = self.task.downstream
-        if not downstream:
-            return False
-        try:
-            return self.circuit.before(downstream)
-        except redis.RedisError:
-            log.warning(
-                "circuit state for %s unreadable; letting the call through", downstream, exc_info=True
-            )
-            return False
-
-    def _circuit_report(self, downstream: str | None, *, ok: bool) -> None:
-        if not downstream:
-            return
-        try:
-            if ok:
-                self.circuit.record_success(downstream)
-            else:
-                self.circuit.record_failure(downstream)
-        except redis.RedisError:
-            log.warning("could not update the circuit of %s", downstream, exc_info=True)
-
-    def _circuit_after_error(self, err: AgentfleetError, ctx: TaskContext, probe: bool) -> None:
-        """Count a downstream fault against its circuit; settle a probe that ended otherwise."""
-        declared = self.task.downstream
-        target = ctx.last_downstream or err.downstream or declared
-        settled = False
-        if err.downstream_fault and target and not err.circuit_recorded:
-            self._circuit_report(target, ok=False)
-            err.circuit_recorded = True
-            settled = target == declared
-        if not probe or settled or declared is None:
-            return
-        if err.status_code is not None and not err.downstream_fault:
-            # A 4xx is an answer: the downstream is up, whatever was wrong with the request.
-            self._circuit_report(declared, ok=True)
-        else:
-            try:
-                self.circuit.release_probe(declared)
-            except redis.RedisError:
-                log.warning("could not release the probe of %s", declared, exc_info=True)
 
     # Retries ---------------------------------------------------------------------------------
 
