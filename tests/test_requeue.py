@@ -145,3 +145,9 @@ def test_entries_with_redacted_input_are_skipped(fleet: Fleet) -> None:
     [result] = fleet.dlq.requeue([entry.id])
     assert result.action == "skipped" and "api_key" in (result.reason or "")
     assert fleet.dlq.store.get(entry.id) == entry
+
+
+def test_a_pipeline_entry_without_its_stage_names_is_skipped(fleet: Fleet) -> None:
+    entry = _dead_item(fleet, stage=0, stages=2, stage_tasks=[])
+    [result] = fleet.dlq.requeue([entry.id])
+    assert result.action == "skipped" and "stage names" in (result.reason or "")

@@ -94,7 +94,7 @@ class DeadLetter(BaseModel):
         """Why this entry cannot be requeued as it is, or None when it can."""
         if self.redacted:
             return "its input had secret values redacted (" + ", ".join(self.redacted[:3]) + ")"
-        if self.stage > 0 and len(self.stage_tasks) != self.stages:
+        if self.stages > 1 and len(self.stage_tasks) != self.stages:
             return "the pipeline's stage names were not recorded"
         return None
 

@@ -119,7 +119,6 @@ def requeue_entry(
     dry_run: bool = False,
 ) -> RequeueResult:
     """Requeue one entry (see the module docstring); with ``dry_run``, change nothing."""
-    sigs = _signatures(entry, app, settings)
     result = RequeueResult(
         id=entry.id,
         task_name=entry.task_name,
@@ -127,11 +126,12 @@ def requeue_entry(
         run_id=entry.run_id,
         stage=entry.stage,
         action="would requeue" if dry_run else "requeued",
-        stages_sent=[str(s.task) for s in sigs],
     )
     reason = _blocker(entry, runs)
     if reason is not None:
-        return result.model_copy(update={"action": "skipped", "reason": reason, "stages_sent": []})
+        return result.model_copy(update={"action": "skipped", "reason": reason})
+    sigs = _signatures(entry, app, settings)
+    result.stages_sent = [str(s.task) for s in sigs]
     if dry_run:
         return result
     key = stage_key(entry.idempotency_key, entry.stage, entry.stages)
