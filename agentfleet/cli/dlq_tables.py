@@ -38,11 +38,9 @@ def entries_table(entries: Iterable[DeadLetter], *, title: str = "dead letters")
     # Ids are what every other command takes: never cut them short.
     table.add_column("id", no_wrap=True, min_width=16)
     table.add_column("age", no_wrap=True)
-    table.add_column("task / item", overflow="fold")
-    table.add_column("category", overflow="fold")
-    table.add_column("downstream", overflow="fold")
-    table.add_column("tries", justify="right")
-    table.add_column("error", overflow="fold", ratio=2)
+    table.add_column("task #item", overflow="fold", ratio=2)
+    table.add_column("category @ downstream", overflow="fold", ratio=2)
+    table.add_column("error (tries)", overflow="fold", ratio=3)
     now = time.time()
     for e in entries:
         stage = f" stage {e.stage + 1}/{e.stages}" if e.stages > 1 else ""
@@ -50,10 +48,8 @@ def entries_table(entries: Iterable[DeadLetter], *, title: str = "dead letters")
             e.id,
             _age(e.age_s(now)),
             f"{e.task_name}{stage} #{e.item_key}",
-            e.category,
-            e.downstream or "-",
-            str(e.attempts),
-            Text(f"{e.error_type}: {e.error}"[:160]),
+            e.category + (f" @ {e.downstream}" if e.downstream else ""),
+            Text(f"{e.error_type}: {e.error}"[:160] + f" ({e.attempts})"),
         )
     return table
 
