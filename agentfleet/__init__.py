@@ -23,6 +23,13 @@ _EXPORTS = {
     "Settings": "agentfleet.config",
     "get_settings": "agentfleet.config",
     "merge": "agentfleet.orchestration",
+    "DeadLetterQueue": "agentfleet.orchestration.dead_letters",
+    "RequeueResult": "agentfleet.orchestration.dead_letters",
+    "DeadLetter": "agentfleet.dlq",
+    "DLQFilter": "agentfleet.dlq",
+    "DLQStats": "agentfleet.dlq",
+    "CircuitBreaker": "agentfleet.ratelimit.circuit",
+    "redact": "agentfleet.redaction",
     "AgentfleetError": "agentfleet.errors",
     "RetryableError": "agentfleet.errors",
     "PermanentError": "agentfleet.errors",
@@ -43,6 +50,8 @@ _EXPORTS = {
     "LoopDetected": "agentfleet.errors",
     "ForbiddenDestination": "agentfleet.errors",
     "PoisonMessage": "agentfleet.errors",
+    "TaskTimeLimit": "agentfleet.errors",
+    "DeadLetterNotFound": "agentfleet.errors",
 }
 
 __all__ = [
@@ -50,8 +59,14 @@ __all__ = [
     "AuthError",
     "BadRequest",
     "BudgetExceeded",
+    "CircuitBreaker",
     "ConfigError",
     "ConnectionFailed",
+    "DLQFilter",
+    "DLQStats",
+    "DeadLetter",
+    "DeadLetterNotFound",
+    "DeadLetterQueue",
     "Deferred",
     "DispatchError",
     "DownstreamError",
@@ -65,6 +80,7 @@ __all__ = [
     "PermanentError",
     "PoisonMessage",
     "RateLimited",
+    "RequeueResult",
     "RetryableError",
     "Run",
     "RunError",
@@ -73,14 +89,17 @@ __all__ = [
     "SpendLimitReached",
     "TaskContext",
     "TaskOutcome",
+    "TaskTimeLimit",
     "TaskTimeout",
     "fleet_task",
     "get_settings",
     "merge",
+    "redact",
 ]
 
 if TYPE_CHECKING:
     from agentfleet.config import Settings, get_settings
+    from agentfleet.dlq import DeadLetter, DLQFilter, DLQStats
     from agentfleet.errors import (
         AgentfleetError,
         AuthError,
@@ -88,6 +107,7 @@ if TYPE_CHECKING:
         BudgetExceeded,
         ConfigError,
         ConnectionFailed,
+        DeadLetterNotFound,
         Deferred,
         DispatchError,
         DownstreamError,
@@ -101,13 +121,17 @@ if TYPE_CHECKING:
         RetryableError,
         RunError,
         SpendLimitReached,
+        TaskTimeLimit,
         TaskTimeout,
     )
     from agentfleet.local import LocalCluster
     from agentfleet.models import RunSummary, TaskOutcome
     from agentfleet.orchestration import merge
+    from agentfleet.orchestration.dead_letters import DeadLetterQueue, RequeueResult
     from agentfleet.orchestration.fleet import Fleet
     from agentfleet.orchestration.run import Run
+    from agentfleet.ratelimit.circuit import CircuitBreaker
+    from agentfleet.redaction import redact
     from agentfleet.tasks.base import FleetTask
     from agentfleet.tasks.context import TaskContext
     from agentfleet.tasks.decorator import fleet_task

@@ -10,13 +10,27 @@ from __future__ import annotations
 from typing import Any
 
 from celery import Celery
+from celery.schedules import crontab
 from kombu import Queue
 
 from agentfleet.config import Settings, get_settings
 
-__all__ = ["BUILTIN_TASK_MODULES", "app", "celery_config", "make_app"]
+__all__ = ["BUILTIN_TASK_MODULES", "DIGEST_ENTRY", "app", "beat_schedule", "celery_config", "make_app"]
 
-BUILTIN_TASK_MODULES = ["agentfleet.tasks.builtin"]
+BUILTIN_TASK_MODULES = ["agentfleet.tasks.builtin", "agentfleet.tasks.maintenance"]
+DIGEST_ENTRY = "agentfleet-dlq-digest"
+
+
+def beat_schedule(settings: Settings) -> dict[str, Any]:
+    """What ``celery beat`` sends: the dead-letter digest on ``dlq.digest_cron`` (UTC)."""
+    minute, hour, day, month, weekday = settings.dlq.digest_cron.split()
+    return {
+        DIGEST_ENTRY: {
+            "task": "agentfleet.maintenance.dlq_digest",
+            "schedule": crontab(minute, hour, day_of_month=day, month_of_year=month, day_of_week=weekday),
+            "options": {"queue": settings.queues.maintenance},
+        }
+    }
 
 
 def celery_config(settings: Settings) -> dict[str, Any]:
@@ -65,6 +79,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "enable_utc": True,
         "timezone": "UTC",
         "include": [*BUILTIN_TASK_MODULES, *settings.task_modules],
+        "beat_schedule": beat_schedule(settings),
     }
 
 

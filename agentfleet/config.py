@@ -11,9 +11,11 @@ environment variable and as a TOML key) and says how to fix it.
 from __future__ import annotations
 
 import functools
+import json
 import os
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 from pydantic import model_validator as _model_validator
@@ -26,6 +28,7 @@ from pydantic_settings import (
 )
 
 from agentfleet.errors import ConfigError
+from agentfleet.redaction import Redactor
 
 __all__ = [
     "BudgetSettings",
@@ -56,6 +59,15 @@ CONFIG_ENV = "AGENTFLEET_CONFIG"
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+def _split_csv(value: Any) -> Any:
+    """A list from comma-separated text (or a JSON list), for list settings set by env."""
+    if isinstance(value, str):
+        if value.lstrip().startswith("["):
+            return json.loads(value)
+        return [part.strip() for part in value.split(",") if part.strip()]
+    return value
 
 
 class LimitSpec(_Section):
@@ -121,18 +133,58 @@ class QueueSettings(_Section):
 
 
 class DLQSettings(_Section):
-    """Dead letters, poison caps, circuit breakers and the digest."""
+    """Dead letters, poison caps, circuit breakers and the digest. Times are in seconds.
+
+    ``max_deliveries``: deliveries of one task id whose worker process died before it is poison.
+    ``vendor_issue_failures`` failed attempts against one downstream within
+    ``vendor_issue_window_s``, at least ``circuit_failure_ratio`` of its attempts in that window,
+    flag a vendor issue and open its circuit for ``circuit_cooldown_s``; then one probe may run
+    (it holds the half-open circuit for at most ``circuit_probe_ttl_s``). The digest runs on
+    ``digest_cron`` (UTC) and POSTs to ``webhook_url`` when the depth exceeds
+    ``digest_threshold``, trying ``webhook_attempts`` times with ``webhook_timeout_s`` each.
+    ``redact_keys`` name input keys whose values never reach a dead letter.
+    """
 
     max_deliveries: int = Field(default=3, ge=1)
     vendor_issue_failures: int = Field(default=5, ge=1)
     vendor_issue_window_s: float = Field(default=300.0, gt=0)
+    circuit_failure_ratio: float = Field(default=0.5, gt=0, le=1)
     circuit_cooldown_s: float = Field(default=30.0, gt=0)
+    circuit_probe_ttl_s: float = Field(default=60.0, gt=0)
     digest_cron: str = "0 8 * * *"
     digest_threshold: int = Field(default=5, ge=0)
     webhook_url: str | None = None
-    redact_keys: list[str] = Field(
+    webhook_attempts: int = Field(default=3, ge=1)
+    webhook_timeout_s: float = Field(default=10.0, gt=0)
+    redact_keys: Annotated[list[str], NoDecode] = Field(
         default_factory=lambda: ["api_key", "apikey", "password", "secret", "token", "authorization"]
     )
+
+    @field_validator("redact_keys", mode="before")
+    @classmethod
+    def _keys_csv(cls, value: Any) -> Any:
+        return _split_csv(value)
+
+    @field_validator("digest_cron")
+    @classmethod
+    def _cron_shape(cls, value: str) -> str:
+        from celery.schedules import crontab
+
+        fields = value.split()
+        if len(fields) != 5:
+            raise ValueError("must be a cron expression of 5 fields: minute hour day month weekday")
+        try:
+            crontab(*fields[:2], day_of_month=fields[2], month_of_year=fields[3], day_of_week=fields[4])
+        except (ValueError, TypeError) as exc:
+            raise ValueError(f"is not a valid cron expression ({exc})") from None
+        return value
+
+    @field_validator("webhook_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError("must be an http:// or https:// URL, e.g. a Slack incoming webhook")
+        return value
 
 
 class ModelPrice(_Section):
@@ -247,12 +299,6 @@ class FlowerSettings(_Section):
     basic_auth: SecretStr | None = None
 
 
-def _split_csv(value: Any) -> Any:
-    if isinstance(value, str):
-        return [part.strip() for part in value.split(",") if part.strip()]
-    return value
-
-
 class Settings(BaseSettings):
     """All of agentfleet's settings. Times are in seconds, money in US dollars."""
 
@@ -352,6 +398,35 @@ class Settings(BaseSettings):
     def max_countdown_s(self) -> float:
         """The longest countdown that cannot run a task twice: 90% of the visibility timeout."""
         return self.visibility_timeout_s * 0.9
+
+    def secret_values(self) -> list[str]:
+        """Every secret value these settings know: credentials (read from their variable or
+        file), the LLM API key, the service token, Flower's password and the broker password.
+
+        Used to scrub stored errors and inputs; a credential that cannot be read is skipped.
+        """
+        found: list[str | None] = []
+        for spec in self.credentials.values():
+            if spec.env:
+                found.append(os.environ.get(spec.env))
+            elif spec.file:
+                try:
+                    found.append(Path(spec.file).read_text().strip())
+                except OSError:
+                    continue
+        for secret in (self.llm.api_key, self.service.token, self.flower.basic_auth):
+            if secret is not None:
+                value = secret.get_secret_value()
+                found.extend([value, value.partition(":")[2]])
+        found.append(os.environ.get("ANTHROPIC_API_KEY"))
+        for url in (self.broker_url, self.result_backend):
+            if url:
+                found.append(urlsplit(url).password)
+        return [v for v in dict.fromkeys(found) if v]
+
+    def redactor(self) -> Redactor:
+        """Scrubs the keys named in ``dlq.redact_keys`` and every ``secret_values()``."""
+        return Redactor.build(self.dlq.redact_keys, self.secret_values())
 
     def limit_for(self, downstream: str) -> LimitSpec:
         """The limits of ``downstream``, else the default limits."""

@@ -6,12 +6,14 @@
     ├── ConfigError             a setting is wrong; the message names it and the fix
     ├── DispatchError           a fan-out could not be sent (inputs not JSON, unknown task)
     ├── RunError                a run's outcome cannot be given (aggregate failed, run cancelled)
+    ├── DeadLetterNotFound      no dead letter has that id (requeued or purged already?)
     ├── Deferred                not a failure: run again after ``wait_s`` (limits, open circuit)
     ├── RetryableError          a later attempt may succeed
     │   ├── RateLimited         429 from a downstream, or a limiter said no (``retry_after_s``)
     │   ├── Overloaded          529 from an LLM provider
     │   ├── DownstreamError     5xx, 408 or 409 from a downstream
-    │   ├── TaskTimeout         a request or the task's soft time limit ran out
+    │   ├── TaskTimeout         a request to a downstream timed out
+    │   │   └── TaskTimeLimit   the task's own soft or hard time limit ran out
     │   ├── ConnectionFailed    could not connect, or the connection broke
     │   └── UnexpectedError     an exception the classifier does not know (retried by default)
     └── PermanentError          retrying cannot help; goes straight to the dead-letter queue
@@ -26,7 +28,8 @@
 
 Every error carries a short machine ``category`` (``"rate_limited"``, ``"bad_request"``...) used
 by the dead-letter queue, and optionally the HTTP ``status_code`` and the ``downstream`` it came
-from.
+from. ``downstream_fault`` marks the classes that say a downstream is unhealthy (5xx, 529,
+timeouts, broken connections): only those count towards its circuit breaker.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ __all__ = [
     "BudgetExceeded",
     "ConfigError",
     "ConnectionFailed",
+    "DeadLetterNotFound",
     "Deferred",
     "DispatchError",
     "DownstreamError",
@@ -56,6 +60,7 @@ __all__ = [
     "RetryableError",
     "RunError",
     "SpendLimitReached",
+    "TaskTimeLimit",
     "TaskTimeout",
     "UnexpectedError",
     "classify",
@@ -72,6 +77,7 @@ class AgentfleetError(Exception):
     """
 
     category: ClassVar[str] = "error"
+    downstream_fault: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -84,6 +90,9 @@ class AgentfleetError(Exception):
         self.message = message or self.category.replace("_", " ")
         self.status_code = status_code
         self.downstream = downstream
+        # Set by whoever already told the downstream's circuit breaker about this error (the
+        # fleet transport does, per request), so the task's final accounting does not count it twice.
+        self.circuit_recorded = False
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Keyword-only constructors do not pickle by default; Celery's pools may pickle errors.
@@ -113,6 +122,12 @@ class RunError(AgentfleetError):
     """A run's result cannot be given: its aggregate failed, or it was cancelled."""
 
     category = "run"
+
+
+class DeadLetterNotFound(AgentfleetError):
+    """No dead letter has the id asked for: it may have been requeued or purged already."""
+
+    category = "not_found"
 
 
 class Deferred(AgentfleetError):
@@ -157,24 +172,39 @@ class Overloaded(RetryableError):
     """529: the LLM provider is overloaded."""
 
     category = "overloaded"
+    downstream_fault = True
 
 
 class DownstreamError(RetryableError):
     """A 5xx, 408 or 409 from a downstream."""
 
     category = "downstream_error"
+    downstream_fault = True
 
 
 class TaskTimeout(RetryableError):
-    """A request timed out, or the task's soft time limit ran out."""
+    """A request to a downstream timed out."""
 
     category = "timeout"
+    downstream_fault = True
+
+
+class TaskTimeLimit(TaskTimeout):
+    """The task's own soft time limit ran out (or its hard limit killed the worker process).
+
+    Retryable like any timeout, but it says nothing about a downstream's health: an agent can
+    be slow on its own, so it never counts towards a circuit breaker.
+    """
+
+    category = "time_limit"
+    downstream_fault = False
 
 
 class ConnectionFailed(RetryableError):
     """Could not connect to a downstream, or the connection broke mid-request."""
 
     category = "connection"
+    downstream_fault = True
 
 
 class UnexpectedError(RetryableError):
@@ -196,7 +226,7 @@ class InvalidInput(PermanentError):
 
 
 class BadRequest(PermanentError):
-    """400, 404, 413 or 422 from a downstream: the request itself is wrong."""
+    """400, 404, 413, 422 or another 4xx from a downstream: the request itself is wrong."""
 
     category = "bad_request"
 
@@ -237,8 +267,17 @@ class PoisonMessage(PermanentError):
     category = "poison"
 
 
-_RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 529}
-_SPEND_LIMIT_MARKERS = ("spend limit", "spending limit", "credit balance", "billing", "quota")
+_RETRYABLE_STATUS = {408, 409, 425, 429, 529}
+# Phrases of a 429 that will not clear by waiting. A bare "quota" is not one of them: many APIs
+# answer "quota exceeded for ... per minute", which is an ordinary rate limit.
+_SPEND_LIMIT_MARKERS = (
+    "spend limit",
+    "spending limit",
+    "usage limit",
+    "credit balance",
+    "insufficient_quota",
+    "billing",
+)
 
 
 def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:
@@ -280,8 +319,10 @@ def error_for_status(
 ) -> AgentfleetError | None:
     """The fleet error for an HTTP status, or None for a 1xx, 2xx or 3xx.
 
-    A 429 whose body speaks of a spend limit or credit balance is permanent; any other 429
-    carries the ``retry-after`` (or ``retry-after-ms``) wait in ``retry_after_s``.
+    Retryable: 408, 409, 425, 429, 5xx and 529. Permanent: 401 and 403 (``AuthError``), every
+    other 4xx (``BadRequest``: 400, 404, 413, 422...), and a 429 whose body speaks of a spend
+    limit or credit balance. A retryable error carries the ``retry-after`` (or
+    ``retry-after-ms``) wait in ``retry_after_s``.
     """
     if status < 400:
         return None
@@ -326,7 +367,8 @@ def _body_of(response: Any) -> str:
         return ""
 
 
-_TIMEOUT_NAMES = {"TimeoutException", "APITimeoutError", "SoftTimeLimitExceeded", "TimeoutError"}
+_TIME_LIMIT_NAMES = {"SoftTimeLimitExceeded", "TimeLimitExceeded"}
+_TIMEOUT_NAMES = {"TimeoutException", "APITimeoutError", "TimeoutError"}
 _CONNECTION_NAMES = {
     "ConnectError",
     "NetworkError",
@@ -345,13 +387,21 @@ def classify(
 ) -> AgentfleetError:
     """Map any exception into the fleet's tree.
 
-    ``retryable`` and ``permanent`` are a task's own exception types (checked first). HTTP
-    errors from httpx or the Anthropic SDK are mapped by status; timeouts and connection errors
-    are retryable; a pydantic ``ValidationError`` is ``InvalidInput``. Causes are followed, so a
-    fleet error wrapped by a library is found again.
+    A fleet error is returned as it is. Then the task's own ``permanent`` and ``retryable``
+    exception types are checked, before anything else. Causes are followed, so a fleet error
+    wrapped by a library is found again. HTTP errors from httpx or the Anthropic SDK are mapped
+    by status (``error_for_status``); timeouts and connection errors are retryable; Celery's
+    time limits are ``TaskTimeLimit``; a pydantic ``ValidationError`` is ``InvalidInput``.
     """
+    if isinstance(exc, AgentfleetError):
+        return exc
+    text = f"{type(exc).__name__}: {exc}"
     permanent = tuple(permanent)
     retryable = tuple(retryable)
+    if permanent and isinstance(exc, permanent):
+        return PermanentError(text)
+    if retryable and isinstance(exc, retryable):
+        return RetryableError(text)
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
@@ -360,11 +410,6 @@ def classify(
             return current
         current = current.__cause__ or current.__context__
 
-    text = f"{type(exc).__name__}: {exc}"
-    if permanent and isinstance(exc, permanent):
-        return PermanentError(text)
-    if retryable and isinstance(exc, retryable):
-        return RetryableError(text)
     names = _mro_names(exc)
     response = _response_of(exc)
     if response is not None:
@@ -379,6 +424,8 @@ def classify(
             return mapped
     if "ValidationError" in names:
         return InvalidInput(text)
+    if names & _TIME_LIMIT_NAMES:
+        return TaskTimeLimit(text)
     if names & _TIMEOUT_NAMES:
         return TaskTimeout(text)
     if names & _CONNECTION_NAMES:

@@ -5,7 +5,8 @@ Layout under the key prefix ``p`` (every key expires after ``ttl_s`` seconds):
 - ``p:run:{id}``          hash: name, kind, totals, status, times and the counters
 - ``p:run:{id}:items``    hash: item index -> ``[task_id, idempotency key, item key]``
 - ``p:run:{id}:done``     hash: item index -> 1, the guard that counts each item once
-- ``p:run:{id}:events``   stream: each outcome in completion order, then ``end``
+- ``p:run:{id}:events``   stream: each outcome in completion order, then ``end``; ``reopen``
+  when a dead-lettered item is requeued (its next outcome follows)
 - ``p:out:{key}``         an item's stored outcome, under its idempotency key
 - ``p:errs:{key}``        list: every failed attempt of an item (type, message, time)
 - ``p:deliv:{task_id}``   deliveries of a task id that have not finished (poison detection)
@@ -75,10 +76,11 @@ return {1, n, total, 0}
 """
 
 _REOPEN = """
-local run, done, outkey = KEYS[1], KEYS[2], KEYS[3]
+local run, done, outkey, events = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local idx, was_ok, was_dead = ARGV[1], ARGV[2], ARGV[3]
 redis.call('DEL', outkey)
 if redis.call('HDEL', done, idx) == 0 then return 0 end
+redis.call('XADD', events, '*', 'kind', 'reopen', 'idx', idx)
 redis.call('HINCRBY', run, 'done', -1)
 if was_ok == '1' then redis.call('HINCRBY', run, 'succeeded', -1)
 else redis.call('HINCRBY', run, 'failed', -1) end
@@ -363,7 +365,12 @@ class RunStore:
         """Un-count an item's outcome and drop it, so a re-dispatch can record a new one."""
         return bool(
             self._reopen(
-                keys=[self.run_key(run_id), self.run_key(run_id, "done"), self.outcome_key(key)],
+                keys=[
+                    self.run_key(run_id),
+                    self.run_key(run_id, "done"),
+                    self.outcome_key(key),
+                    self.run_key(run_id, "events"),
+                ],
                 args=[index, int(was_ok), int(was_dead)],
             )
         )

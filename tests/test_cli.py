@@ -7,7 +7,17 @@ import sys
 
 import pytest
 
-COMMANDS = [[], ["demo"], ["run"], ["worker"], ["runs"], ["runs", "list"], ["runs", "show"]]
+COMMANDS = [
+    [],
+    ["demo"],
+    ["run"],
+    ["worker"],
+    ["runs"],
+    ["runs", "list"],
+    ["runs", "show"],
+    ["dlq"],
+    *[["dlq", sub] for sub in ("list", "show", "stats", "requeue", "purge", "export")],
+]
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: " ".join(c) or "top")

@@ -16,6 +16,7 @@ from agentfleet.errors import (
     RateLimited,
     RetryableError,
     SpendLimitReached,
+    TaskTimeLimit,
     TaskTimeout,
     UnexpectedError,
     classify,
@@ -121,3 +122,52 @@ def test_errors_survive_pickling() -> None:
 
     err = pickle.loads(pickle.dumps(RateLimited("x", retry_after_s=2, status_code=429, downstream="d")))
     assert (err.retry_after_s, err.status_code, err.downstream, str(err)) == (2, 429, "d", "x")
+
+
+@pytest.mark.parametrize("status", [408, 409, 429, 500, 502, 503, 504, 529])
+def test_retryable_statuses(status: int) -> None:
+    assert isinstance(classify(_status_error(status)), RetryableError)
+
+
+@pytest.mark.parametrize("status", [400, 401, 403, 404, 405, 413, 422])
+def test_permanent_statuses(status: int) -> None:
+    assert isinstance(classify(_status_error(status)), PermanentError)
+
+
+def test_a_per_minute_quota_429_is_a_rate_limit_but_insufficient_quota_is_not() -> None:
+    per_minute = classify(_status_error(429, body="Quota exceeded for quota metric 'requests' per minute"))
+    assert isinstance(per_minute, RateLimited)
+    billing = classify(_status_error(429, body='{"error": {"code": "insufficient_quota"}}'))
+    assert isinstance(billing, SpendLimitReached)
+
+
+def test_declared_types_win_over_a_wrapped_fleet_error() -> None:
+    class VendorRefusal(Exception):
+        pass
+
+    try:
+        try:
+            raise RateLimited("slow down")
+        except RateLimited as inner:
+            raise VendorRefusal("refused") from inner
+    except VendorRefusal as outer:
+        assert isinstance(classify(outer, permanent=[VendorRefusal]), PermanentError)
+
+
+def test_celery_time_limits_are_task_time_limits_that_do_not_blame_a_downstream() -> None:
+    from celery.exceptions import SoftTimeLimitExceeded
+
+    err = classify(SoftTimeLimitExceeded())
+    assert isinstance(err, TaskTimeLimit) and isinstance(err, RetryableError)
+    assert err.category == "time_limit" and not err.downstream_fault
+
+
+def test_only_downstream_faults_count_against_a_downstream() -> None:
+    faults = {
+        type(classify(_status_error(s))).__name__: classify(_status_error(s)).downstream_fault
+        for s in (400, 429, 503, 529)
+    }
+    assert faults == {"BadRequest": False, "RateLimited": False, "DownstreamError": True, "Overloaded": True}
+    request = httpx.Request("GET", "https://x.example")
+    assert classify(httpx.ConnectError("refused", request=request)).downstream_fault
+    assert classify(httpx.ReadTimeout("slow", request=request)).downstream_fault

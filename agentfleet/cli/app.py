@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from agentfleet.cli.demo_cmd import demo
+from agentfleet.cli.dlq_cmd import dlq_app
 from agentfleet.cli.run_cmd import run
 from agentfleet.cli.runs_cmd import runs_app
 from agentfleet.cli.worker_cmd import worker
@@ -22,3 +23,4 @@ app.command("demo")(demo)
 app.command("run")(run)
 app.command("worker")(worker)
 app.add_typer(runs_app, name="runs")
+app.add_typer(dlq_app, name="dlq")

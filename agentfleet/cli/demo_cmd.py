@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from agentfleet.cli.dlq_tables import entries_table
 from agentfleet.cli.output import console, outcomes_table, summary_table
 from agentfleet.cli.progress import follow
 from agentfleet.local import LocalCluster
@@ -50,3 +51,7 @@ def demo(
         failed = [o for o in run.outcomes() if not o.ok]
         if failed:
             console.print(outcomes_table(failed, title="failed items"))
+        dead = fleet.dlq.list(run_id=run.id)
+        if dead:
+            console.print(entries_table(dead, title=f"the dead-letter queue of run {run.id}"))
+            console.print("On a Redis of your own: `agentfleet dlq show ID`, `agentfleet dlq requeue ID`.")

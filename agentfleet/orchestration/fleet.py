@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import random
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -16,6 +17,7 @@ from agentfleet.errors import DispatchError
 from agentfleet.idempotency import canonical_json, default_item_key
 from agentfleet.models import RunSummary
 from agentfleet.orchestration.client_app import DispatchApp
+from agentfleet.orchestration.dead_letters import DeadLetterQueue
 from agentfleet.orchestration.run import Run
 from agentfleet.redis_client import connect
 from agentfleet.runs import RunStore
@@ -162,6 +164,11 @@ class Fleet:
             group(chains, app=self.app).apply_async()
         return self._run(run_id, label, len(items))
 
+    @functools.cached_property
+    def dlq(self) -> DeadLetterQueue:
+        """The dead-letter queue on this fleet's Redis: list, stats, requeue, purge, export."""
+        return DeadLetterQueue(self.settings, app=self.app, runs=self.store)
+
     def get_run(self, run_id: str) -> Run:
         """A handle on an existing run."""
         record = self.store.get_run(run_id)
@@ -237,19 +244,15 @@ class Fleet:
             name=name,
             kind=kind,
             task=task,
-            items=[(self._task_id(m), m.key, m.item) for m in metas],
+            items=[(m.task_id, m.key, m.item) for m in metas],
             aggregate=aggregate,
             fail_fast=self.settings.fail_fast if fail_fast is None else fail_fast,
         )
 
-    @staticmethod
-    def _task_id(meta: ItemMeta, stage: int = 0) -> str:
-        return f"{meta.run}-{meta.idx}" + (f"-s{stage}" if stage else "")
-
     def _signature(
         self, task_name: str, kwargs: dict[str, Any], meta: ItemMeta, queue: str, countdown: float
     ) -> Signature:
-        options: dict[str, Any] = {"task_id": self._task_id(meta, meta.stage), "queue": queue}
+        options: dict[str, Any] = {"task_id": meta.task_id, "queue": queue}
         if countdown > 0:
             options["countdown"] = countdown
         return self.app.signature(task_name, kwargs=kwargs, **options)

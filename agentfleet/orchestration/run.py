@@ -35,20 +35,30 @@ class Run:
         """Yield each item's outcome as it finishes, in completion order.
 
         Stops when every item has an outcome, or after ``timeout_s`` seconds (then the items
-        still running simply were not yielded; ``wait`` reports them as timed out).
+        still running simply were not yielded; ``wait`` reports them as timed out). An item
+        requeued from the dead-letter queue is yielded again with its new outcome.
         """
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         seen: set[int] = set()
         last = "0-0"
-        while len(seen) < self.total:
-            remaining_ms = _POLL_MS
-            if deadline is not None:
+        while True:
+            complete = len(seen) >= self.total
+            # Once complete, one last look without waiting: a reopen may follow the last outcome.
+            block_ms: int | None = None if complete else _POLL_MS
+            if deadline is not None and not complete:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return
-                remaining_ms = max(1, min(_POLL_MS, int(left * 1000)))
-            for entry_id, fields in self._store.events(self.id, last, block_ms=remaining_ms):
+                block_ms = max(1, min(_POLL_MS, int(left * 1000)))
+            batch = self._store.events(self.id, last, block_ms=block_ms)
+            if complete and not batch:
+                return
+            for entry_id, fields in batch:
                 last = entry_id
+                if fields.get("kind") == "reopen":
+                    # A requeued item: its next outcome is the one that counts.
+                    seen.discard(int(fields["idx"]))
+                    continue
                 if fields.get("kind") != "outcome":
                     continue
                 idx = int(fields["idx"])

@@ -16,10 +16,12 @@ class FleetTask(Task):
 
     Delivery is at least once (``acks_late``, rejected on worker loss). Celery's own retry
     counter is not the budget: ``fleet_max_retries`` counts failed executions only, so
-    waiting for rate limits never uses up retries.
+    waiting for rate limits never uses up retries. A hard time limit is handled by
+    ``FleetRequest`` in the worker's main process: the item is retried or dead-lettered.
     """
 
     abstract = True
+    Request = "agentfleet.tasks.request:FleetRequest"
     acks_late = True
     reject_on_worker_lost = True
     typing = False

@@ -8,9 +8,15 @@ The steps, in order:
    ``max_deliveries`` times without finishing is poison.
 3. The input is validated against the function's type hints (invalid: permanent).
 4. The body runs with a fresh ``TaskContext``.
+   A task with a declared ``downstream`` first asks that downstream's circuit breaker: while it
+   is open the item is deferred, not failed.
 5. Success stores and records the outcome. ``Deferred`` reschedules without using a retry.
-   A retryable error retries with backoff while the budget lasts. Anything else, or an
-   exhausted budget, becomes an ``ok=False`` outcome (and a dead letter), so fan-in still runs.
+   A retryable error (a soft time limit included) retries with backoff while the budget
+   lasts. Anything else, or an exhausted budget, becomes an ``ok=False`` outcome and a dead
+   letter, so fan-in still runs. Downstream faults are counted by the circuit breaker.
+
+A hard time limit kills the worker process mid-body; ``after_hard_time_limit`` then does step
+5 from the worker's main process (see ``tasks/request.py``).
 """
 
 from __future__ import annotations
@@ -21,9 +27,11 @@ import shutil
 import tempfile
 import time
 import traceback
+from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
+from celery.exceptions import SoftTimeLimitExceeded
 from pydantic import BaseModel, ValidationError
 
 from agentfleet.config import Settings, get_settings
@@ -34,30 +42,35 @@ from agentfleet.errors import (
     PermanentError,
     PoisonMessage,
     RetryableError,
+    TaskTimeLimit,
     classify,
 )
 from agentfleet.idempotency import stage_key
 from agentfleet.models import TaskOutcome
+from agentfleet.redaction import Redactor
 from agentfleet.runs import RunStore
 from agentfleet.tasks import clients, failures
+from agentfleet.tasks.circuit_guard import CircuitGuard
 from agentfleet.tasks.context import TaskContext
 from agentfleet.tasks.meta import META_KWARG, ItemMeta
 from agentfleet.tasks.retry_policy import backoff_s, cap_countdown
 
 if TYPE_CHECKING:
+    from celery.app.task import Context
+
     from agentfleet.tasks.base import FleetTask
 
-__all__ = ["cancelled_outcome", "execute"]
+__all__ = ["after_hard_time_limit", "cancelled_outcome", "execute"]
 
 log = logging.getLogger("agentfleet.task")
 
 
-def _meta_for(task: FleetTask, kwargs: dict[str, Any]) -> ItemMeta:
+def _meta_for(kwargs: dict[str, Any], task_id: str | None) -> ItemMeta:
     raw = kwargs.pop(META_KWARG, None)
     if raw:
         return ItemMeta.model_validate(raw)
     # Called directly (``task.delay(...)``), outside any run: the task id is the item.
-    task_id = task.request.id or "local"
+    task_id = task_id or "local"
     return ItemMeta(run=f"direct-{task_id}", key=f"direct:{task_id}", item=task_id)
 
 
@@ -110,20 +123,43 @@ def _validate(task: FleetTask, inputs: dict[str, Any]) -> dict[str, Any]:
     return {name: getattr(model, name) for name in type(model).model_fields}
 
 
-class _Delivery:
-    """The state of one delivery; ``run()`` returns the outcome dict or raises Celery's Retry."""
+class _Rescheduled(Exception):
+    """The item was sent again from outside its task (after a hard time limit)."""
 
-    def __init__(self, task: FleetTask, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+
+class _Delivery:
+    """The state of one delivery; ``run()`` returns the outcome dict or raises Celery's Retry.
+
+    ``request`` is given when the delivery is finished from outside the task (the worker's
+    main process after a hard time limit); then rescheduling publishes a new message.
+    """
+
+    def __init__(
+        self,
+        task: FleetTask,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        *,
+        request: Context | None = None,
+    ) -> None:
         self.task = task
+        self.request = request
         self.settings: Settings = get_settings()
         self.store = RunStore.from_settings(self.settings)
         self.kwargs = dict(kwargs)
-        self.meta = _meta_for(task, self.kwargs)
+        own_id = (request.id if request is not None else task.request.id) or None
+        self.meta = _meta_for(self.kwargs, own_id)
         self.args = args
-        self.task_id: str = task.request.id or self.meta.item
+        self.task_id: str = own_id or self.meta.item
         self.key = stage_key(self.meta.key, self.meta.stage, self.meta.stages)
+        self.previous: TaskOutcome | None = None
         # What earlier pipeline stages of this item spent: attempts, seconds, US dollars.
         self.carried: tuple[int, float, float] = (0, 0.0, 0.0)
+
+    @cached_property
+    def redactor(self) -> Redactor:
+        # Built on the first failure, when ``kwargs`` holds this stage's final input.
+        return self.settings.redactor().learn(self.kwargs)
 
     # Outcomes ------------------------------------------------------------------------------
 
@@ -134,52 +170,87 @@ class _Delivery:
         self.store.finish(scoped, store=store, record=final)
         return outcome.model_dump(mode="json")
 
+    def _record_attempt(
+        self, err: AgentfleetError, attempt: int, downstream: str | None, duration_s: float = 0.0
+    ) -> None:
+        self.store.add_attempt_error(
+            self.key,
+            {
+                "attempt": attempt,
+                "error_type": type(err).__name__,
+                "category": err.category,
+                "message": self.redactor.text(str(err))[:2000],
+                "status_code": err.status_code,
+                "downstream": downstream,
+                "at": time.time(),
+                "duration_s": round(duration_s, 6),
+                "requeues": self.meta.requeues,
+            },
+        )
+
+    def _stage_tasks(self) -> list[str]:
+        if self.meta.stages <= 1:
+            return []
+        return [name for name in self.store.get_run(self.meta.run).get("task", "").split(",") if name]
+
     def _failure(
         self,
         err: AgentfleetError,
         *,
         attempts: int,
+        stage_attempts: int,
         elapsed_s: float,
         cost: float,
         tb: str = "",
-        ctx: TaskContext | None = None,
+        downstream: str | None = None,
     ) -> dict[str, Any]:
+        downstream = downstream or err.downstream or self.task.downstream
+        message = self.redactor.text(str(err))
         outcome = _outcome(
             self.meta,
             self.task_id,
             ok=False,
             error_type=type(err).__name__,
-            error=str(err),
+            error=message,
             category=err.category,
             attempts=attempts,
             duration_s=round(self.carried[1] + elapsed_s, 6),
             cost_usd=self.carried[2] + cost,
         )
-        dead = failures.on_final_failure(
+        entry = failures.build_dead_letter(
             task=self.task,
-            settings=self.settings,
+            redactor=self.redactor,
             meta=self.meta,
             task_id=self.task_id,
             inputs=self.kwargs,
             error=err,
             traceback_text=tb,
             attempt_errors=self.store.attempt_errors(self.key),
-            downstream=(ctx.last_downstream if ctx else None) or err.downstream or self.task.downstream,
+            downstream=downstream,
+            attempts=stage_attempts,
+            previous=self.previous,
+            stage_tasks=self._stage_tasks(),
+            cost_usd=self.carried[2] + cost,
         )
-        if dead:
+        if failures.on_final_failure(self.settings, entry, client=self.store.client):
             outcome = outcome.model_copy(update={"dead_lettered": True})
         return self._finish(outcome)
 
     # The delivery --------------------------------------------------------------------------
 
-    def run(self) -> dict[str, Any]:
+    def _take_previous_stage(self) -> TaskOutcome | None:
+        """For a later pipeline stage: its input is the previous stage's result."""
         previous = _previous_stage(self.args, self.meta)
+        if previous is not None and previous.ok:
+            self.previous = previous
+            self.carried = (previous.attempts, previous.duration_s, previous.cost_usd)
+            self.kwargs = dict(previous.result or {})
+        return previous
+
+    def run(self) -> dict[str, Any]:
+        previous = self._take_previous_stage()
         if previous is not None and not previous.ok:
             return previous.model_dump(mode="json")
-        inputs = dict(previous.result or {}) if previous is not None else self.kwargs
-        if previous is not None:
-            self.carried = (previous.attempts, previous.duration_s, previous.cost_usd)
-        self.kwargs = inputs
 
         state = self.store.begin(
             self.meta.run,
@@ -197,18 +268,29 @@ class _Delivery:
             return self._finish(stored)
         attempts = self.carried[0] + self.meta.attempt + 1
         if state.deliveries > self.settings.dlq.max_deliveries:
+            died = state.deliveries - 1
             err = PoisonMessage(
-                f"the worker process died {state.deliveries - 1} times running this task; "
+                f"the worker process died {died} times running this task; "
                 f"max_deliveries is {self.settings.dlq.max_deliveries}"
             )
+            self._record_attempt(err, self.meta.attempt + died, self.task.downstream)
             return self._failure(
-                err, attempts=attempts - 1, elapsed_s=self.meta.elapsed_s, cost=self.meta.cost_usd
+                err,
+                attempts=attempts - 1,
+                stage_attempts=self.meta.attempt + died,
+                elapsed_s=self.meta.elapsed_s,
+                cost=self.meta.cost_usd,
             )
         try:
-            values = _validate(self.task, inputs)
+            values = _validate(self.task, self.kwargs)
         except InvalidInput as err:
+            self._record_attempt(err, self.meta.attempt + 1, None)
             return self._failure(
-                err, attempts=attempts, elapsed_s=self.meta.elapsed_s, cost=self.meta.cost_usd
+                err,
+                attempts=attempts,
+                stage_attempts=self.meta.attempt + 1,
+                elapsed_s=self.meta.elapsed_s,
+                cost=self.meta.cost_usd,
             )
         return self._execute(values, attempts)
 
@@ -232,26 +314,38 @@ class _Delivery:
             _anthropic_factory=clients.anthropic_client,
         )
 
+    def _classify(self, exc: Exception, ctx: TaskContext) -> AgentfleetError:
+        if isinstance(exc, SoftTimeLimitExceeded):
+            where = f" while calling {ctx.last_downstream}" if ctx.downstreams_called else ""
+            return TaskTimeLimit(
+                f"the soft time limit of {self.task.soft_time_limit} s ran out{where}",
+                downstream=ctx.last_downstream,
+            )
+        return classify(
+            exc,
+            retryable=self.task.retry_on,
+            permanent=self.task.fail_on,
+            unknown_is_retryable=self.settings.retry.unknown_is_retryable,
+        )
+
     def _execute(self, values: dict[str, Any], attempts: int) -> dict[str, Any]:
         workdir = Path(tempfile.mkdtemp(prefix="af-", dir=self.settings.workdir_root))
         ctx = self._context(workdir)
         started = time.monotonic()
+        guard = CircuitGuard(self.settings, self.store.client, self.task.downstream)
         try:
+            guard.enter()
             result = _jsonable(self.task.fn(ctx, **values))
         except Exception as exc:
             elapsed = time.monotonic() - started
-            err = classify(
-                exc,
-                retryable=self.task.retry_on,
-                permanent=self.task.fail_on,
-                unknown_is_retryable=self.settings.retry.unknown_is_retryable,
-            )
-            tb = traceback.format_exc()
-            return self._after_error(err, ctx, elapsed, attempts, tb)
+            err = self._classify(exc, ctx)
+            guard.failed(err, ctx.last_downstream or err.downstream or self.task.downstream)
+            return self._after_error(err, ctx, elapsed, attempts, traceback.format_exc())
         finally:
             ctx.close()
             shutil.rmtree(workdir, ignore_errors=True)
         elapsed = time.monotonic() - started
+        guard.succeeded()
         outcome = _outcome(
             self.meta,
             self.task_id,
@@ -263,11 +357,14 @@ class _Delivery:
         )
         return self._finish(outcome)
 
+    # Retries ---------------------------------------------------------------------------------
+
     def _after_error(
-        self, err: AgentfleetError, ctx: TaskContext, elapsed: float, attempts: int, tb: str
+        self, err: AgentfleetError, ctx: TaskContext | None, elapsed: float, attempts: int, tb: str
     ) -> dict[str, Any]:
         spent_s = self.meta.elapsed_s + elapsed
-        cost = self.meta.cost_usd + ctx.cost_usd
+        cost = self.meta.cost_usd + (ctx.cost_usd if ctx is not None else 0.0)
+        downstream = (ctx.last_downstream if ctx is not None else None) or err.downstream
         if isinstance(err, Deferred):
             self.store.clear_deliveries(self.task_id)
             self.store.incr(self.meta.run, "deferrals")
@@ -275,20 +372,8 @@ class _Delivery:
             nxt = self.meta.model_copy(
                 update={"deferrals": self.meta.deferrals + 1, "elapsed_s": spent_s, "cost_usd": cost}
             )
-            raise self._reschedule(nxt, countdown)
-        self.store.add_attempt_error(
-            self.key,
-            {
-                "attempt": attempts,
-                "error_type": type(err).__name__,
-                "category": err.category,
-                "message": str(err)[:2000],
-                "status_code": err.status_code,
-                "downstream": ctx.last_downstream or err.downstream,
-                "at": time.time(),
-                "duration_s": round(elapsed, 6),
-            },
-        )
+            self._reschedule(nxt, countdown)
+        self._record_attempt(err, self.meta.attempt + 1, downstream or self.task.downstream, elapsed)
         retries_left = self.meta.attempt < self.task.fleet_max_retries
         if isinstance(err, RetryableError) and retries_left:
             self.store.clear_deliveries(self.task_id)
@@ -302,29 +387,63 @@ class _Delivery:
                 ),
                 self.settings.max_countdown_s,
             )
-            ctx.log.warning(
-                "attempt %d failed (%s: %s); retrying in %.2f s",
+            log.warning(
+                "%s[%s] attempt %d failed (%s: %s); retrying in %.2f s",
+                self.task.name,
+                self.task_id,
                 attempts,
                 type(err).__name__,
-                err,
+                self.redactor.text(str(err))[:300],
                 countdown,
             )
             nxt = self.meta.model_copy(
                 update={"attempt": self.meta.attempt + 1, "elapsed_s": spent_s, "cost_usd": cost}
             )
-            raise self._reschedule(nxt, countdown)
-        return self._failure(err, attempts=attempts, elapsed_s=spent_s, cost=cost, tb=tb, ctx=ctx)
+            self._reschedule(nxt, countdown)
+        return self._failure(
+            err,
+            attempts=attempts,
+            stage_attempts=self.meta.attempt + 1,
+            elapsed_s=spent_s,
+            cost=cost,
+            tb=tb,
+            downstream=downstream,
+        )
 
-    def _reschedule(self, meta: ItemMeta, countdown: float) -> BaseException:
+    def _reschedule(self, meta: ItemMeta, countdown: float) -> NoReturn:
         args: tuple[Any, ...] = ()
         kwargs = dict(self.kwargs)
         if self.meta.stage > 0:
             # A later stage keeps its input as the previous stage's outcome, as a chain sends it.
             args, kwargs = self.args, {}
         kwargs[META_KWARG] = meta.to_kwarg()
-        return self.task.retry(args=args, kwargs=kwargs, countdown=countdown, max_retries=None)
+        if self.request is None:
+            raise self.task.retry(args=args, kwargs=kwargs, countdown=countdown, max_retries=None)
+        # Outside the task: the same message again (chain and chord included), as retry() sends it.
+        self.task.signature_from_request(
+            self.request, args=args, kwargs=kwargs, countdown=countdown
+        ).apply_async()
+        raise _Rescheduled
 
 
 def execute(task: FleetTask, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
     """Run one delivery of ``task``; returns a ``TaskOutcome`` as a dict."""
     return _Delivery(task, args, kwargs).run()
+
+
+def after_hard_time_limit(task: FleetTask, request: Context, limit_s: float) -> dict[str, Any] | None:
+    """Finish an attempt that its hard time limit killed: retry it, or end it as a dead letter.
+
+    Runs in the worker's main process (the pool process is gone). Returns the item's outcome
+    as a dict when it ended, None when it was sent again.
+    """
+    delivery = _Delivery(task, tuple(request.args or ()), dict(request.kwargs or {}), request=request)
+    previous = delivery._take_previous_stage()
+    if previous is not None and not previous.ok:
+        return previous.model_dump(mode="json")
+    err = TaskTimeLimit(f"the hard time limit of {limit_s} s ran out and the worker process was killed")
+    attempts = delivery.carried[0] + delivery.meta.attempt + 1
+    try:
+        return delivery._after_error(err, None, float(limit_s), attempts, "")
+    except _Rescheduled:
+        return None

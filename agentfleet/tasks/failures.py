@@ -1,50 +1,120 @@
-"""What happens when an item fails for good: it is logged, and becomes a dead letter."""
+"""What happens when an item fails for good: it becomes a dead letter, and one log line."""
 
 from __future__ import annotations
 
 import json
 import logging
+import socket
+import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from agentfleet.config import Settings
+from agentfleet.dlq import AttemptRecord, DeadLetter, DLQStore, PreviousStage, dead_letter_id, fingerprint
 from agentfleet.errors import AgentfleetError
+from agentfleet.models import TaskOutcome
+from agentfleet.redaction import Redactor
 from agentfleet.tasks.meta import ItemMeta
 
 if TYPE_CHECKING:
     from agentfleet.tasks.base import FleetTask
 
-__all__ = ["on_final_failure"]
+__all__ = ["build_dead_letter", "on_final_failure"]
 
 log = logging.getLogger("agentfleet.failures")
 
 
-def on_final_failure(
+def _worker_name(task: FleetTask) -> str:
+    hostname = getattr(task.request, "hostname", None)
+    return str(hostname) if hostname else socket.gethostname()
+
+
+def build_dead_letter(
     *,
     task: FleetTask,
-    settings: Settings,
+    redactor: Redactor,
     meta: ItemMeta,
     task_id: str,
     inputs: dict[str, Any],
     error: AgentfleetError,
     traceback_text: str,
-    attempt_errors: list[dict[str, Any]],
+    attempt_errors: Sequence[dict[str, Any]],
     downstream: str | None,
-) -> bool:
-    """Log the final failure as one structured line; True when it was dead-lettered."""
-    log.error(
-        json.dumps(
-            {
-                "event": "task_failed",
-                "task": task.name,
-                "task_id": task_id,
-                "run_id": meta.run,
-                "item_key": meta.item,
-                "error_type": type(error).__name__,
-                "category": error.category,
-                "error": str(error)[:500],
-                "attempts": len(attempt_errors),
-                "downstream": downstream,
-            }
-        )
+    attempts: int,
+    previous: TaskOutcome | None = None,
+    stage_tasks: Sequence[str] = (),
+    cost_usd: float = 0.0,
+) -> DeadLetter:
+    """The dead letter of a final failure, with secrets replaced in its input and texts."""
+    now = time.time()
+    records = [AttemptRecord.model_validate(e) for e in attempt_errors]
+    redacted: list[str] = []
+    message = redactor.text(str(error))
+    return DeadLetter(
+        id=dead_letter_id(meta.key, meta.stage),
+        task_name=task.name,
+        task_id=task_id,
+        run_id=meta.run,
+        item_key=meta.item,
+        index=meta.idx,
+        idempotency_key=meta.key,
+        stage=meta.stage,
+        stages=meta.stages,
+        stage_tasks=list(stage_tasks),
+        queue=getattr(task, "queue", None),
+        inputs=redactor.value(inputs, paths=redacted),
+        redacted=redacted,
+        previous=(
+            PreviousStage(
+                attempts=previous.attempts, duration_s=previous.duration_s, cost_usd=previous.cost_usd
+            )
+            if previous is not None
+            else None
+        ),
+        error_type=type(error).__name__,
+        error=message,
+        category=error.category,
+        fingerprint=fingerprint(type(error).__name__, message),
+        status_code=error.status_code,
+        downstream=downstream,
+        attempts=attempts,
+        errors=records,
+        traceback=redactor.text(traceback_text),
+        first_failure_at=min((r.at for r in records), default=now),
+        last_failure_at=max((r.at for r in records), default=now),
+        dead_lettered_at=now,
+        worker=_worker_name(task),
+        requeues=meta.requeues,
+        cost_usd=cost_usd,
     )
-    return False
+
+
+def on_final_failure(settings: Settings, entry: DeadLetter, *, client: Any = None) -> bool:
+    """Store ``entry`` in the dead-letter queue and log it; True once it is stored.
+
+    A dead letter that cannot be written (Redis unreachable) is logged in full instead, so the
+    failure is never silent; the item's outcome is recorded either way.
+    """
+    record = {
+        "event": "task_dead_lettered",
+        "dead_letter": entry.id,
+        "task": entry.task_name,
+        "task_id": entry.task_id,
+        "run_id": entry.run_id,
+        "item_key": entry.item_key,
+        "error_type": entry.error_type,
+        "category": entry.category,
+        "fingerprint": entry.fingerprint,
+        "error": entry.error[:500],
+        "attempts": entry.attempts,
+        "downstream": entry.downstream,
+    }
+    try:
+        DLQStore.from_settings(settings, client).add(entry)
+    except Exception:
+        log.exception(
+            json.dumps({**record, "event": "dead_letter_write_failed", "entry": entry.model_dump()})
+        )
+        return False
+    log.error(json.dumps(record))
+    return True

@@ -37,5 +37,10 @@ class ItemMeta(BaseModel):
     def last_stage(self) -> bool:
         return self.stage >= self.stages - 1
 
+    @property
+    def task_id(self) -> str:
+        """The Celery task id of this item's stage in its run: ``{run}-{idx}[-s{stage}]``."""
+        return f"{self.run}-{self.idx}" + (f"-s{self.stage}" if self.stage else "")
+
     def to_kwarg(self) -> dict[str, Any]:
         return self.model_dump(exclude_defaults=True) | {"run": self.run, "key": self.key, "item": self.item}

@@ -1,0 +1,180 @@
+"""``agentfleet dlq``: list, show, stats, requeue, purge and export dead letters."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import typer
+
+from agentfleet.cli.connect import require_broker
+from agentfleet.cli.dlq_tables import entries_table, entry_view, requeue_table, stats_view
+from agentfleet.cli.output import console, err_console, print_json
+from agentfleet.dlq import DLQFilter
+from agentfleet.errors import ConfigError
+from agentfleet.orchestration import Fleet
+from agentfleet.orchestration.dead_letters import DeadLetterQueue, make_filter
+
+__all__ = ["dlq_app"]
+
+dlq_app = typer.Typer(
+    help="Triage the dead-letter queue: items that failed for good, with their full context.",
+    no_args_is_help=True,
+)
+
+_CATEGORY = typer.Option(
+    None, "--category", "-c", help="Only this category, e.g. bad_request, poison, timeout."
+)
+_DOWNSTREAM = typer.Option(None, "--downstream", "-d", help="Only entries for this downstream host.")
+_RUN = typer.Option(None, "--run", "-r", help="Only entries of this run id.")
+_FINGERPRINT = typer.Option(None, "--fingerprint", "-f", help="Only entries with this fingerprint.")
+_SINCE = typer.Option(
+    None, "--since", "-s", help="Only entries dead-lettered since: 30m, 6h, 2d or an ISO date."
+)
+_JSON = typer.Option(False, "--json", help="Print one JSON document.")
+_ALL = typer.Option(False, "--all", help="Every entry (when no ids and no filters are given).")
+_REQUEUE_IDS = typer.Argument(None, help="Entry ids to requeue.")
+_PURGE_IDS = typer.Argument(None, help="Entry ids to delete.")
+
+
+def _queue() -> DeadLetterQueue:
+    return Fleet(broker_url=require_broker()).dlq
+
+
+def _filter(
+    category: str | None,
+    downstream: str | None,
+    run_id: str | None,
+    fingerprint: str | None,
+    since: str | None,
+) -> DLQFilter:
+    return make_filter(
+        category=category, downstream=downstream, run_id=run_id, fingerprint=fingerprint, since=since
+    )
+
+
+@dlq_app.command("list")
+def list_entries(
+    category: str | None = _CATEGORY,
+    downstream: str | None = _DOWNSTREAM,
+    run_id: str | None = _RUN,
+    fingerprint: str | None = _FINGERPRINT,
+    since: str | None = _SINCE,
+    limit: int = typer.Option(50, "--limit", "-n", min=1, help="At most this many, newest first."),
+    as_json: bool = _JSON,
+) -> None:
+    """Dead letters, newest first."""
+    flt = _filter(category, downstream, run_id, fingerprint, since)
+    entries = _queue().store.find(flt, limit=limit)
+    if as_json:
+        print_json([e.model_dump(mode="json") for e in entries])
+    elif not entries:
+        console.print("the dead-letter queue has no such entries")
+    else:
+        console.print(entries_table(entries))
+
+
+@dlq_app.command("show")
+def show_entry(
+    entry_id: str = typer.Argument(..., help="The entry's id (see `agentfleet dlq list`)."),
+    as_json: bool = _JSON,
+) -> None:
+    """Everything about one dead letter: input, every attempt's error, the traceback."""
+    entry = _queue().get(entry_id)
+    if as_json:
+        print_json(entry.model_dump(mode="json"))
+    else:
+        console.print(entry_view(entry))
+
+
+@dlq_app.command("stats")
+def stats(as_json: bool = _JSON) -> None:
+    """Depth, breakdowns by category and downstream, top fingerprints, oldest age, vendor issues."""
+    found = _queue().stats()
+    if as_json:
+        print_json(found.model_dump(mode="json"))
+    else:
+        console.print(stats_view(found))
+
+
+@dlq_app.command("requeue")
+def requeue(
+    entry_ids: list[str] = _REQUEUE_IDS,
+    category: str | None = _CATEGORY,
+    downstream: str | None = _DOWNSTREAM,
+    run_id: str | None = _RUN,
+    fingerprint: str | None = _FINGERPRINT,
+    since: str | None = _SINCE,
+    everything: bool = _ALL,
+    dry_run: bool = typer.Option(False, "--dry-run", help="Show what would be sent; change nothing."),
+    as_json: bool = _JSON,
+) -> None:
+    """Send items again with the same idempotency key and a fresh retry budget.
+
+    A pipeline item starts again at the stage that failed, with the previous stage's stored
+    result, and the later stages follow. An entry leaves the queue once the broker took it.
+    """
+    flt = _filter(category, downstream, run_id, fingerprint, since)
+    results = _queue().requeue(entry_ids or (), flt, everything=everything, dry_run=dry_run)
+    if as_json:
+        print_json([r.model_dump(mode="json") for r in results])
+        return
+    if not results:
+        console.print("no entries matched; nothing to requeue")
+        return
+    console.print(requeue_table(results, dry_run=dry_run))
+    done = sum(r.action in ("requeued", "would requeue") for r in results)
+    verb = "would be requeued" if dry_run else "requeued"
+    console.print(f"{done} of {len(results)} entries {verb}.")
+    if any(r.action == "failed" for r in results):
+        raise typer.Exit(1)
+
+
+@dlq_app.command("purge")
+def purge(
+    entry_ids: list[str] = _PURGE_IDS,
+    category: str | None = _CATEGORY,
+    downstream: str | None = _DOWNSTREAM,
+    run_id: str | None = _RUN,
+    fingerprint: str | None = _FINGERPRINT,
+    since: str | None = _SINCE,
+    everything: bool = _ALL,
+    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
+) -> None:
+    """Delete dead letters for good (asks first unless --yes)."""
+    queue = _queue()
+    chosen = queue.select(
+        entry_ids or (), _filter(category, downstream, run_id, fingerprint, since), everything=everything
+    )
+    if not chosen:
+        console.print("no entries matched; nothing to purge")
+        return
+    if not yes and not typer.confirm(f"Delete {len(chosen)} dead letters for good?", default=False):
+        err_console.print("nothing deleted")
+        raise typer.Exit(1)
+    removed = queue.store.remove([e.id for e in chosen])
+    console.print(f"deleted {len(removed)} dead letters")
+
+
+@dlq_app.command("export")
+def export(
+    category: str | None = _CATEGORY,
+    downstream: str | None = _DOWNSTREAM,
+    run_id: str | None = _RUN,
+    fingerprint: str | None = _FINGERPRINT,
+    since: str | None = _SINCE,
+    fmt: str = typer.Option("jsonl", "--format", help="Output format: jsonl (one entry per line)."),
+    output: str = typer.Option("-", "--output", "-o", help="File to write, or - for stdout."),
+) -> None:
+    """Write dead letters (all, or those matching the filters) as JSON Lines, oldest first."""
+    if fmt != "jsonl":
+        raise ConfigError(f"--format {fmt}: the only export format is jsonl")
+    flt = _filter(category, downstream, run_id, fingerprint, since)
+    queue = _queue()
+    if output == "-":
+        queue.export_jsonl(sys.stdout, flt)
+        sys.stdout.flush()
+        return
+    with Path(output).open("w") as out:
+        count = queue.export_jsonl(out, flt)
+    err_console.print(f"wrote {count} dead letters to {output}")

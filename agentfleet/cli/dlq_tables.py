@@ -1,0 +1,163 @@
+"""Rich renderings of dead letters, DLQ stats and requeue plans (built here, printed by commands)."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+
+from rich.console import Group, RenderableType
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from agentfleet.dlq import DeadLetter, DLQStats
+from agentfleet.orchestration.dead_letters import RequeueResult
+
+__all__ = ["entries_table", "entry_view", "requeue_table", "stats_view"]
+
+
+def _when(ts: float | None) -> str:
+    if ts is None:
+        return "-"
+    return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _age(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.1f}{unit}"
+    return f"{seconds:.0f}s"
+
+
+def entries_table(entries: Iterable[DeadLetter], *, title: str = "dead letters") -> Table:
+    table = Table(title=title)
+    # Ids are what every other command takes: never cut them short.
+    table.add_column("id", no_wrap=True, min_width=16)
+    table.add_column("age", no_wrap=True)
+    table.add_column("task #item", overflow="fold", ratio=2)
+    table.add_column("category @ downstream", overflow="fold", ratio=2)
+    table.add_column("error (tries)", overflow="fold", ratio=3)
+    now = time.time()
+    for e in entries:
+        stage = f" stage {e.stage + 1}/{e.stages}" if e.stages > 1 else ""
+        table.add_row(
+            e.id,
+            _age(e.age_s(now)),
+            f"{e.task_name}{stage} #{e.item_key}",
+            e.category + (f" @ {e.downstream}" if e.downstream else ""),
+            Text(f"{e.error_type}: {e.error}"[:160] + f" ({e.attempts})"),
+        )
+    return table
+
+
+def entry_view(entry: DeadLetter) -> RenderableType:
+    """Everything about one entry: its fields, its input, every attempt, the last traceback."""
+    fields = Table(show_header=False, title=f"dead letter {entry.id}")
+    fields.add_column("field", style="bold")
+    fields.add_column("value", overflow="fold")
+    rows = [
+        ("task", entry.task_name),
+        ("task id", entry.task_id),
+        ("run", entry.run_id),
+        ("item", f"{entry.item_key} (index {entry.index})"),
+        ("idempotency key", entry.idempotency_key),
+        (
+            "stage",
+            f"{entry.stage + 1} of {entry.stages}: {' -> '.join(entry.stage_tasks)}"
+            if entry.stages > 1
+            else "-",
+        ),
+        ("error", f"{entry.error_type}: {entry.error}"),
+        ("category", entry.category),
+        ("fingerprint", entry.fingerprint),
+        ("status", str(entry.status_code) if entry.status_code is not None else "-"),
+        ("downstream", entry.downstream or "-"),
+        ("attempts", str(entry.attempts)),
+        ("first failure", _when(entry.first_failure_at)),
+        ("last failure", _when(entry.last_failure_at)),
+        ("dead-lettered", _when(entry.dead_lettered_at)),
+        ("worker", entry.worker or "-"),
+        ("requeued before", str(entry.requeues)),
+        ("redacted input", ", ".join(entry.redacted) or "-"),
+        ("requeue", entry.requeue_blocker or "possible"),
+    ]
+    for name, value in rows:
+        fields.add_row(name, Text(value))
+    attempts = Table(title="attempts")
+    for column in ("#", "at", "type", "status", "downstream", "seconds", "message"):
+        attempts.add_column(column, overflow="fold" if column == "message" else "ellipsis")
+    for a in entry.errors:
+        attempts.add_row(
+            str(a.attempt) + (f" (requeue {a.requeues})" if a.requeues else ""),
+            _when(a.at),
+            a.error_type,
+            str(a.status_code) if a.status_code is not None else "-",
+            a.downstream or "-",
+            f"{a.duration_s:.2f}",
+            Text(a.message[:500]),
+        )
+    inputs = Panel(Text(json.dumps(entry.inputs, indent=2, default=str)), title="input")
+    trace = Panel(
+        Text(entry.traceback.rstrip() or "(no traceback: the task body did not raise)"), title="traceback"
+    )
+    return Group(fields, inputs, attempts, trace)
+
+
+def _counts(title: str, counts: dict[str, int]) -> Table:
+    table = Table(title=title)
+    table.add_column(title.split(" ")[-1])
+    table.add_column("entries", justify="right")
+    for name, count in counts.items():
+        table.add_row(name, str(count))
+    return table
+
+
+def stats_view(stats: DLQStats) -> RenderableType:
+    head = Text.assemble(
+        ("depth ", "bold"),
+        str(stats.depth),
+        ("   oldest ", "bold"),
+        _age(stats.oldest_age_s),
+    )
+    parts: list[RenderableType] = [head]
+    if stats.by_category:
+        parts.append(_counts("by category", stats.by_category))
+    if stats.by_downstream:
+        parts.append(_counts("by downstream", stats.by_downstream))
+    if stats.top_fingerprints:
+        fps = Table(title="top fingerprints")
+        for column in ("fingerprint", "entries", "type", "message"):
+            fps.add_column(column, overflow="fold" if column == "message" else "ellipsis")
+        for fp in stats.top_fingerprints:
+            fps.add_row(fp.fingerprint, str(fp.count), fp.error_type, Text(fp.message))
+        parts.append(fps)
+    if stats.vendor_issues:
+        issues = Table(title=f"vendor issues (last {stats.window_s:.0f} s)", style="red")
+        for column in ("downstream", "failed attempts", "dead letters", "circuit"):
+            issues.add_column(column)
+        for i in stats.vendor_issues:
+            issues.add_row(i.downstream, str(i.failures), str(i.dead_letters), i.circuit or "-")
+        parts.append(issues)
+    return Group(*parts)
+
+
+def requeue_table(results: Sequence[RequeueResult], *, dry_run: bool) -> Table:
+    table = Table(title="requeue (dry run: nothing sent)" if dry_run else "requeue")
+    table.add_column("id", no_wrap=True, min_width=16)
+    for column in ("task", "task id", "from stage", "action", "sends / reason"):
+        table.add_column(column, overflow="fold")
+    for r in results:
+        style = {"requeued": "green", "would requeue": "cyan", "skipped": "yellow", "failed": "red"}[r.action]
+        table.add_row(
+            r.id,
+            r.task_name,
+            r.task_id,
+            str(r.stage + 1),
+            f"[{style}]{r.action}[/{style}]",
+            r.reason or " -> ".join(r.stages_sent),
+        )
+    return table

@@ -1,0 +1,63 @@
+"""Which dead letters a listing, requeue, purge or export applies to."""
+
+from __future__ import annotations
+
+import re
+import time
+from datetime import UTC, datetime
+
+from pydantic import BaseModel, ConfigDict
+
+from agentfleet.errors import ConfigError
+
+__all__ = ["DLQFilter", "parse_since"]
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
+_UNIT_S = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
+
+
+def parse_since(text: str, *, now: float | None = None) -> float:
+    """A Unix time from ``"90s"``, ``"30m"``, ``"6h"``, ``"2d"``, ``"1w"`` (ago) or an ISO date.
+
+    An ISO date without a zone is taken as UTC. Raises ``ConfigError`` with the accepted forms.
+    """
+    now = time.time() if now is None else now
+    match = _DURATION.match(text)
+    if match:
+        return now - float(match.group(1)) * _UNIT_S[match.group(2)]
+    try:
+        when = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise ConfigError(
+            f"--since {text!r}: use a duration such as 30m, 6h or 2d, or an ISO date such as 2025-01-31T08:00"
+        ) from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return when.timestamp()
+
+
+class DLQFilter(BaseModel):
+    """Entries matching every field that is set. ``since`` is a Unix time (dead-lettered at or after)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    category: str | None = None
+    downstream: str | None = None
+    run_id: str | None = None
+    fingerprint: str | None = None
+    since: float | None = None
+
+    @property
+    def indexed(self) -> dict[str, str]:
+        """The filters answered by an index: dimension name -> value."""
+        found = {
+            "category": self.category,
+            "downstream": self.downstream,
+            "run": self.run_id,
+            "fingerprint": self.fingerprint,
+        }
+        return {dim: value for dim, value in found.items() if value is not None}
+
+    @property
+    def empty(self) -> bool:
+        return not self.indexed and self.since is None

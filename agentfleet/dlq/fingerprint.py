@@ -1,0 +1,37 @@
+"""Fingerprints: failures that differ only in ids, numbers or URLs' queries group together."""
+
+from __future__ import annotations
+
+import re
+
+from agentfleet.idempotency import stable_hash
+
+__all__ = ["fingerprint", "normalise_message"]
+
+_RULES: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"), "<uuid>"),
+    (re.compile(r"[\w.+-]+@[\w-]+\.[\w.-]+"), "<email>"),
+    (re.compile(r"\?[^\s'\"<>]+"), "?<query>"),
+    (re.compile(r"\b(?=[0-9a-fA-F]*[0-9])(?=[0-9a-fA-F]*[a-fA-F])[0-9a-fA-F]{8,}\b"), "<hex>"),
+    (re.compile(r"\d+(?:\.\d+)?"), "<n>"),
+    (re.compile(r"\s+"), " "),
+)
+
+MAX_NORMALISED_CHARS = 300
+
+
+def normalise_message(message: str) -> str:
+    """``message`` with uuids, emails, URL queries, hex ids and numbers replaced by placeholders.
+
+    ``"HTTP 503 for /items/8f3a9c2e1b?page=2"`` -> ``"HTTP <n> for /items/<hex>?<query>"``.
+    Only the first line counts (tracebacks and response bodies follow it), cut to 300 chars.
+    """
+    text = message.strip().splitlines()[0] if message.strip() else ""
+    for pattern, placeholder in _RULES:
+        text = pattern.sub(placeholder, text)
+    return text.strip()[:MAX_NORMALISED_CHARS]
+
+
+def fingerprint(error_type: str, message: str) -> str:
+    """A 12-hex-digit fingerprint of an error type and its normalised message."""
+    return stable_hash([error_type, normalise_message(message)], length=12)

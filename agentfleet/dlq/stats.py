@@ -1,0 +1,83 @@
+"""What the dead-letter queue holds, in numbers: depth, breakdowns, top fingerprints, vendor issues."""
+
+from __future__ import annotations
+
+import time
+
+from pydantic import BaseModel, Field
+
+__all__ = ["DLQStats", "FingerprintCount", "VendorIssue", "merge_vendor_issues"]
+
+
+class FingerprintCount(BaseModel):
+    """How many entries share a fingerprint, with the error type and normalised message it stands for."""
+
+    fingerprint: str
+    count: int
+    error_type: str = ""
+    message: str = ""
+
+
+class VendorIssue(BaseModel):
+    """A downstream failing often enough to look like the vendor's problem.
+
+    ``failures`` are failed attempts against it in the last ``window_s`` seconds (all workers),
+    ``dead_letters`` the entries dead-lettered for it in that window; ``circuit`` is its breaker's
+    state (``closed``, ``open``, ``half_open``) when known.
+    """
+
+    downstream: str
+    failures: int = 0
+    dead_letters: int = 0
+    window_s: float
+    circuit: str | None = None
+
+
+class DLQStats(BaseModel):
+    """The queue now. ``oldest_age_s`` is in seconds (None when empty); times are Unix times.
+
+    ``by_downstream`` counts entries by the downstream they were calling (``-`` for none);
+    ``recent_by_downstream`` only those dead-lettered in the last ``window_s`` seconds.
+    """
+
+    depth: int
+    by_category: dict[str, int] = Field(default_factory=dict)
+    by_downstream: dict[str, int] = Field(default_factory=dict)
+    top_fingerprints: list[FingerprintCount] = Field(default_factory=list)
+    oldest_age_s: float | None = None
+    window_s: float
+    recent_by_downstream: dict[str, int] = Field(default_factory=dict)
+    vendor_issues: list[VendorIssue] = Field(default_factory=list)
+    generated_at: float = Field(default_factory=time.time)
+
+
+def merge_vendor_issues(
+    stats: DLQStats,
+    *,
+    threshold: int,
+    failures: dict[str, int] | None = None,
+    circuits: dict[str, str] | None = None,
+) -> DLQStats:
+    """``stats`` with ``vendor_issues`` set: downstreams with ``threshold`` or more dead letters
+    in the window, or failed attempts in the window (``failures``), or an open circuit.
+    """
+    failures = failures or {}
+    circuits = circuits or {}
+    names = set(stats.recent_by_downstream) | set(failures) | set(circuits)
+    issues = []
+    for name in sorted(names):
+        dead = stats.recent_by_downstream.get(name, 0)
+        failed = failures.get(name, 0)
+        state = circuits.get(name)
+        if name != "-" and (dead >= threshold or failed >= threshold or state in ("open", "half_open")):
+            issues.append(
+                VendorIssue(
+                    downstream=name,
+                    failures=failed,
+                    dead_letters=dead,
+                    window_s=stats.window_s,
+                    circuit=state,
+                )
+            )
+    issues.sort(key=lambda i: (-(i.failures + i.dead_letters), i.downstream))
+    return stats.model_copy(update={"vendor_issues": issues})

@@ -1,0 +1,290 @@
+"""The dead-letter store in Redis: a stream for order, a hash per entry, indexes and counts.
+
+Layout under the key prefix ``p`` (nothing here expires: entries stay until requeued or purged):
+
+- ``p:dlq:stream``               stream: one ``id`` per entry, in the order they arrived
+- ``p:dlq:e:{id}``               hash: ``data`` (the entry as JSON) and the indexed fields
+- ``p:dlq:i:{dimension}:{value}`` set of ids, for ``category``, ``downstream``, ``run``, ``fingerprint``
+- ``p:dlq:n:{dimension}``        hash: value -> entry count, for ``category``, ``downstream``, ``fingerprint``
+- ``p:dlq:fp``                   hash: fingerprint -> a sample ``[error type, normalised message]``
+
+Every write and removal is one Lua script, so a worker that dies mid-write leaves either the
+whole entry or nothing; writing an id again (a redelivery) updates it in place.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+import redis
+
+from agentfleet.config import Settings
+from agentfleet.dlq.filters import DLQFilter
+from agentfleet.dlq.fingerprint import normalise_message
+from agentfleet.dlq.model import DeadLetter
+from agentfleet.dlq.stats import DLQStats, FingerprintCount
+from agentfleet.redis_client import connect
+
+__all__ = ["NO_DOWNSTREAM", "DLQStore"]
+
+NO_DOWNSTREAM = "-"
+
+# Keys are built inside the scripts from the prefix: indexes move with the entry's fields, which
+# the caller cannot know before the script reads them. That ties the store to one Redis node.
+_DIMS = """
+local dims = {'category', 'downstream', 'run', 'fingerprint'}
+local counted = {category = true, downstream = true, fingerprint = true}
+local function unindex(p, id, dim, value)
+  redis.call('SREM', p .. ':i:' .. dim .. ':' .. value, id)
+  if counted[dim] and redis.call('HINCRBY', p .. ':n:' .. dim, value, -1) <= 0 then
+    redis.call('HDEL', p .. ':n:' .. dim, value)
+    if dim == 'fingerprint' then redis.call('HDEL', p .. ':fp', value) end
+  end
+end
+"""
+
+_ADD = (
+    _DIMS
+    + """
+local p, id = ARGV[1], ARGV[2]
+local entry = p .. ':e:' .. id
+local new = {category = ARGV[4], downstream = ARGV[5], run = ARGV[6], fingerprint = ARGV[7]}
+local old = redis.call('HMGET', entry, 'sid', 'category', 'downstream', 'run', 'fingerprint')
+local sid = old[1]
+local created = 0
+if sid then
+  for i, dim in ipairs(dims) do
+    local before = old[i + 1]
+    if before and before ~= new[dim] then unindex(p, id, dim, before) end
+  end
+else
+  sid = redis.call('XADD', p .. ':stream', '*', 'id', id)
+  created = 1
+end
+for _, dim in ipairs(dims) do
+  if redis.call('SADD', p .. ':i:' .. dim .. ':' .. new[dim], id) == 1 and counted[dim] then
+    redis.call('HINCRBY', p .. ':n:' .. dim, new[dim], 1)
+  end
+end
+redis.call('HSET', p .. ':fp', new.fingerprint, ARGV[10])
+redis.call('HSET', entry, 'data', ARGV[3], 'sid', sid, 'gen', ARGV[8], 'at', ARGV[9],
+  'category', new.category, 'downstream', new.downstream, 'run', new.run, 'fingerprint', new.fingerprint)
+return {sid, created}
+"""
+)
+
+_REMOVE = (
+    _DIMS
+    + """
+local p, gen = ARGV[1], ARGV[2]
+local removed = {}
+for i = 3, #ARGV do
+  local id = ARGV[i]
+  local entry = p .. ':e:' .. id
+  local f = redis.call('HMGET', entry, 'sid', 'gen', 'category', 'downstream', 'run', 'fingerprint')
+  if f[1] and (gen == '' or f[2] == gen) then
+    redis.call('XDEL', p .. ':stream', f[1])
+    for j, dim in ipairs(dims) do
+      if f[j + 2] then unindex(p, id, dim, f[j + 2]) end
+    end
+    redis.call('DEL', entry)
+    removed[#removed + 1] = id
+  end
+end
+return removed
+"""
+)
+
+_PAGE = 500
+
+
+def _stream_ms(entry_id: str) -> float:
+    return int(entry_id.split("-", 1)[0]) / 1000.0
+
+
+class DLQStore:
+    """Dead letters in Redis. Safe to share between threads; every change is atomic."""
+
+    def __init__(self, client: redis.Redis, *, prefix: str = "af") -> None:
+        # redis-py's reply types are unions of every RESP shape; this store knows each reply.
+        self.client: Any = client
+        self.prefix = f"{prefix}:dlq"
+        self._add = client.register_script(_ADD)
+        self._remove = client.register_script(_REMOVE)
+
+    @classmethod
+    def from_settings(cls, settings: Settings, client: redis.Redis | None = None) -> DLQStore:
+        return cls(client or connect(settings.broker_url), prefix=settings.key_prefix)
+
+    # Keys ----------------------------------------------------------------------------------
+
+    def entry_key(self, entry_id: str) -> str:
+        return f"{self.prefix}:e:{entry_id}"
+
+    @property
+    def stream_key(self) -> str:
+        return f"{self.prefix}:stream"
+
+    def _index_key(self, dim: str, value: str) -> str:
+        return f"{self.prefix}:i:{dim}:{value}"
+
+    # Writing -------------------------------------------------------------------------------
+
+    def add(self, entry: DeadLetter) -> bool:
+        """Store ``entry`` (or update the entry of the same id); True when it is new."""
+        sample = json.dumps([entry.error_type, normalise_message(entry.error)])
+        _, created = self._add(
+            args=[
+                self.prefix,
+                entry.id,
+                entry.model_dump_json(),
+                entry.category,
+                entry.downstream or NO_DOWNSTREAM,
+                entry.run_id,
+                entry.fingerprint,
+                entry.requeues,
+                repr(entry.dead_lettered_at),
+                sample,
+            ]
+        )
+        return bool(created)
+
+    def remove(self, ids: Iterable[str], *, generation: int | None = None) -> list[str]:
+        """Delete entries and their index entries; returns the ids that were there.
+
+        With ``generation``, an entry is deleted only if it is still that generation (its
+        ``requeues``): a requeued item that already failed again keeps its new dead letter.
+        """
+        ids = list(ids)
+        removed: list[str] = []
+        for start in range(0, len(ids), _PAGE):
+            chunk = ids[start : start + _PAGE]
+            gen = "" if generation is None else str(generation)
+            removed.extend(self._remove(args=[self.prefix, gen, *chunk]))
+        return removed
+
+    # Reading -------------------------------------------------------------------------------
+
+    def get(self, entry_id: str) -> DeadLetter | None:
+        raw = self.client.hget(self.entry_key(entry_id), "data")
+        return DeadLetter.model_validate_json(raw) if raw else None
+
+    def get_many(self, ids: Sequence[str]) -> list[DeadLetter]:
+        """The entries that exist among ``ids``, in the order given."""
+        found: list[DeadLetter] = []
+        for start in range(0, len(ids), _PAGE):
+            pipe = self.client.pipeline(transaction=False)
+            for entry_id in ids[start : start + _PAGE]:
+                pipe.hget(self.entry_key(entry_id), "data")
+            found.extend(DeadLetter.model_validate_json(raw) for raw in pipe.execute() if raw)
+        return found
+
+    def depth(self) -> int:
+        return int(self.client.xlen(self.stream_key))
+
+    def find(self, flt: DLQFilter | None = None, *, limit: int | None = 50) -> list[DeadLetter]:
+        """Entries matching ``flt``, newest first, at most ``limit`` (None: all)."""
+        flt = flt or DLQFilter()
+        if not flt.indexed:
+            ids = self._stream_ids(since=flt.since, newest_first=True, limit=limit)
+            return self.get_many(ids)
+        entries = [e for e in self.get_many(self._indexed_ids(flt)) if self._since_ok(e, flt)]
+        entries.sort(key=lambda e: e.dead_lettered_at, reverse=True)
+        return entries if limit is None else entries[:limit]
+
+    def scan(self, flt: DLQFilter | None = None) -> Iterator[DeadLetter]:
+        """Every entry matching ``flt``, oldest first, read a page at a time."""
+        flt = flt or DLQFilter()
+        if flt.indexed:
+            yield from reversed(self.find(flt, limit=None))
+            return
+        start = "-" if flt.since is None else f"{int(flt.since * 1000)}-0"
+        while True:
+            page = self.client.xrange(self.stream_key, start, "+", count=_PAGE)
+            if not page:
+                return
+            yield from self.get_many([fields["id"] for _, fields in page])
+            start = "(" + page[-1][0]
+
+    def ids(self, flt: DLQFilter | None = None) -> list[str]:
+        """The ids of every entry matching ``flt``, oldest first."""
+        flt = flt or DLQFilter()
+        if flt.indexed:
+            return [e.id for e in self.scan(flt)]
+        return self._stream_ids(since=flt.since, newest_first=False, limit=None)
+
+    def stats(self, *, window_s: float, top: int = 10, now: float | None = None) -> DLQStats:
+        """Depth, counts by category and downstream, the ``top`` fingerprints, the oldest
+        entry's age, and what was dead-lettered per downstream in the last ``window_s`` seconds.
+        """
+        now = time.time() if now is None else now
+        pipe = self.client.pipeline(transaction=False)
+        pipe.xlen(self.stream_key)
+        pipe.hgetall(f"{self.prefix}:n:category")
+        pipe.hgetall(f"{self.prefix}:n:downstream")
+        pipe.hgetall(f"{self.prefix}:n:fingerprint")
+        pipe.xrange(self.stream_key, "-", "+", count=1)
+        depth, categories, downstreams, fingerprints, oldest = pipe.execute()
+        top_fps = sorted(((int(n), fp) for fp, n in fingerprints.items()), key=lambda x: (-x[0], x[1]))[:top]
+        samples = self.client.hmget(f"{self.prefix}:fp", [fp for _, fp in top_fps]) if top_fps else []
+        fingerprint_counts = []
+        for (count, fp), sample in zip(top_fps, samples, strict=True):
+            error_type, message = json.loads(sample) if sample else ("", "")
+            fingerprint_counts.append(
+                FingerprintCount(fingerprint=fp, count=count, error_type=error_type, message=message)
+            )
+        oldest_age = None
+        if oldest:
+            at = self.client.hget(self.entry_key(oldest[0][1]["id"]), "at")
+            oldest_age = round(max(0.0, now - (float(at) if at else _stream_ms(oldest[0][0]))), 3)
+        return DLQStats(
+            depth=int(depth),
+            by_category={k: int(v) for k, v in sorted(categories.items(), key=lambda kv: -int(kv[1]))},
+            by_downstream={k: int(v) for k, v in sorted(downstreams.items(), key=lambda kv: -int(kv[1]))},
+            top_fingerprints=fingerprint_counts,
+            oldest_age_s=oldest_age,
+            window_s=window_s,
+            recent_by_downstream=self._recent_by_downstream(now - window_s),
+            generated_at=now,
+        )
+
+    # Internals -----------------------------------------------------------------------------
+
+    @staticmethod
+    def _since_ok(entry: DeadLetter, flt: DLQFilter) -> bool:
+        return flt.since is None or entry.dead_lettered_at >= flt.since
+
+    def _indexed_ids(self, flt: DLQFilter) -> list[str]:
+        keys = [self._index_key(dim, value) for dim, value in flt.indexed.items()]
+        return sorted(self.client.sinter(keys))
+
+    def _stream_ids(self, *, since: float | None, newest_first: bool, limit: int | None) -> list[str]:
+        low = "-" if since is None else f"{int(since * 1000)}-0"
+        if newest_first and limit is not None:
+            page = self.client.xrevrange(self.stream_key, "+", low, count=limit)
+            return [fields["id"] for _, fields in page]
+        ids: list[str] = []
+        start = low
+        while True:
+            page = self.client.xrange(self.stream_key, start, "+", count=_PAGE)
+            if not page:
+                break
+            ids.extend(fields["id"] for _, fields in page)
+            start = "(" + page[-1][0]
+        ids = ids[::-1] if newest_first else ids
+        return ids if limit is None else ids[:limit]
+
+    def _recent_by_downstream(self, since: float) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        ids = self._stream_ids(since=since, newest_first=False, limit=None)
+        for start in range(0, len(ids), _PAGE):
+            pipe = self.client.pipeline(transaction=False)
+            for entry_id in ids[start : start + _PAGE]:
+                pipe.hget(self.entry_key(entry_id), "downstream")
+            for name in pipe.execute():
+                if name and name != NO_DOWNSTREAM:
+                    counts[name] = counts.get(name, 0) + 1
+        return counts

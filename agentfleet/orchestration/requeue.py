@@ -1,0 +1,151 @@
+"""Requeue: send a dead letter's item again, with the same idempotency key and a fresh budget.
+
+For one entry, in this order:
+
+1. refuse it when it cannot run as it was (secrets were redacted from its input, its run was
+   cancelled, a pipeline's stage names are unknown);
+2. reopen the item in its run: its failed outcome is dropped and un-counted, and the run's
+   ``redelivered`` counter goes up (without this the new delivery would find the stored
+   failure and return it, as idempotency demands);
+3. publish: the failed stage with its stored input (for a pipeline, the previous stage's stored
+   result) and, chained behind it, the stages that never ran. ``meta.requeues`` goes up and
+   ``attempt`` starts at 0 again;
+4. only once the broker took the message, delete the entry, and only if it is still the same
+   generation: a requeued item that already failed again keeps its new dead letter.
+
+If publishing fails, the item's failed outcome is recorded again and the entry stays.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from celery import Celery, chain
+from celery.canvas import Signature
+from pydantic import BaseModel
+
+from agentfleet.config import Settings
+from agentfleet.dlq import DeadLetter, DLQStore
+from agentfleet.idempotency import stage_key
+from agentfleet.models import TaskOutcome
+from agentfleet.runs import RunStore
+from agentfleet.tasks.meta import META_KWARG, ItemMeta
+
+__all__ = ["RequeueResult", "requeue_entry"]
+
+Action = Literal["requeued", "would requeue", "skipped", "failed"]
+
+
+class RequeueResult(BaseModel):
+    """What requeue did (or, in a dry run, would do) with one entry, and why when it did not."""
+
+    id: str
+    task_name: str
+    task_id: str
+    run_id: str
+    stage: int
+    action: Action
+    reason: str | None = None
+    stages_sent: list[str] = []
+
+
+def _meta(entry: DeadLetter, stage: int) -> ItemMeta:
+    return ItemMeta(
+        run=entry.run_id,
+        idx=entry.index,
+        key=entry.idempotency_key,
+        item=entry.item_key,
+        stage=stage,
+        stages=entry.stages,
+        requeues=entry.requeues + 1,
+    )
+
+
+def _previous_outcome(entry: DeadLetter) -> dict[str, Any]:
+    """The previous stage's outcome as a chain hands it on: its result is this stage's input."""
+    before = _meta(entry, entry.stage - 1)
+    spent = entry.previous
+    return TaskOutcome(
+        task_id=before.task_id,
+        run_id=entry.run_id,
+        item_key=entry.item_key,
+        ok=True,
+        result=entry.inputs,
+        attempts=spent.attempts if spent else 0,
+        duration_s=spent.duration_s if spent else 0.0,
+        cost_usd=spent.cost_usd if spent else 0.0,
+        index=entry.index,
+        idempotency_key=stage_key(entry.idempotency_key, entry.stage - 1, entry.stages),
+    ).model_dump(mode="json")
+
+
+def _signatures(entry: DeadLetter, app: Celery, settings: Settings) -> list[Signature]:
+    first = _meta(entry, entry.stage)
+    names = entry.stage_tasks or [entry.task_name]
+    queue = entry.queue or settings.queues.agents
+    if entry.stage == 0:
+        args: list[Any] = []
+        kwargs = {**entry.inputs, META_KWARG: first.to_kwarg()}
+    else:
+        args, kwargs = [_previous_outcome(entry)], {META_KWARG: first.to_kwarg()}
+    sigs = [app.signature(entry.task_name, args=args, kwargs=kwargs, task_id=entry.task_id, queue=queue)]
+    for stage in range(entry.stage + 1, entry.stages):
+        meta = _meta(entry, stage)
+        sigs.append(
+            app.signature(
+                names[stage],
+                kwargs={META_KWARG: meta.to_kwarg()},
+                task_id=meta.task_id,
+                queue=settings.queues.agents,
+            )
+        )
+    return sigs
+
+
+def _blocker(entry: DeadLetter, runs: RunStore) -> str | None:
+    reason = entry.requeue_blocker
+    if reason is None and runs.get_run(entry.run_id).get("status") == "cancelled":
+        reason = "its run was cancelled"
+    return reason
+
+
+def requeue_entry(
+    entry: DeadLetter,
+    *,
+    app: Celery,
+    runs: RunStore,
+    dlq: DLQStore,
+    settings: Settings,
+    dry_run: bool = False,
+) -> RequeueResult:
+    """Requeue one entry (see the module docstring); with ``dry_run``, change nothing."""
+    result = RequeueResult(
+        id=entry.id,
+        task_name=entry.task_name,
+        task_id=entry.task_id,
+        run_id=entry.run_id,
+        stage=entry.stage,
+        action="would requeue" if dry_run else "requeued",
+    )
+    reason = _blocker(entry, runs)
+    if reason is not None:
+        return result.model_copy(update={"action": "skipped", "reason": reason})
+    sigs = _signatures(entry, app, settings)
+    result.stages_sent = [str(s.task) for s in sigs]
+    if dry_run:
+        return result
+    key = stage_key(entry.idempotency_key, entry.stage, entry.stages)
+    stored = runs.stored_outcomes([key])[0]
+    reopened = runs.reopen(
+        entry.run_id, entry.index, key, was_ok=False, was_dead=stored.dead_lettered if stored else True
+    )
+    try:
+        (chain(*sigs, app=app) if len(sigs) > 1 else sigs[0]).apply_async()
+    except Exception as exc:
+        if stored is not None:
+            runs.finish(stored)
+            if reopened:
+                runs.incr(entry.run_id, "redelivered", -1)
+        return result.model_copy(update={"action": "failed", "reason": f"the broker refused it: {exc}"})
+    dlq.remove([entry.id], generation=entry.requeues)
+    return result

@@ -1,0 +1,288 @@
+"""Circuit breakers per downstream, shared by every worker through Redis.
+
+A downstream's circuit is ``closed`` until, within ``vendor_issue_window_s``, at least
+``vendor_issue_failures`` attempts against it failed with a downstream fault (5xx, 529, timeout,
+broken connection) and they are at least ``circuit_failure_ratio`` of its attempts. Then it is
+``open``: callers are deferred (``Deferred`` with the wait), for ``circuit_cooldown_s``. After
+that the first caller gets the probe (``half_open``); the others keep waiting. The probe's
+success closes the circuit and forgets the failures; its failure opens it for another
+cool-down; a probe that never reports is replaced after ``circuit_probe_ttl_s``.
+
+How callers use it (the fleet transport per request, ``execute`` per attempt)::
+
+    probe = breaker.before("vendor-b.example")        # raises Deferred while open
+    try:
+        response = send()
+    except DownstreamFault:
+        breaker.record_failure("vendor-b.example")
+        raise
+    breaker.record_success("vendor-b.example")        # closes a half-open circuit
+
+Layout under the key prefix ``p`` (times are Redis server time, so worker clocks do not matter):
+
+- ``p:cb:{downstream}``    hash: ``state``, ``opened_at``, ``open_until``, ``probe_until``
+- ``p:cb:{downstream}:w``  hash: ``f:{bucket}`` / ``s:{bucket}`` failure and success counts,
+  ten buckets per window
+- ``p:cb:known``           sorted set: downstreams by their last failure or state change
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+
+from agentfleet.config import DLQSettings, Settings
+from agentfleet.errors import Deferred
+from agentfleet.redis_client import connect
+
+__all__ = ["CLOSED", "HALF_OPEN", "OPEN", "CircuitBreaker", "CircuitStatus"]
+
+CLOSED, OPEN, HALF_OPEN = "closed", "open", "half_open"
+BUCKETS_PER_WINDOW = 10
+
+_NOW = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+"""
+
+# Sums the window's buckets and drops the ones that fell out of it.
+_SUM = """
+local function window_sums(w, current, nb)
+  local fails, oks = 0, 0
+  local fields = redis.call('HGETALL', w)
+  for i = 1, #fields, 2 do
+    local name, n = fields[i], tonumber(fields[i + 1])
+    if tonumber(string.sub(name, 3)) <= current - nb then
+      redis.call('HDEL', w, name)
+    elseif string.sub(name, 1, 1) == 'f' then
+      fails = fails + n
+    else
+      oks = oks + n
+    end
+  end
+  return fails, oks
+end
+"""
+
+_BEFORE = (
+    _NOW
+    + """
+local h, probe_ttl = KEYS[1], tonumber(ARGV[1])
+local f = redis.call('HMGET', h, 'state', 'open_until', 'probe_until')
+local state = f[1] or 'closed'
+if state == 'closed' then return {'pass', '0'} end
+if state == 'open' then
+  local open_until = tonumber(f[2] or '0')
+  if now < open_until then return {'wait', tostring(open_until - now)} end
+  redis.call('HSET', h, 'state', 'half_open', 'probe_until', tostring(now + probe_ttl))
+  return {'probe', '0'}
+end
+local probe_until = tonumber(f[3] or '0')
+if now < probe_until then return {'wait', tostring(probe_until - now)} end
+redis.call('HSET', h, 'probe_until', tostring(now + probe_ttl))
+return {'probe', '0'}
+"""
+)
+
+_RECORD = (
+    _NOW
+    + _SUM
+    + """
+local h, w, known = KEYS[1], KEYS[2], KEYS[3]
+local kind, window, nb = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local threshold, ratio, cooldown, name = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7]
+local current = math.floor(now / (window / nb))
+local state = redis.call('HGET', h, 'state') or 'closed'
+if kind == 's' then
+  if state == 'half_open' then
+    redis.call('DEL', h, w)
+    redis.call('ZADD', known, now, name)
+    return {'closed', 0, 0}
+  end
+  -- A success reported while open came from a call started before the circuit opened.
+  if state ~= 'closed' then return {state, 0, 0} end
+  if redis.call('HINCRBY', w, 's:' .. current, 1) == 1 then
+    window_sums(w, current, nb)
+    redis.call('EXPIRE', w, math.ceil(window * 2))
+  end
+  return {'closed', 0, 0}
+end
+redis.call('HINCRBY', w, 'f:' .. current, 1)
+redis.call('EXPIRE', w, math.ceil(window * 2))
+redis.call('ZADD', known, now, name)
+local fails, oks = window_sums(w, current, nb)
+if state == 'half_open' or (state == 'closed' and fails >= threshold and fails >= ratio * (fails + oks)) then
+  redis.call('HSET', h, 'state', 'open', 'opened_at', tostring(now),
+    'open_until', tostring(now + cooldown), 'probe_until', '0')
+  return {'open', fails, oks}
+end
+return {state, fails, oks}
+"""
+)
+
+_RELEASE = """
+if redis.call('HGET', KEYS[1], 'state') == 'half_open' then
+  redis.call('HSET', KEYS[1], 'probe_until', '0')
+  return 1
+end
+return 0
+"""
+
+
+@dataclass(frozen=True)
+class CircuitStatus:
+    """One downstream's circuit now. Counts cover the last ``window_s`` seconds; times are Unix times."""
+
+    downstream: str
+    state: str
+    failures: int
+    successes: int
+    window_s: float
+    opened_at: float | None = None
+    open_until: float | None = None
+
+    @property
+    def failure_ratio(self) -> float:
+        total = self.failures + self.successes
+        return self.failures / total if total else 0.0
+
+
+class CircuitBreaker:
+    """Per-downstream circuit breakers in Redis; see the module docstring for the states."""
+
+    def __init__(
+        self, client: redis.Redis, *, prefix: str = "af", settings: DLQSettings | None = None
+    ) -> None:
+        # redis-py's reply types are unions of every RESP shape; this class knows each reply.
+        self.client: Any = client
+        self.prefix = f"{prefix}:cb"
+        self.settings = settings or DLQSettings()
+        self._before = client.register_script(_BEFORE)
+        self._record = client.register_script(_RECORD)
+        self._release = client.register_script(_RELEASE)
+
+    @classmethod
+    def from_settings(cls, settings: Settings, client: redis.Redis | None = None) -> CircuitBreaker:
+        return cls(client or connect(settings.broker_url), prefix=settings.key_prefix, settings=settings.dlq)
+
+    def _key(self, downstream: str) -> str:
+        return f"{self.prefix}:{downstream}"
+
+    # The caller's side ---------------------------------------------------------------------
+
+    def before(self, downstream: str, *, probe_ttl_s: float | None = None) -> bool:
+        """Check the circuit before calling ``downstream``.
+
+        Returns True when this caller holds the half-open probe (report its result with
+        ``record_success``/``record_failure``, or ``release_probe``), False when the circuit is
+        closed. Raises ``Deferred`` with the seconds to wait (plus a little jitter, so waiting
+        callers do not return at once) while it is open or another caller holds the probe.
+        ``probe_ttl_s`` (default ``circuit_probe_ttl_s``) bounds how long the probe is held.
+        """
+        ttl = probe_ttl_s if probe_ttl_s is not None else self.settings.circuit_probe_ttl_s
+        verdict, wait = self._before(keys=[self._key(downstream)], args=[ttl])
+        if verdict == "wait":
+            wait_s = min(float(wait), self.settings.circuit_cooldown_s)
+            wait_s += random.uniform(0.0, min(1.0, 0.1 * self.settings.circuit_cooldown_s))
+            raise Deferred(wait_s, f"the circuit for {downstream} is open", downstream=downstream)
+        return verdict == "probe"
+
+    def record_success(self, downstream: str) -> str:
+        """Count a successful call; closes a half-open circuit. Returns the state after it."""
+        return self._report("s", downstream)
+
+    def record_failure(self, downstream: str) -> str:
+        """Count a failed call (a downstream fault); may open the circuit. Returns the state after it."""
+        return self._report("f", downstream)
+
+    def release_probe(self, downstream: str) -> None:
+        """Give the probe back without a verdict (the call never reached the downstream)."""
+        self._release(keys=[self._key(downstream)])
+
+    def _report(self, kind: str, downstream: str) -> str:
+        s = self.settings
+        state, _, _ = self._record(
+            keys=[self._key(downstream), f"{self._key(downstream)}:w", f"{self.prefix}:known"],
+            args=[
+                kind,
+                s.vendor_issue_window_s,
+                BUCKETS_PER_WINDOW,
+                s.vendor_issue_failures,
+                s.circuit_failure_ratio,
+                s.circuit_cooldown_s,
+                downstream,
+            ],
+        )
+        return str(state)
+
+    # The operator's side -------------------------------------------------------------------
+
+    def state(self, downstream: str) -> CircuitStatus:
+        """``downstream``'s circuit and its counts in the current window."""
+        return self._statuses([downstream])[0]
+
+    def statuses(self) -> list[CircuitStatus]:
+        """Every downstream with failures in the window or a circuit that is not closed."""
+        names = list(self.client.zrange(f"{self.prefix}:known", 0, -1))
+        found = self._statuses(names)
+        idle = [s.downstream for s in found if s.state == CLOSED and not s.failures]
+        if idle:
+            self.client.zrem(f"{self.prefix}:known", *idle)
+        return [s for s in found if s.state != CLOSED or s.failures]
+
+    def open_circuits(self) -> list[CircuitStatus]:
+        """The downstreams whose circuit is open or half-open."""
+        return [s for s in self.statuses() if s.state != CLOSED]
+
+    def vendor_issues(self) -> list[CircuitStatus]:
+        """Downstreams over the vendor-issue threshold in the window, or with a circuit not closed."""
+        s = self.settings
+        return [
+            c
+            for c in self.statuses()
+            if c.state != CLOSED
+            or (c.failures >= s.vendor_issue_failures and c.failure_ratio >= s.circuit_failure_ratio)
+        ]
+
+    def reset(self, downstream: str) -> None:
+        """Close ``downstream``'s circuit and forget its counts (an operator's override)."""
+        self.client.delete(self._key(downstream), f"{self._key(downstream)}:w")
+
+    def _statuses(self, names: list[str]) -> list[CircuitStatus]:
+        if not names:
+            return []
+        window = self.settings.vendor_issue_window_s
+        seconds, micros = self.client.time()
+        current = int((seconds + micros / 1e6) // (window / BUCKETS_PER_WINDOW))
+        pipe = self.client.pipeline(transaction=False)
+        for name in names:
+            pipe.hgetall(self._key(name))
+            pipe.hgetall(f"{self._key(name)}:w")
+        replies = pipe.execute()
+        found = []
+        for i, name in enumerate(names):
+            record, buckets = replies[2 * i], replies[2 * i + 1]
+            fails = oks = 0
+            for field, count in buckets.items():
+                if int(field[2:]) > current - BUCKETS_PER_WINDOW:
+                    if field.startswith("f:"):
+                        fails += int(count)
+                    else:
+                        oks += int(count)
+            opened = float(record["opened_at"]) if record.get("opened_at") else None
+            until = float(record["open_until"]) if record.get("open_until") else None
+            found.append(
+                CircuitStatus(
+                    downstream=name,
+                    state=record.get("state", CLOSED),
+                    failures=fails,
+                    successes=oks,
+                    window_s=window,
+                    opened_at=opened,
+                    open_until=until,
+                )
+            )
+        return found

@@ -1,0 +1,77 @@
+"""The circuit breaker as one attempt of a task sees it.
+
+Before the body: ask the task's declared downstream's circuit (raises ``Deferred`` while it is
+open; may make this attempt the half-open probe). After it: a success closes a half-open
+circuit; a downstream fault counts against the downstream that failed; a probe that ended
+without a verdict is given back. Redis trouble here never fails the task: the circuit is
+advice, so it fails open and logs.
+"""
+
+from __future__ import annotations
+
+import logging
+from functools import cached_property
+
+import redis
+
+from agentfleet.config import Settings
+from agentfleet.errors import AgentfleetError
+from agentfleet.ratelimit.circuit import CircuitBreaker
+
+__all__ = ["CircuitGuard"]
+
+log = logging.getLogger("agentfleet.task")
+
+
+class CircuitGuard:
+    """Circuit checks and reports for one attempt of a task that declares ``downstream``."""
+
+    def __init__(self, settings: Settings, client: redis.Redis, downstream: str | None) -> None:
+        self.settings = settings
+        self.client = client
+        self.downstream = downstream
+        self.probe = False
+
+    @cached_property
+    def breaker(self) -> CircuitBreaker:
+        return CircuitBreaker.from_settings(self.settings, self.client)
+
+    def enter(self) -> None:
+        """Raise ``Deferred`` while the declared downstream's circuit is open."""
+        if not self.downstream:
+            return
+        try:
+            self.probe = self.breaker.before(self.downstream)
+        except redis.RedisError:
+            log.warning("circuit of %s unreadable; letting the call through", self.downstream, exc_info=True)
+
+    def succeeded(self) -> None:
+        if self.downstream:
+            self._report(self.downstream, ok=True)
+
+    def failed(self, err: AgentfleetError, target: str | None) -> None:
+        """Count a downstream fault against ``target``; settle this attempt's probe otherwise."""
+        settled = False
+        if err.downstream_fault and target and not err.circuit_recorded:
+            self._report(target, ok=False)
+            err.circuit_recorded = True
+            settled = target == self.downstream
+        if not self.probe or settled or not self.downstream:
+            return
+        if err.status_code is not None and not err.downstream_fault:
+            # A 4xx is an answer: the downstream is up, whatever was wrong with the request.
+            self._report(self.downstream, ok=True)
+            return
+        try:
+            self.breaker.release_probe(self.downstream)
+        except redis.RedisError:
+            log.warning("could not release the probe of %s", self.downstream, exc_info=True)
+
+    def _report(self, downstream: str, *, ok: bool) -> None:
+        try:
+            if ok:
+                self.breaker.record_success(downstream)
+            else:
+                self.breaker.record_failure(downstream)
+        except redis.RedisError:
+            log.warning("could not update the circuit of %s", downstream, exc_info=True)

@@ -1,0 +1,47 @@
+"""Dead letters made by hand, for tests of the store, the CLI, stats and the digest."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+from agentfleet.dlq import AttemptRecord, DeadLetter, dead_letter_id, fingerprint
+
+
+def sample_entry(**overrides: Any) -> DeadLetter:
+    """A plausible dead letter of a map item; every field can be overridden."""
+    run_id = overrides.pop("run_id", uuid.uuid4().hex[:16])
+    index = overrides.pop("index", 0)
+    key = overrides.pop("idempotency_key", f"{run_id}:{index}:{uuid.uuid4().hex[:16]}")
+    error_type = overrides.pop("error_type", "DownstreamError")
+    error = overrides.pop("error", "HTTP 503 from vendor-a.example")
+    now = overrides.pop("dead_lettered_at", time.time())
+    fields: dict[str, Any] = {
+        "id": dead_letter_id(key, overrides.get("stage", 0)),
+        "task_name": "tests.fetch",
+        "task_id": f"{run_id}-{index}",
+        "run_id": run_id,
+        "item_key": str(index),
+        "index": index,
+        "idempotency_key": key,
+        "inputs": {"url": "https://vendor-a.example/items/1"},
+        "error_type": error_type,
+        "error": error,
+        "category": "downstream_error",
+        "fingerprint": fingerprint(error_type, error),
+        "status_code": 503,
+        "downstream": "vendor-a.example",
+        "attempts": 1,
+        "errors": [
+            AttemptRecord(
+                attempt=1, error_type=error_type, category="downstream_error", message=error, at=now
+            )
+        ],
+        "first_failure_at": now,
+        "last_failure_at": now,
+        "dead_lettered_at": now,
+        "worker": "af1@test",
+    }
+    fields.update(overrides)
+    return DeadLetter(**fields)
