@@ -1,0 +1,229 @@
+"""The limiter's storage: atomic operations on Redis, with no policy of their own.
+
+Each method is one script call. Times crossing this boundary are seconds (floats); inside the
+scripts they are milliseconds of Redis server time.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+
+from agentfleet.errors import ConnectionFailed, UnexpectedError
+from agentfleet.ratelimit.bucket import BucketSpec
+from agentfleet.ratelimit.keys import KeySpace
+from agentfleet.ratelimit.scripts import LimiterScripts
+
+__all__ = ["Admission", "Charge", "Decision", "RedisLimitStore", "StoredState"]
+
+
+@dataclass(frozen=True, slots=True)
+class Charge:
+    """A bucket of one downstream that an acquire draws from."""
+
+    downstream: str
+    bucket: BucketSpec
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """Everything one acquire must get at once.
+
+    ``pauses`` are the downstreams whose pause blocks it, ``semaphores`` the (name, limit) of
+    each semaphore it takes a lease on, and ``charges`` the buckets it draws from.
+    """
+
+    pauses: tuple[str, ...]
+    semaphores: tuple[tuple[str, int], ...]
+    charges: tuple[Charge, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """The answer to an acquire: granted, or ``wait_s`` seconds until it would be, and why."""
+
+    granted: bool
+    wait_s: float = 0.0
+    blocker: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredState:
+    """A downstream's state as Redis holds it now. Times are epoch seconds of server time."""
+
+    now: float
+    paused_until: float | None
+    holders: int
+    tokens: tuple[float, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _Compiled:
+    keys: list[str]
+    head: list[Any]
+    buckets: list[tuple[str, str]]
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+class RedisLimitStore:
+    """Runs the limiter scripts against one Redis client, under ``{prefix}:rl:``.
+
+    ``idle_ttl_s`` (seconds) is how long the registry and hold-time statistics outlive their
+    last use; buckets, pauses and lease sets expire on their own as soon as they are idle.
+    """
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        *,
+        prefix: str,
+        idle_ttl_s: float = 3600.0,
+        unknown_hold_s: float = 0.1,
+    ) -> None:
+        self.client = client
+        self.keys = KeySpace(prefix)
+        self.scripts = LimiterScripts.register(client)
+        self._idle_ms = max(1, round(idle_ttl_s * 1000))
+        self._unknown_hold_ms = max(1, round(unknown_hold_s * 1000))
+        self._register_every_s = idle_ttl_s / 4
+        self._registered_at: dict[str, float] = {}
+        self._compiled: dict[Admission, _Compiled] = {}
+
+    # Admission ---------------------------------------------------------------------------
+
+    def admit(
+        self,
+        admission: Admission,
+        costs: Sequence[float],
+        *,
+        lease_id: str,
+        lease_ttl_s: float,
+    ) -> Decision:
+        """Take every lease and every bucket's cost (``costs``, one per charge) or nothing."""
+        compiled = self._compile(admission)
+        args: list[Any] = [*compiled.head, lease_id, round(lease_ttl_s * 1000)]
+        args += (self._idle_ms, self._unknown_hold_ms)
+        args += [limit for _, limit in admission.semaphores]
+        for (rate, capacity), cost in zip(compiled.buckets, costs, strict=True):
+            args += (rate, capacity, repr(float(cost)))
+        args += self._due_for_registry(admission)
+        reply = self._run(self.scripts.acquire, compiled.keys, args)
+        if int(reply[0]) == 1:
+            return Decision(True)
+        return Decision(False, int(reply[1]) / 1000.0, self._blocker(admission, reply))
+
+    def _compile(self, admission: Admission) -> _Compiled:
+        compiled = self._compiled.get(admission)
+        if compiled is None:
+            keys = [self.keys.registry]
+            keys += [self.keys.pause(name) for name in admission.pauses]
+            for name, _ in admission.semaphores:
+                keys += (self.keys.holders(name), self.keys.hold_time(name))
+            keys += [self.keys.bucket(c.downstream, c.bucket.name) for c in admission.charges]
+            head = [len(admission.pauses), len(admission.semaphores), len(admission.charges)]
+            buckets = [
+                (repr(c.bucket.rate_per_s), repr(c.bucket.capacity)) for c in admission.charges
+            ]
+            compiled = _Compiled(keys, head, buckets)
+            self._compiled[admission] = compiled
+        return compiled
+
+    def _due_for_registry(self, admission: Admission) -> list[str]:
+        # Registering on every call would add writes to the hot path for a list that only
+        # `limits show` reads; a few times per idle period keeps it current.
+        now = time.monotonic()
+        due = []
+        for name in admission.pauses:
+            last = self._registered_at.get(name)
+            if last is None or now - last >= self._register_every_s:
+                self._registered_at[name] = now
+                due.append(name)
+        return due
+
+    @staticmethod
+    def _blocker(admission: Admission, reply: Sequence[Any]) -> str:
+        kind, index = int(reply[2]), int(reply[3]) - 1
+        if kind == 1:
+            return f"{admission.pauses[index]} is paused"
+        if kind == 2:
+            name, limit = admission.semaphores[index]
+            return f"{name}: all {limit} concurrency slots are held"
+        charge = admission.charges[index]
+        return f"{charge.downstream}: {charge.bucket.name} bucket is empty"
+
+    # Leases ------------------------------------------------------------------------------
+
+    def release(self, semaphores: Sequence[str], lease_id: str, *, held_s: float) -> int:
+        """Give back the lease on each semaphore; returns how many were still held."""
+        keys: list[str] = []
+        for name in semaphores:
+            keys += (self.keys.holders(name), self.keys.hold_time(name))
+        args = [lease_id, max(0, round(held_s * 1000)), self._idle_ms]
+        return int(self._run(self.scripts.release, keys, args))
+
+    def renew(self, semaphores: Sequence[str], lease_id: str, *, lease_ttl_s: float) -> int:
+        """Extend the lease on each semaphore to ``lease_ttl_s`` from now; returns how many."""
+        keys = [self.keys.holders(name) for name in semaphores]
+        args = [lease_id, round(lease_ttl_s * 1000)]
+        return int(self._run(self.scripts.renew, keys, args))
+
+    # Buckets and pauses ------------------------------------------------------------------
+
+    def adjust(self, charges: Sequence[Charge], amounts: Sequence[float]) -> None:
+        """Add ``amounts`` (tokens; negative takes) to the buckets, never above capacity."""
+        keys = [self.keys.bucket(c.downstream, c.bucket.name) for c in charges]
+        args: list[Any] = []
+        for charge, amount in zip(charges, amounts, strict=True):
+            args += (repr(charge.bucket.rate_per_s), repr(charge.bucket.capacity), repr(amount))
+        if keys:
+            self._run(self.scripts.refund, keys, args)
+
+    def pause(self, downstream: str, seconds: float) -> float:
+        """Pause ``downstream`` for ``seconds`` unless already paused longer.
+
+        Returns paused-until, epoch seconds of server time.
+        """
+        keys = [self.keys.pause(downstream), self.keys.registry]
+        args = [max(1, round(seconds * 1000)), downstream, self._idle_ms]
+        return float(_text(self._run(self.scripts.pause, keys, args))) / 1000.0
+
+    def read(self, downstream: str, buckets: Sequence[BucketSpec]) -> StoredState:
+        """Pause, live lease holders and tokens per bucket of ``downstream``, changing nothing."""
+        keys = [self.keys.pause(downstream), self.keys.holders(downstream)]
+        keys += [self.keys.bucket(downstream, b.name) for b in buckets]
+        args: list[Any] = []
+        for bucket in buckets:
+            args += (repr(bucket.rate_per_s), repr(bucket.capacity))
+        reply = [_text(v) for v in self._run(self.scripts.status, keys, args)]
+        return StoredState(
+            now=float(reply[0]) / 1000.0,
+            paused_until=float(reply[1]) / 1000.0 if reply[1] else None,
+            holders=int(reply[2]),
+            tokens=tuple(float(v) for v in reply[3:]),
+        )
+
+    def registered(self) -> list[str]:
+        """Downstreams acquired or paused within the idle TTL, oldest first."""
+        return [_text(v) for v in self._call(self.client.zrange, self.keys.registry, 0, -1)]
+
+    # Errors ------------------------------------------------------------------------------
+
+    def _run(self, script: Any, keys: Sequence[str], args: Sequence[Any]) -> Any:
+        return self._call(script, keys=keys, args=args)
+
+    @staticmethod
+    def _call(fn: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            raise ConnectionFailed(f"rate limiter cannot reach Redis: {exc}") from exc
+        except redis.RedisError as exc:
+            raise UnexpectedError(f"rate limiter script failed: {exc}") from exc
+
