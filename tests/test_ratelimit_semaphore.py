@@ -74,6 +74,21 @@ def test_a_holder_that_never_releases_loses_the_slot_after_the_ttl(
     alive.acquire("v.example", max_wait_s=0).release()
 
 
+def test_an_expired_lease_frees_its_slot_while_others_are_held(
+    client: redis.Redis, key_prefix: str
+) -> None:
+    limits = {"v.example": LimitSpec(max_concurrency=2)}
+    dead = make_limiter(client, key_prefix, limits, lease_ttl_s=0.2, renewer=StoppedRenewer())
+    alive = make_limiter(client, key_prefix, limits, lease_ttl_s=30)
+    dead.acquire("v.example", max_wait_s=0)
+    alive.acquire("v.example", max_wait_s=0)
+    with pytest.raises(Deferred):
+        alive.acquire("v.example", max_wait_s=0)
+    time.sleep(0.25)
+    alive.acquire("v.example", max_wait_s=0)
+    assert alive.status("v.example").slots_in_use == 2
+
+
 def test_renew_keeps_the_lease(client: redis.Redis, key_prefix: str) -> None:
     holder = make_limiter(client, key_prefix, CAPPED, lease_ttl_s=0.3, renewer=StoppedRenewer())
     other = make_limiter(client, key_prefix, CAPPED, lease_ttl_s=0.3)

@@ -26,5 +26,5 @@ class KeySpace:
         return f"{self.root}:{downstream}:hold"
 
     def bucket(self, downstream: str, name: str) -> str:
-        """Hash ``{tokens, ts}``; expires when the bucket would be full again."""
+        """String ``tokens:ts`` (ts in server ms); expires when the bucket would be full again."""
         return f"{self.root}:{downstream}:bucket:{name}"

@@ -64,8 +64,7 @@ class StoredState:
 @dataclass(frozen=True, slots=True)
 class _Compiled:
     keys: list[str]
-    head: list[Any]
-    buckets: list[tuple[str, str]]
+    args: list[Any]
 
 
 def _text(value: Any) -> str:
@@ -108,30 +107,31 @@ class RedisLimitStore:
     ) -> Decision:
         """Take every lease and every bucket's cost (``costs``, one per charge) or nothing."""
         compiled = self._compile(admission)
-        args: list[Any] = [*compiled.head, lease_id, round(lease_ttl_s * 1000)]
-        args += (self._idle_ms, self._unknown_hold_ms)
-        args += [limit for _, limit in admission.semaphores]
-        for (rate, capacity), cost in zip(compiled.buckets, costs, strict=True):
-            args += (rate, capacity, repr(float(cost)))
+        args = [*compiled.args, lease_id, round(lease_ttl_s * 1000), *costs]
         args += self._due_for_registry(admission)
         reply = self._run(self.scripts.acquire, compiled.keys, args)
-        if int(reply[0]) == 1:
+        if reply[0] == 1:
             return Decision(True)
         return Decision(False, int(reply[1]) / 1000.0, self._blocker(admission, reply))
 
     def _compile(self, admission: Admission) -> _Compiled:
+        # Keys and the arguments that do not change between calls are built once per
+        # admission: on the hot path, building them costs as much as the script runs.
         compiled = self._compiled.get(admission)
         if compiled is None:
             keys = [self.keys.registry]
             keys += [self.keys.pause(name) for name in admission.pauses]
+            keys += [self.keys.bucket(c.downstream, c.bucket.name) for c in admission.charges]
             for name, _ in admission.semaphores:
                 keys += (self.keys.holders(name), self.keys.hold_time(name))
-            keys += [self.keys.bucket(c.downstream, c.bucket.name) for c in admission.charges]
-            head = [len(admission.pauses), len(admission.semaphores), len(admission.charges)]
-            buckets = [
-                (repr(c.bucket.rate_per_s), repr(c.bucket.capacity)) for c in admission.charges
-            ]
-            compiled = _Compiled(keys, head, buckets)
+            args: list[Any] = [len(admission.pauses), len(admission.charges)]
+            args += (len(admission.semaphores), self._idle_ms, self._unknown_hold_ms)
+            for charge in admission.charges:
+                args += (repr(charge.bucket.rate_per_s), repr(charge.bucket.capacity))
+            args += [limit for _, limit in admission.semaphores]
+            compiled = _Compiled(keys, args)
+            if len(self._compiled) >= _MAX_COMPILED:
+                self._compiled.clear()
             self._compiled[admission] = compiled
         return compiled
 
@@ -143,6 +143,8 @@ class RedisLimitStore:
         for name in admission.pauses:
             last = self._registered_at.get(name)
             if last is None or now - last >= self._register_every_s:
+                if len(self._registered_at) >= _MAX_COMPILED:
+                    self._registered_at.clear()
                 self._registered_at[name] = now
                 due.append(name)
         return due
@@ -227,3 +229,6 @@ class RedisLimitStore:
         except redis.RedisError as exc:
             raise UnexpectedError(f"rate limiter script failed: {exc}") from exc
 
+
+
+_MAX_COMPILED = 10_000

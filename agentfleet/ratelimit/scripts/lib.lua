@@ -1,6 +1,6 @@
 -- Helpers shared by every limiter script; the loader puts this file in front of each one.
 -- Times are milliseconds of Redis server time, so workers with skewed clocks agree.
--- A bucket is a hash {tokens, ts}; a missing bucket is a full one, which is why a bucket key
+-- A bucket is a string "tokens:ts". A missing bucket is a full one, which is why a bucket key
 -- is set to expire exactly when it would have refilled.
 
 local function now_ms()
@@ -8,13 +8,14 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
 end
 
--- Tokens in a bucket at `now`. `rate` is tokens per millisecond.
-local function bucket_level(key, rate, capacity, now)
-  local state = redis.call('HMGET', key, 'tokens', 'ts')
-  local tokens, ts = tonumber(state[1]), tonumber(state[2])
-  if tokens == nil or ts == nil then
+-- Tokens in a bucket whose stored value is `state` (false when missing) at `now`.
+-- `rate` is tokens per millisecond.
+local function bucket_level(state, rate, capacity, now)
+  if not state then
     return capacity
   end
+  local sep = string.find(state, ':', 1, true)
+  local tokens, ts = tonumber(string.sub(state, 1, sep - 1)), tonumber(string.sub(state, sep + 1))
   local elapsed = now - ts
   if elapsed < 0 then
     elapsed = 0
@@ -23,8 +24,11 @@ local function bucket_level(key, rate, capacity, now)
 end
 
 local function bucket_store(key, tokens, rate, capacity, now)
-  redis.call('HSET', key, 'tokens', tostring(tokens), 'ts', tostring(now))
-  redis.call('PEXPIRE', key, math.ceil((capacity - tokens) / rate) + 1)
+  if tokens >= capacity then
+    redis.call('DEL', key)
+  else
+    redis.call('SET', key, tokens .. ':' .. now, 'PX', math.ceil((capacity - tokens) / rate))
+  end
 end
 
 -- Holders whose lease has not run out; expired holders lose their slot here.

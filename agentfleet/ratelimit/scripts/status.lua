@@ -15,6 +15,7 @@ local out = {tostring(now), pause, tostring(holders)}
 for i = 3, #KEYS do
   local at = 2 * (i - 3)
   local rate = tonumber(ARGV[at + 1]) / 1000
-  out[#out + 1] = tostring(bucket_level(KEYS[i], rate, tonumber(ARGV[at + 2]), now))
+  local state = redis.call('GET', KEYS[i])
+  out[#out + 1] = tostring(bucket_level(state, rate, tonumber(ARGV[at + 2]), now))
 end
 return out
