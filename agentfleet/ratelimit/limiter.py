@@ -9,6 +9,8 @@ task can be rescheduled instead of holding a worker slot.
 
 from __future__ import annotations
 
+import itertools
+import os
 import time
 import uuid
 from collections.abc import Iterable, Mapping
@@ -27,6 +29,27 @@ from agentfleet.ratelimit.status import BucketStatus, LimitStatus
 from agentfleet.ratelimit.store import Admission, Charge, RedisLimitStore
 
 __all__ = ["Limiter"]
+
+
+class _LeaseIds:
+    """Lease ids unique across hosts and processes: a random prefix per process and a counter.
+
+    Cheaper than a fresh uuid4 per acquire, and a forked worker draws a new prefix.
+    """
+
+    def __init__(self) -> None:
+        self.renew_prefix()
+
+    def renew_prefix(self) -> None:
+        self._prefix = uuid.uuid4().hex[:16]
+        self._counter = itertools.count()
+
+    def next(self) -> str:
+        return f"{self._prefix}{next(self._counter):x}"
+
+
+_lease_ids = _LeaseIds()
+os.register_at_fork(after_in_child=_lease_ids.renew_prefix)
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,7 +152,7 @@ class Limiter:
             return Permit(names, input_tokens=input_tokens, output_tokens=output_tokens,
                           waited_s=waited_s)
         costs = plan.costs(input_tokens, output_tokens)
-        lease_id = uuid.uuid4().hex if plan.admission.semaphores else ""
+        lease_id = _lease_ids.next() if plan.admission.semaphores else ""
         started = time.monotonic()
         deadline = started + budget_s
         while True:

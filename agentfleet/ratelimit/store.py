@@ -13,7 +13,7 @@ from typing import Any
 
 import redis
 
-from agentfleet.errors import ConnectionFailed, UnexpectedError
+from agentfleet.errors import ConfigError, ConnectionFailed, UnexpectedError
 from agentfleet.ratelimit.bucket import BucketSpec
 from agentfleet.ratelimit.keys import KeySpace
 from agentfleet.ratelimit.scripts import LimiterScripts
@@ -109,10 +109,11 @@ class RedisLimitStore:
         compiled = self._compile(admission)
         args = [*compiled.args, lease_id, round(lease_ttl_s * 1000), *costs]
         args += self._due_for_registry(admission)
-        reply = self._run(self.scripts.acquire, compiled.keys, args)
-        if reply[0] == 1:
+        reply = int(self._run(self.scripts.acquire, compiled.keys, args))
+        if reply == 0:
             return Decision(True)
-        return Decision(False, int(reply[1]) / 1000.0, self._blocker(admission, reply))
+        wait_ms, position = divmod(reply, 256)
+        return Decision(False, wait_ms / 1000.0, self._blocker(admission, position))
 
     def _compile(self, admission: Admission) -> _Compiled:
         # Keys and the arguments that do not change between calls are built once per
@@ -129,7 +130,11 @@ class RedisLimitStore:
             for charge in admission.charges:
                 args += (repr(charge.bucket.rate_per_s), repr(charge.bucket.capacity))
             args += [limit for _, limit in admission.semaphores]
-            compiled = _Compiled(keys, args)
+            parts = len(admission.pauses) + len(admission.charges) + len(admission.semaphores)
+            if parts >= 256:
+                raise ConfigError(f"one acquire may check at most 255 limits, not {parts}")
+            # Encoded once here so redis-py does not encode them again on every call.
+            compiled = _Compiled(keys, [str(arg).encode() for arg in args])
             if len(self._compiled) >= _MAX_COMPILED:
                 self._compiled.clear()
             self._compiled[admission] = compiled
@@ -150,15 +155,16 @@ class RedisLimitStore:
         return due
 
     @staticmethod
-    def _blocker(admission: Admission, reply: Sequence[Any]) -> str:
-        kind, index = int(reply[2]), int(reply[3]) - 1
-        if kind == 1:
+    def _blocker(admission: Admission, position: int) -> str:
+        index = position - 1
+        if index < len(admission.pauses):
             return f"{admission.pauses[index]} is paused"
-        if kind == 2:
-            name, limit = admission.semaphores[index]
-            return f"{name}: all {limit} concurrency slots are held"
-        charge = admission.charges[index]
-        return f"{charge.downstream}: {charge.bucket.name} bucket is empty"
+        index -= len(admission.pauses)
+        if index < len(admission.charges):
+            charge = admission.charges[index]
+            return f"{charge.downstream}: {charge.bucket.name} bucket is empty"
+        name, limit = admission.semaphores[index - len(admission.charges)]
+        return f"{name}: all {limit} concurrency slots are held"
 
     # Leases ------------------------------------------------------------------------------
 

@@ -5,7 +5,8 @@
 -- ARGV: n_pause, n_bucket, n_sem, idle ttl ms, unknown-hold hint ms,
 --       n_bucket pairs (rate per second, capacity), n_sem limits,
 --       lease id, lease ttl ms, n_bucket costs, then names to register
--- Returns {granted 0/1, wait ms, blocker kind (1 pause, 2 semaphore, 3 bucket), blocker index}.
+-- Returns 0 when granted, else wait ms * 256 + the blocker's position (1-based) in the list of
+-- pauses, then buckets, then semaphores. One integer is the cheapest reply to send and parse.
 
 local n_pause, n_bucket, n_sem = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local idle, unknown = tonumber(ARGV[4]), tonumber(ARGV[5])
@@ -13,11 +14,10 @@ local lease_at = 6 + 2 * n_bucket + n_sem
 local lease, ttl = ARGV[lease_at], tonumber(ARGV[lease_at + 1])
 local now = now_ms()
 
-local denied, wait, kind, index = false, 0, 0, 0
-local function block(w, k, i)
-  denied = true
-  if w > wait or kind == 0 then
-    wait, kind, index = w, k, i
+local wait, blocker = 0, 0
+local function block(w, position)
+  if w > wait or blocker == 0 then
+    wait, blocker = w, position
   end
 end
 
@@ -30,7 +30,7 @@ end
 for i = 1, n_pause do
   local paused_until = tonumber(states[i])
   if paused_until and paused_until > now then
-    block(paused_until - now, 1, i)
+    block(paused_until - now, i)
   end
 end
 
@@ -46,7 +46,7 @@ for i = 1, n_bucket do
     -- the bucket in debt, so the long-run rate still holds.
     local need = math.min(cost, capacity)
     if level < need then
-      block((need - level) / rate, 3, i)
+      block((need - level) / rate, n_pause + i)
     end
     buckets[#buckets + 1] = {KEYS[1 + n_pause + i], level - cost, rate, capacity}
   end
@@ -58,7 +58,7 @@ for i = 1, n_sem do
   local limit = tonumber(ARGV[5 + 2 * n_bucket + i])
   local count = sem_count(key, now)
   if count >= limit and not redis.call('ZSCORE', key, lease) then
-    block(sem_wait(key, hold_key, limit, count, now, unknown), 2, i)
+    block(sem_wait(key, hold_key, limit, count, now, unknown), n_pause + n_bucket + i)
   end
 end
 
@@ -71,8 +71,8 @@ if register_at <= #ARGV then
   redis.call('PEXPIRE', KEYS[1], idle)
 end
 
-if denied then
-  return {0, math.ceil(wait), kind, index}
+if blocker > 0 then
+  return math.max(1, math.ceil(wait)) * 256 + blocker
 end
 
 for i = 1, n_sem do
@@ -83,4 +83,4 @@ end
 for _, b in ipairs(buckets) do
   bucket_store(b[1], b[2], b[3], b[4], now)
 end
-return {1, 0, 0, 0}
+return 0
