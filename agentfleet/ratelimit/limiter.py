@@ -57,17 +57,15 @@ class _Plan:
     """How to acquire for one tuple of downstreams, worked out once."""
 
     admission: Admission
-    units: tuple[Unit, ...]
+    # Per charge, where its cost is in (1, input_tokens, output_tokens).
+    cost_index: tuple[int, ...]
     input_charges: tuple[Charge, ...]
     output_charges: tuple[Charge, ...]
 
-    def costs(self, input_tokens: int, output_tokens: int) -> list[float]:
-        by_unit = {
-            Unit.REQUEST: 1.0,
-            Unit.INPUT_TOKEN: float(input_tokens),
-            Unit.OUTPUT_TOKEN: float(output_tokens),
-        }
-        return [by_unit[unit] for unit in self.units]
+    def costs(self, input_tokens: int, output_tokens: int) -> list[int]:
+        """Tokens each bucket is charged: 1 request, or the input or output tokens."""
+        by_index = (1, input_tokens, output_tokens)
+        return [by_index[i] for i in self.cost_index]
 
 
 class Limiter:
@@ -210,7 +208,7 @@ class Limiter:
         )
         return _Plan(
             admission=admission,
-            units=tuple(c.bucket.unit for c in charges),
+            cost_index=tuple(_COST_INDEX[c.bucket.unit] for c in charges),
             input_charges=tuple(c for c in charges if c.bucket.unit is Unit.INPUT_TOKEN),
             output_charges=tuple(c for c in charges if c.bucket.unit is Unit.OUTPUT_TOKEN),
         )
@@ -277,3 +275,4 @@ class Limiter:
 
 
 _MAX_PLANS = 10_000
+_COST_INDEX = {Unit.REQUEST: 0, Unit.INPUT_TOKEN: 1, Unit.OUTPUT_TOKEN: 2}

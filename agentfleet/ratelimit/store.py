@@ -6,6 +6,7 @@ scripts they are milliseconds of Redis server time.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -64,7 +65,7 @@ class StoredState:
 @dataclass(frozen=True, slots=True)
 class _Compiled:
     keys: list[str]
-    args: list[Any]
+    fixed: bytes
 
 
 def _text(value: Any) -> str:
@@ -93,7 +94,7 @@ class RedisLimitStore:
         self._unknown_hold_ms = max(1, round(unknown_hold_s * 1000))
         self._register_every_s = idle_ttl_s / 4
         self._registered_at: dict[str, float] = {}
-        self._compiled: dict[Admission, _Compiled] = {}
+        self._compiled: dict[tuple[Admission, float], _Compiled] = {}
 
     # Admission ---------------------------------------------------------------------------
 
@@ -106,38 +107,42 @@ class RedisLimitStore:
         lease_ttl_s: float,
     ) -> Decision:
         """Take every lease and every bucket's cost (``costs``, one per charge) or nothing."""
-        compiled = self._compile(admission)
-        args = [*compiled.args, lease_id, round(lease_ttl_s * 1000), *costs]
-        args += self._due_for_registry(admission)
+        compiled = self._compile(admission, lease_ttl_s)
+        args = [compiled.fixed, lease_id, *costs, *self._due_for_registry(admission)]
         reply = int(self._run(self.scripts.acquire, compiled.keys, args))
         if reply == 0:
             return Decision(True)
         wait_ms, position = divmod(reply, 256)
         return Decision(False, wait_ms / 1000.0, self._blocker(admission, position))
 
-    def _compile(self, admission: Admission) -> _Compiled:
-        # Keys and the arguments that do not change between calls are built once per
-        # admission: on the hot path, building them costs as much as the script runs.
-        compiled = self._compiled.get(admission)
+    def _compile(self, admission: Admission, lease_ttl_s: float) -> _Compiled:
+        # Keys and the arguments that do not change between calls are built once: on the hot
+        # path, encoding them costs as much as running the script.
+        compiled = self._compiled.get((admission, lease_ttl_s))
         if compiled is None:
+            parts = len(admission.pauses) + len(admission.charges) + len(admission.semaphores)
+            if parts >= 256:
+                raise ConfigError(f"one acquire may check at most 255 limits, not {parts}")
             keys = [self.keys.registry]
             keys += [self.keys.pause(name) for name in admission.pauses]
             keys += [self.keys.bucket(c.downstream, c.bucket.name) for c in admission.charges]
             for name, _ in admission.semaphores:
                 keys += (self.keys.holders(name), self.keys.hold_time(name))
-            args: list[Any] = [len(admission.pauses), len(admission.charges)]
-            args += (len(admission.semaphores), self._idle_ms, self._unknown_hold_ms)
+            fixed: list[object] = [
+                len(admission.pauses),
+                len(admission.charges),
+                len(admission.semaphores),
+                self._idle_ms,
+                self._unknown_hold_ms,
+                max(1, round(lease_ttl_s * 1000)),
+            ]
             for charge in admission.charges:
-                args += (repr(charge.bucket.rate_per_s), repr(charge.bucket.capacity))
-            args += [limit for _, limit in admission.semaphores]
-            parts = len(admission.pauses) + len(admission.charges) + len(admission.semaphores)
-            if parts >= 256:
-                raise ConfigError(f"one acquire may check at most 255 limits, not {parts}")
-            # Encoded once here so redis-py does not encode them again on every call.
-            compiled = _Compiled(keys, [str(arg).encode() for arg in args])
+                fixed += (charge.bucket.rate_per_s, charge.bucket.capacity)
+            fixed += [limit for _, limit in admission.semaphores]
+            compiled = _Compiled(keys, json.dumps(fixed).encode())
             if len(self._compiled) >= _MAX_COMPILED:
                 self._compiled.clear()
-            self._compiled[admission] = compiled
+            self._compiled[admission, lease_ttl_s] = compiled
         return compiled
 
     def _due_for_registry(self, admission: Admission) -> list[str]:
