@@ -226,7 +226,7 @@ def test_from_settings_reads_the_limits_table(
     limiter.acquire("v.example")
     with pytest.raises(Deferred):
         limiter.acquire("v.example")
-    assert redis_client.exists(f"{key_prefix}:rl:v.example:bucket:rate")
+    assert redis_client.exists(f"{key_prefix}:rl:v.example:buckets:rate")
 
 
 def test_scripts_ship_with_the_package() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 __all__ = ["KeySpace"]
 
 
@@ -25,6 +27,9 @@ class KeySpace:
         """Moving average of how long a lease is held (ms), for wait hints."""
         return f"{self.root}:{downstream}:hold"
 
-    def bucket(self, downstream: str, name: str) -> str:
-        """String ``tokens:ts`` (ts in server ms); expires when the bucket would be full again."""
-        return f"{self.root}:{downstream}:bucket:{name}"
+    def buckets(self, downstream: str, names: Iterable[str]) -> str:
+        """JSON ``[tokens of each bucket..., server ms]``; expires when all would be full.
+
+        The bucket names are part of the key, so a record is never read with another layout.
+        """
+        return f"{self.root}:{downstream}:buckets:{'+'.join(names)}"

@@ -26,7 +26,7 @@ from agentfleet.ratelimit.names import FLEET
 from agentfleet.ratelimit.permit import Permit
 from agentfleet.ratelimit.renewer import LeaseRenewer, default_renewer
 from agentfleet.ratelimit.status import BucketStatus, LimitStatus
-from agentfleet.ratelimit.store import Admission, Charge, RedisLimitStore
+from agentfleet.ratelimit.store import Admission, BucketGroup, RedisLimitStore
 
 __all__ = ["Limiter"]
 
@@ -57,10 +57,9 @@ class _Plan:
     """How to acquire for one tuple of downstreams, worked out once."""
 
     admission: Admission
-    # Per charge, where its cost is in (1, input_tokens, output_tokens).
+    # Per bucket, where its cost is in (1, input_tokens, output_tokens).
     cost_index: tuple[int, ...]
-    input_charges: tuple[Charge, ...]
-    output_charges: tuple[Charge, ...]
+    token_groups: tuple[BucketGroup, ...]
 
     def costs(self, input_tokens: int, output_tokens: int) -> list[int]:
         """Tokens each bucket is charged: 1 request, or the input or output tokens."""
@@ -173,8 +172,7 @@ class Limiter:
             lease_id=lease_id,
             semaphores=[name for name, _ in plan.admission.semaphores],
             lease_ttl_s=self.lease_ttl_s,
-            input_charges=plan.input_charges,
-            output_charges=plan.output_charges,
+            token_groups=plan.token_groups,
             input_tokens=input_tokens,
             output_tokens=output_tokens,
             waited_s=time.monotonic() - started,
@@ -196,21 +194,19 @@ class Limiter:
             semaphores.append((FLEET, self.max_parallelism))
         if not limited and not semaphores:
             return None
-        charges: list[Charge] = []
-        for lim in limited:
-            if lim.max_concurrency is not None:
-                semaphores.append((lim.name, lim.max_concurrency))
-            charges += [Charge(lim.name, bucket) for bucket in lim.buckets]
-        admission = Admission(
-            pauses=tuple(lim.name for lim in limited),
-            semaphores=tuple(semaphores),
-            charges=tuple(charges),
-        )
+        semaphores += [(lim.name, lim.max_concurrency) for lim in limited if lim.max_concurrency]
+        groups = tuple(BucketGroup(lim.name, lim.buckets) for lim in limited if lim.buckets)
+        units = [bucket.unit for group in groups for bucket in group.buckets]
         return _Plan(
-            admission=admission,
-            cost_index=tuple(_COST_INDEX[c.bucket.unit] for c in charges),
-            input_charges=tuple(c for c in charges if c.bucket.unit is Unit.INPUT_TOKEN),
-            output_charges=tuple(c for c in charges if c.bucket.unit is Unit.OUTPUT_TOKEN),
+            admission=Admission(
+                pauses=tuple(lim.name for lim in limited),
+                groups=groups,
+                semaphores=tuple(semaphores),
+            ),
+            cost_index=tuple(_COST_INDEX[unit] for unit in units),
+            token_groups=tuple(
+                group for group in groups if any(b.unit is not Unit.REQUEST for b in group.buckets)
+            ),
         )
 
     def _wait_local_pause(self, names: tuple[str, ...], budget_s: float) -> float:

@@ -9,8 +9,9 @@ from collections.abc import Sequence
 from types import TracebackType
 
 from agentfleet.errors import AgentfleetError
+from agentfleet.ratelimit.bucket import Unit
 from agentfleet.ratelimit.renewer import LeaseRenewer
-from agentfleet.ratelimit.store import Charge, RedisLimitStore
+from agentfleet.ratelimit.store import BucketGroup, RedisLimitStore
 
 __all__ = ["Permit"]
 
@@ -29,13 +30,12 @@ class Permit:
 
     __slots__ = (
         "__weakref__",
-        "_input_charges",
         "_lock",
-        "_output_charges",
         "_released",
         "_renewer",
         "_semaphores",
         "_store",
+        "_token_groups",
         "downstreams",
         "granted_at",
         "input_tokens",
@@ -55,8 +55,7 @@ class Permit:
         lease_id: str = "",
         semaphores: Sequence[str] = (),
         lease_ttl_s: float = 0.0,
-        input_charges: Sequence[Charge] = (),
-        output_charges: Sequence[Charge] = (),
+        token_groups: Sequence[BucketGroup] = (),
         input_tokens: int = 0,
         output_tokens: int = 0,
         waited_s: float = 0.0,
@@ -72,8 +71,7 @@ class Permit:
         self._store = store
         self._renewer = renewer
         self._semaphores = tuple(semaphores)
-        self._input_charges = tuple(input_charges)
-        self._output_charges = tuple(output_charges)
+        self._token_groups = tuple(token_groups)
         self._released = False
         self._lock = threading.Lock()
         if self._semaphores and renewer is not None:
@@ -141,21 +139,17 @@ class Permit:
         beyond the estimate are taken, which may put a bucket in debt. Calling it again with
         the same figures changes nothing.
         """
-        charges: list[Charge] = []
-        amounts: list[float] = []
+        delta_in = 0 if actual_input_tokens is None else self.input_tokens - actual_input_tokens
+        delta_out = 0 if actual_output_tokens is None else self.output_tokens - actual_output_tokens
         if actual_input_tokens is not None:
-            delta = self.input_tokens - actual_input_tokens
             self.input_tokens = actual_input_tokens
-            charges += self._input_charges
-            amounts += [float(delta)] * len(self._input_charges)
         if actual_output_tokens is not None:
-            delta = self.output_tokens - actual_output_tokens
             self.output_tokens = actual_output_tokens
-            charges += self._output_charges
-            amounts += [float(delta)] * len(self._output_charges)
-        kept = [(c, a) for c, a in zip(charges, amounts, strict=True) if a != 0]
-        if kept and self._store is not None:
-            self._store.adjust([c for c, _ in kept], [a for _, a in kept])
+        if (delta_in == 0 and delta_out == 0) or self._store is None or not self._token_groups:
+            return
+        by_unit = {Unit.REQUEST: 0, Unit.INPUT_TOKEN: delta_in, Unit.OUTPUT_TOKEN: delta_out}
+        amounts = [by_unit[b.unit] for group in self._token_groups for b in group.buckets]
+        self._store.adjust(self._token_groups, amounts)
 
     def __enter__(self) -> Permit:
         return self

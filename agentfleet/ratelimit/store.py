@@ -19,28 +19,29 @@ from agentfleet.ratelimit.bucket import BucketSpec
 from agentfleet.ratelimit.keys import KeySpace
 from agentfleet.ratelimit.scripts import LimiterScripts
 
-__all__ = ["Admission", "Charge", "Decision", "RedisLimitStore", "StoredState"]
+__all__ = ["Admission", "BucketGroup", "Decision", "RedisLimitStore", "StoredState"]
 
 
 @dataclass(frozen=True, slots=True)
-class Charge:
-    """A bucket of one downstream that an acquire draws from."""
+class BucketGroup:
+    """The token buckets of one downstream, refilled and stored together."""
 
     downstream: str
-    bucket: BucketSpec
+    buckets: tuple[BucketSpec, ...]
 
 
 @dataclass(frozen=True, slots=True)
 class Admission:
     """Everything one acquire must get at once.
 
-    ``pauses`` are the downstreams whose pause blocks it, ``semaphores`` the (name, limit) of
-    each semaphore it takes a lease on, and ``charges`` the buckets it draws from.
+    ``pauses`` are the downstreams whose pause blocks it, ``groups`` the buckets it draws from
+    (costs are given per bucket, group after group), and ``semaphores`` the (name, limit) of
+    each semaphore it takes a lease on.
     """
 
     pauses: tuple[str, ...]
+    groups: tuple[BucketGroup, ...]
     semaphores: tuple[tuple[str, int], ...]
-    charges: tuple[Charge, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +78,8 @@ class RedisLimitStore:
 
     ``idle_ttl_s`` (seconds) is how long the registry and hold-time statistics outlive their
     last use; buckets, pauses and lease sets expire on their own as soon as they are idle.
+    ``unknown_hold_s`` (seconds) is the wait hint for a full semaphore before any release has
+    shown how long its slots are held.
     """
 
     def __init__(
@@ -96,6 +99,9 @@ class RedisLimitStore:
         self._registered_at: dict[str, float] = {}
         self._compiled: dict[tuple[Admission, float], _Compiled] = {}
 
+    def _record(self, group: BucketGroup) -> str:
+        return self.keys.buckets(group.downstream, (b.name for b in group.buckets))
+
     # Admission ---------------------------------------------------------------------------
 
     def admit(
@@ -106,7 +112,7 @@ class RedisLimitStore:
         lease_id: str,
         lease_ttl_s: float,
     ) -> Decision:
-        """Take every lease and every bucket's cost (``costs``, one per charge) or nothing."""
+        """Take every lease and every bucket's cost (tokens, one per bucket) or nothing."""
         compiled = self._compile(admission, lease_ttl_s)
         args = [compiled.fixed, lease_id, *costs, *self._due_for_registry(admission)]
         reply = int(self._run(self.scripts.acquire, compiled.keys, args))
@@ -120,27 +126,30 @@ class RedisLimitStore:
         # path, encoding them costs as much as running the script.
         compiled = self._compiled.get((admission, lease_ttl_s))
         if compiled is None:
-            parts = len(admission.pauses) + len(admission.charges) + len(admission.semaphores)
+            buckets = sum(len(group.buckets) for group in admission.groups)
+            parts = len(admission.pauses) + buckets + len(admission.semaphores)
             if parts >= 256:
                 raise ConfigError(f"one acquire may check at most 255 limits, not {parts}")
             keys = [self.keys.registry]
             keys += [self.keys.pause(name) for name in admission.pauses]
-            keys += [self.keys.bucket(c.downstream, c.bucket.name) for c in admission.charges]
+            keys += [self._record(group) for group in admission.groups]
             for name, _ in admission.semaphores:
                 keys += (self.keys.holders(name), self.keys.hold_time(name))
-            fixed: list[object] = [
+            fixed: list[float] = [
                 len(admission.pauses),
-                len(admission.charges),
+                len(admission.groups),
                 len(admission.semaphores),
                 self._idle_ms,
                 self._unknown_hold_ms,
                 max(1, round(lease_ttl_s * 1000)),
             ]
-            for charge in admission.charges:
-                fixed += (charge.bucket.rate_per_s, charge.bucket.capacity)
+            for group in admission.groups:
+                fixed.append(len(group.buckets))
+                for bucket in group.buckets:
+                    fixed += (bucket.rate_per_s, bucket.capacity)
             fixed += [limit for _, limit in admission.semaphores]
             compiled = _Compiled(keys, json.dumps(fixed).encode())
-            if len(self._compiled) >= _MAX_COMPILED:
+            if len(self._compiled) >= _MAX_CACHED:
                 self._compiled.clear()
             self._compiled[admission, lease_ttl_s] = compiled
         return compiled
@@ -153,7 +162,7 @@ class RedisLimitStore:
         for name in admission.pauses:
             last = self._registered_at.get(name)
             if last is None or now - last >= self._register_every_s:
-                if len(self._registered_at) >= _MAX_COMPILED:
+                if len(self._registered_at) >= _MAX_CACHED:
                     self._registered_at.clear()
                 self._registered_at[name] = now
                 due.append(name)
@@ -165,10 +174,11 @@ class RedisLimitStore:
         if index < len(admission.pauses):
             return f"{admission.pauses[index]} is paused"
         index -= len(admission.pauses)
-        if index < len(admission.charges):
-            charge = admission.charges[index]
-            return f"{charge.downstream}: {charge.bucket.name} bucket is empty"
-        name, limit = admission.semaphores[index - len(admission.charges)]
+        for group in admission.groups:
+            if index < len(group.buckets):
+                return f"{group.downstream}: {group.buckets[index].name} bucket is empty"
+            index -= len(group.buckets)
+        name, limit = admission.semaphores[index]
         return f"{name}: all {limit} concurrency slots are held"
 
     # Leases ------------------------------------------------------------------------------
@@ -184,17 +194,23 @@ class RedisLimitStore:
     def renew(self, semaphores: Sequence[str], lease_id: str, *, lease_ttl_s: float) -> int:
         """Extend the lease on each semaphore to ``lease_ttl_s`` from now; returns how many."""
         keys = [self.keys.holders(name) for name in semaphores]
-        args = [lease_id, round(lease_ttl_s * 1000)]
+        args = [lease_id, max(1, round(lease_ttl_s * 1000))]
         return int(self._run(self.scripts.renew, keys, args))
 
     # Buckets and pauses ------------------------------------------------------------------
 
-    def adjust(self, charges: Sequence[Charge], amounts: Sequence[float]) -> None:
-        """Add ``amounts`` (tokens; negative takes) to the buckets, never above capacity."""
-        keys = [self.keys.bucket(c.downstream, c.bucket.name) for c in charges]
-        args: list[Any] = []
-        for charge, amount in zip(charges, amounts, strict=True):
-            args += (repr(charge.bucket.rate_per_s), repr(charge.bucket.capacity), repr(amount))
+    def adjust(self, groups: Sequence[BucketGroup], amounts: Sequence[float]) -> None:
+        """Add ``amounts`` (tokens, one per bucket, group after group; negative takes).
+
+        No bucket goes above its capacity.
+        """
+        keys = [self._record(group) for group in groups]
+        args: list[float] = []
+        remaining = iter(amounts)
+        for group in groups:
+            args.append(len(group.buckets))
+            for bucket in group.buckets:
+                args += (bucket.rate_per_s, bucket.capacity, next(remaining))
         if keys:
             self._run(self.scripts.refund, keys, args)
 
@@ -209,11 +225,11 @@ class RedisLimitStore:
 
     def read(self, downstream: str, buckets: Sequence[BucketSpec]) -> StoredState:
         """Pause, live lease holders and tokens per bucket of ``downstream``, changing nothing."""
-        keys = [self.keys.pause(downstream), self.keys.holders(downstream)]
-        keys += [self.keys.bucket(downstream, b.name) for b in buckets]
-        args: list[Any] = []
+        group = BucketGroup(downstream, tuple(buckets))
+        keys = [self.keys.pause(downstream), self.keys.holders(downstream), self._record(group)]
+        args: list[float] = []
         for bucket in buckets:
-            args += (repr(bucket.rate_per_s), repr(bucket.capacity))
+            args += (bucket.rate_per_s, bucket.capacity)
         reply = [_text(v) for v in self._run(self.scripts.status, keys, args)]
         return StoredState(
             now=float(reply[0]) / 1000.0,
@@ -241,5 +257,4 @@ class RedisLimitStore:
             raise UnexpectedError(f"rate limiter script failed: {exc}") from exc
 
 
-
-_MAX_COMPILED = 10_000
+_MAX_CACHED = 10_000

@@ -1,34 +1,48 @@
 -- Helpers shared by every limiter script; the loader puts this file in front of each one.
 -- Times are milliseconds of Redis server time, so workers with skewed clocks agree.
--- A bucket is a string "tokens:ts". A missing bucket is a full one, which is why a bucket key
--- is set to expire exactly when it would have refilled.
+--
+-- A downstream's token buckets are refilled and charged together, so they share one record:
+-- a JSON array of each bucket's tokens, then the time they were counted. A missing record is a
+-- set of full buckets, which is why a record is set to expire exactly when all would be full.
 
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
 end
 
--- Tokens in a bucket whose stored value is `state` (false when missing) at `now`.
--- `rate` is tokens per millisecond.
-local function bucket_level(state, rate, capacity, now)
-  if not state then
-    return capacity
+-- Tokens in each bucket at `now`, from a record (false when missing). `rates` are tokens per
+-- millisecond.
+local function bucket_levels(record, rates, capacities, now)
+  local levels = {}
+  if not record then
+    for b = 1, #capacities do
+      levels[b] = capacities[b]
+    end
+    return levels
   end
-  local sep = string.find(state, ':', 1, true)
-  local tokens, ts = tonumber(string.sub(state, 1, sep - 1)), tonumber(string.sub(state, sep + 1))
-  local elapsed = now - ts
-  if elapsed < 0 then
-    elapsed = 0
+  local stored = cjson.decode(record)
+  local elapsed = math.max(0, now - stored[#stored])
+  for b = 1, #capacities do
+    levels[b] = math.min(capacities[b], stored[b] + elapsed * rates[b])
   end
-  return math.min(capacity, tokens + elapsed * rate)
+  return levels
 end
 
-local function bucket_store(key, tokens, rate, capacity, now)
-  if tokens >= capacity then
-    redis.call('DEL', key)
-  else
-    redis.call('SET', key, tokens .. ':' .. now, 'PX', math.ceil((capacity - tokens) / rate))
+local function buckets_store(key, levels, rates, capacities, now)
+  local full_in = 0
+  for b = 1, #capacities do
+    full_in = math.max(full_in, (capacities[b] - levels[b]) / rates[b])
   end
+  if full_in <= 0 then
+    redis.call('DEL', key)
+    return
+  end
+  local record = {}
+  for b = 1, #levels do
+    record[b] = levels[b]
+  end
+  record[#record + 1] = now
+  redis.call('SET', key, cjson.encode(record), 'PX', math.ceil(full_in))
 end
 
 -- Holders whose lease has not run out; expired holders lose their slot here.

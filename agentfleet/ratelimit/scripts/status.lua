@@ -1,6 +1,6 @@
 -- Read a downstream's state without changing it.
 --
--- KEYS: pause key, holders zset, buckets
+-- KEYS: pause key, holders zset, bucket record
 -- ARGV: per bucket (rate per second, capacity)
 -- Returns {now ms, paused-until ms or '', live holders, tokens per bucket...} as strings.
 
@@ -12,10 +12,11 @@ if paused_until and paused_until > now then
 end
 local holders = redis.call('ZCOUNT', KEYS[2], '(' .. tostring(now), '+inf')
 local out = {tostring(now), pause, tostring(holders)}
-for i = 3, #KEYS do
-  local at = 2 * (i - 3)
-  local rate = tonumber(ARGV[at + 1]) / 1000
-  local state = redis.call('GET', KEYS[i])
-  out[#out + 1] = tostring(bucket_level(state, rate, tonumber(ARGV[at + 2]), now))
+local rates, capacities = {}, {}
+for b = 1, #ARGV / 2 do
+  rates[b], capacities[b] = tonumber(ARGV[2 * b - 1]) / 1000, tonumber(ARGV[2 * b])
+end
+for _, level in ipairs(bucket_levels(redis.call('GET', KEYS[3]), rates, capacities, now)) do
+  out[#out + 1] = tostring(level)
 end
 return out
