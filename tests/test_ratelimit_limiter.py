@@ -56,6 +56,17 @@ def test_a_short_wait_is_slept_inline(redis_client: redis.Redis, key_prefix: str
     assert permit.waited_s == pytest.approx(0.2, abs=0.03)
 
 
+def test_an_inline_wait_sleeps_rather_than_polls(
+    counting_client: CountingRedis, key_prefix: str
+) -> None:
+    limiter = make_limiter(counting_client, key_prefix, {"v.example": LimitSpec(rate_per_s=5)})
+    for _ in range(5):
+        limiter.acquire("v.example", max_wait_s=0)
+    before = counting_client.commands
+    limiter.acquire("v.example", max_wait_s=1)
+    assert counting_client.commands - before <= 3
+
+
 def test_short_wait_s_is_the_default_budget(redis_client: redis.Redis, key_prefix: str) -> None:
     limiter = make_limiter(redis_client, key_prefix, SLOW, short_wait_s=0.5)
     limiter.acquire("v.example")
