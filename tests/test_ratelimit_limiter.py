@@ -12,7 +12,7 @@ from ratelimit_support import StoppedRenewer, make_limiter
 
 from agentfleet.config import LimitSpec, load_settings
 from agentfleet.errors import Deferred
-from agentfleet.ratelimit import Limiter, llm_downstream
+from agentfleet.ratelimit import FLEET, Limiter, llm_downstream
 from agentfleet.ratelimit.scripts import script_source
 
 SLOW = {"v.example": LimitSpec(rate_per_s=1, burst=1)}
@@ -119,6 +119,37 @@ def test_a_pause_of_an_unlimited_downstream_holds_in_this_process(
         limiter.acquire("free.example", max_wait_s=0)
     assert refused.value.wait_s == pytest.approx(0.3, abs=0.05)
     assert "free.example" in limiter.known_downstreams()
+
+
+def test_with_a_fleet_ceiling_a_pause_of_an_unlimited_downstream_reaches_every_worker(
+    redis_url: str, key_prefix: str
+) -> None:
+    workers = [redis.Redis.from_url(redis_url, decode_responses=True) for _ in range(2)]
+    first, second = (make_limiter(c, key_prefix, max_parallelism=10) for c in workers)
+    first.pause("free.example", 0.5)
+    with pytest.raises(Deferred) as refused:
+        second.acquire("free.example", max_wait_s=0)
+    assert refused.value.downstream == "free.example"
+    for client in workers:
+        client.close()
+
+
+def test_deferred_names_the_downstream_that_said_wait(
+    redis_client: redis.Redis, key_prefix: str
+) -> None:
+    limits = {
+        "api.anthropic.com": LimitSpec(max_concurrency=5),
+        "anthropic:m": LimitSpec(requests_per_min=1),
+    }
+    limiter = make_limiter(redis_client, key_prefix, limits, max_parallelism=1)
+    limiter.acquire("anthropic:m", also=["api.anthropic.com"], max_wait_s=0).release()
+    with pytest.raises(Deferred) as by_bucket:
+        limiter.acquire("api.anthropic.com", also=["anthropic:m"], max_wait_s=0)
+    assert by_bucket.value.downstream == "anthropic:m"
+    limiter.acquire("other.example", max_wait_s=0)
+    with pytest.raises(Deferred) as by_ceiling:
+        limiter.acquire("api.anthropic.com", max_wait_s=0)
+    assert by_ceiling.value.downstream == FLEET
 
 
 def test_acquire_survives_a_script_flush(redis_client: redis.Redis, key_prefix: str) -> None:

@@ -162,7 +162,7 @@ class Limiter:
                 raise Deferred(
                     decision.wait_s,
                     f"{decision.blocker}; ready in {decision.wait_s:.3f} s",
-                    downstream=downstream,
+                    downstream=decision.downstream,
                 )
             time.sleep(decision.wait_s)
         return Permit(
@@ -181,14 +181,17 @@ class Limiter:
     def _plan(self, names: tuple[str, ...]) -> _Plan | None:
         if names in self._plans:
             return self._plans[names]
-        limited = [lim for lim in map(self.table.get, dict.fromkeys(names)) if not lim.unlimited]
-        plan = self._build_plan(limited)
+        unique = tuple(dict.fromkeys(names))
+        limited = [lim for lim in map(self.table.get, unique) if not lim.unlimited]
+        plan = self._build_plan(unique, limited)
         if len(self._plans) >= _MAX_PLANS:
             self._plans.clear()
         self._plans[names] = plan
         return plan
 
-    def _build_plan(self, limited: list[DownstreamLimits]) -> _Plan | None:
+    def _build_plan(
+        self, names: tuple[str, ...], limited: list[DownstreamLimits]
+    ) -> _Plan | None:
         semaphores: list[tuple[str, int]] = []
         if self.max_parallelism is not None:
             semaphores.append((FLEET, self.max_parallelism))
@@ -199,7 +202,8 @@ class Limiter:
         units = [bucket.unit for group in groups for bucket in group.buckets]
         return _Plan(
             admission=Admission(
-                pauses=tuple(lim.name for lim in limited),
+                # Once Redis is asked anyway, a pause of an unlimited downstream is honoured too.
+                pauses=names,
                 groups=groups,
                 semaphores=tuple(semaphores),
             ),
@@ -228,7 +232,8 @@ class Limiter:
     def pause(self, downstream: str, seconds: float) -> float:
         """Stop every worker calling ``downstream`` for ``seconds`` (say, a 429's Retry-After).
 
-        A pause only ever lengthens. Returns paused-until, in epoch seconds.
+        A pause only ever lengthens. Returns paused-until, in epoch seconds (now, for a
+        ``seconds`` of zero or less, which pauses nothing).
         """
         if seconds <= 0:
             return time.time()

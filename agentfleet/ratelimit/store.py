@@ -46,11 +46,16 @@ class Admission:
 
 @dataclass(frozen=True, slots=True)
 class Decision:
-    """The answer to an acquire: granted, or ``wait_s`` seconds until it would be, and why."""
+    """The answer to an acquire: granted, or ``wait_s`` seconds until it would be.
+
+    When refused, ``blocker`` says why and ``downstream`` names whose limit it is (``FLEET``
+    for the fleet ceiling); with several blockers, the one with the longest wait.
+    """
 
     granted: bool
     wait_s: float = 0.0
     blocker: str = ""
+    downstream: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,7 +124,8 @@ class RedisLimitStore:
         if reply == 0:
             return Decision(True)
         wait_ms, position = divmod(reply, 256)
-        return Decision(False, wait_ms / 1000.0, self._blocker(admission, position))
+        downstream, blocker = self._blocker(admission, position)
+        return Decision(False, wait_ms / 1000.0, blocker, downstream)
 
     def _compile(self, admission: Admission, lease_ttl_s: float) -> _Compiled:
         # Keys and the arguments that do not change between calls are built once: on the hot
@@ -169,17 +175,19 @@ class RedisLimitStore:
         return due
 
     @staticmethod
-    def _blocker(admission: Admission, position: int) -> str:
+    def _blocker(admission: Admission, position: int) -> tuple[str, str]:
         index = position - 1
         if index < len(admission.pauses):
-            return f"{admission.pauses[index]} is paused"
+            name = admission.pauses[index]
+            return name, f"{name} is paused"
         index -= len(admission.pauses)
         for group in admission.groups:
             if index < len(group.buckets):
-                return f"{group.downstream}: {group.buckets[index].name} bucket is empty"
+                bucket = group.buckets[index].name
+                return group.downstream, f"{group.downstream}: {bucket} bucket is empty"
             index -= len(group.buckets)
         name, limit = admission.semaphores[index]
-        return f"{name}: all {limit} concurrency slots are held"
+        return name, f"{name}: all {limit} concurrency slots are held"
 
     # Leases ------------------------------------------------------------------------------
 
