@@ -43,8 +43,9 @@ def _percentile(values: list[float], pct: float) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * pct / 100))]
 
 
-def _admit_call(limiter: Limiter, name: str, inp: int, out: int) -> tuple[Callable[[], object],
-                                                                       Callable[[], object]]:
+def _admit_call(
+    limiter: Limiter, name: str, inp: int, out: int
+) -> tuple[Callable[[], object], Callable[[], object]]:
     """One store-level acquire (exactly one EVALSHA), and an untimed cleanup for its lease."""
     plan = limiter._plan((name,))
     assert plan is not None
@@ -75,8 +76,10 @@ def _server_usec(client: redis.Redis, command: str, call: Callable[[], object]) 
 
 def round_trips(limiter: Limiter, client: redis.Redis, samples: int) -> None:
     print(f"round trip, {samples} samples each, interleaved with PING on one connection")
-    print(f"{'acquire':<24}{'mean us':>9}{'p50 us':>9}{'p99 us':>9}{'x PING mean':>13}"
-          f"{'x PING p99':>12}{'server us':>11}")
+    print(
+        f"{'acquire':<24}{'mean us':>9}{'p50 us':>9}{'p99 us':>9}{'x PING mean':>13}"
+        f"{'x PING p99':>12}{'server us':>11}"
+    )
     for label, (name, inp, out) in SCENARIOS.items():
         admit, cleanup = _admit_call(limiter, name, inp, out)
         for _ in range(500):
@@ -99,15 +102,20 @@ def round_trips(limiter: Limiter, client: redis.Redis, samples: int) -> None:
         server_acquire = _server_usec(client, "evalsha", admit)
         ping_mean, acq_mean = statistics.fmean(pings), statistics.fmean(acquires)
         ping_p99, acq_p99 = _percentile(pings, 99), _percentile(acquires, 99)
-        print(f"{'PING':<24}{ping_mean * 1e6:>9.1f}{_percentile(pings, 50) * 1e6:>9.1f}"
-              f"{ping_p99 * 1e6:>9.1f}{'':>25}{server_ping:>11.1f}")
-        print(f"{label:<24}{acq_mean * 1e6:>9.1f}{_percentile(acquires, 50) * 1e6:>9.1f}"
-              f"{acq_p99 * 1e6:>9.1f}{acq_mean / ping_mean:>12.2f}x{acq_p99 / ping_p99:>11.2f}x"
-              f"{server_acquire:>11.1f}")
+        print(
+            f"{'PING':<24}{ping_mean * 1e6:>9.1f}{_percentile(pings, 50) * 1e6:>9.1f}"
+            f"{ping_p99 * 1e6:>9.1f}{'':>25}{server_ping:>11.1f}"
+        )
+        print(
+            f"{label:<24}{acq_mean * 1e6:>9.1f}{_percentile(acquires, 50) * 1e6:>9.1f}"
+            f"{acq_p99 * 1e6:>9.1f}{acq_mean / ping_mean:>12.2f}x{acq_p99 / ping_p99:>11.2f}x"
+            f"{server_acquire:>11.1f}"
+        )
 
 
-def _acquires_per_s(limiter: Limiter, name: str, inp: int, out: int, seconds: float,
-                    n_threads: int) -> float:
+def _acquires_per_s(
+    limiter: Limiter, name: str, inp: int, out: int, seconds: float, n_threads: int
+) -> float:
     counts = [0] * n_threads
     stop = time.monotonic() + seconds
 
@@ -144,8 +152,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=8)
     args = parser.parse_args()
     with EmbeddedRedis() as server:
-        client = redis.Redis.from_url(server.url, decode_responses=True,
-                                      single_connection_client=True)
+        client = redis.Redis.from_url(
+            server.url, decode_responses=True, single_connection_client=True
+        )
         limiter = Limiter(client, prefix="bench", limits=LIMITS, default=LimitSpec())
         round_trips(limiter, client, args.samples)
         client.close()

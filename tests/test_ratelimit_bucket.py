@@ -65,9 +65,7 @@ def test_after_the_burst_grants_follow_the_rate(client: redis.Redis, key_prefix:
     assert grants[-1] == pytest.approx(10 / 20, abs=0.05)
 
 
-def test_a_bucket_refills_no_further_than_its_burst(
-    client: redis.Redis, key_prefix: str
-) -> None:
+def test_a_bucket_refills_no_further_than_its_burst(client: redis.Redis, key_prefix: str) -> None:
     # The slow output bucket keeps the downstream's record alive while the fast one refills.
     spec = LimitSpec(rate_per_s=100, burst=2, output_tokens_per_min=6)
     limiter = make_limiter(client, key_prefix, {"anthropic:m": spec})

@@ -210,7 +210,11 @@ def test_every_key_expires_when_idle(redis_client: redis.Redis, key_prefix: str)
         "anthropic:m": LimitSpec(input_tokens_per_min=60_000, output_tokens_per_min=60_000),
     }
     limiter = make_limiter(
-        redis_client, key_prefix, limits, max_parallelism=5, lease_ttl_s=0.2,
+        redis_client,
+        key_prefix,
+        limits,
+        max_parallelism=5,
+        lease_ttl_s=0.2,
         renewer=StoppedRenewer(),
     )
     limiter.acquire("v.example").release()
@@ -248,8 +252,11 @@ def test_known_downstreams_lists_configured_and_seen(
     redis_client: redis.Redis, key_prefix: str
 ) -> None:
     limiter = make_limiter(
-        redis_client, key_prefix, {"conf.example": LimitSpec(rate_per_s=1)},
-        default=LimitSpec(rate_per_s=50), max_parallelism=10,
+        redis_client,
+        key_prefix,
+        {"conf.example": LimitSpec(rate_per_s=1)},
+        default=LimitSpec(rate_per_s=50),
+        max_parallelism=10,
     )
     limiter.acquire("seen.example")
     other_worker = make_limiter(redis_client, key_prefix)

@@ -146,8 +146,9 @@ class Limiter:
         plan = self._plan(names)
         if plan is None:
             waited_s = self._wait_local_pause(names, budget_s)
-            return Permit(names, input_tokens=input_tokens, output_tokens=output_tokens,
-                          waited_s=waited_s)
+            return Permit(
+                names, input_tokens=input_tokens, output_tokens=output_tokens, waited_s=waited_s
+            )
         costs = plan.costs(input_tokens, output_tokens)
         lease_id = _lease_ids.next() if plan.admission.semaphores else ""
         started = time.monotonic()
@@ -189,9 +190,7 @@ class Limiter:
         self._plans[names] = plan
         return plan
 
-    def _build_plan(
-        self, names: tuple[str, ...], limited: list[DownstreamLimits]
-    ) -> _Plan | None:
+    def _build_plan(self, names: tuple[str, ...], limited: list[DownstreamLimits]) -> _Plan | None:
         semaphores: list[tuple[str, int]] = []
         if self.max_parallelism is not None:
             semaphores.append((FLEET, self.max_parallelism))
@@ -222,8 +221,9 @@ class Limiter:
         if wait_s <= 0:
             return 0.0
         if wait_s > budget_s:
-            raise Deferred(wait_s, f"{names[0]} is paused; ready in {wait_s:.3f} s",
-                           downstream=names[0])
+            raise Deferred(
+                wait_s, f"{names[0]} is paused; ready in {wait_s:.3f} s", downstream=names[0]
+            )
         time.sleep(wait_s)
         return wait_s
 
@@ -247,7 +247,10 @@ class Limiter:
         """``downstream`` as every worker sees it now (``FLEET`` for the fleet ceiling)."""
         if downstream == FLEET:
             limits = DownstreamLimits(
-                FLEET, LimitSpec(max_concurrency=self.max_parallelism), True, (),
+                FLEET,
+                LimitSpec(max_concurrency=self.max_parallelism),
+                True,
+                (),
                 self.max_parallelism,
             )
         else:

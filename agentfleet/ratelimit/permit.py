@@ -108,8 +108,11 @@ class Permit:
         try:
             self._store.release(self._semaphores, self.lease_id, held_s=held_s)
         except AgentfleetError as exc:
-            log.warning("could not release a lease on %s; it expires by itself: %s",
-                        ",".join(self.downstreams), exc)
+            log.warning(
+                "could not release a lease on %s; it expires by itself: %s",
+                ",".join(self.downstreams),
+                exc,
+            )
 
     def renew(self) -> bool:
         """Extend the leases by ``lease_ttl_s`` seconds from now.
@@ -122,9 +125,7 @@ class Permit:
             return False
         if not self._semaphores or self._store is None:
             return True
-        renewed = self._store.renew(
-            self._semaphores, self.lease_id, lease_ttl_s=self.lease_ttl_s
-        )
+        renewed = self._store.renew(self._semaphores, self.lease_id, lease_ttl_s=self.lease_ttl_s)
         return renewed == len(self._semaphores)
 
     def reconcile(
