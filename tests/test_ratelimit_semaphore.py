@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import multiprocessing
 import threading
 import time
 from collections.abc import Iterator
@@ -215,3 +216,37 @@ def test_threads_never_exceed_max_concurrency(redis_client: redis.Redis, key_pre
     assert not errors
     assert peak == 3
     assert limiter.status("v.example").slots_in_use == 0
+
+
+def _hold_slots(url: str, prefix: str, rounds: int, spans: multiprocessing.Queue) -> None:
+    client = redis.Redis.from_url(url)
+    limiter = make_limiter(client, prefix, {"v.example": LimitSpec(max_concurrency=2)})
+    held = []
+    for _ in range(rounds):
+        with limiter.acquire("v.example", max_wait_s=30):
+            start = time.time()
+            time.sleep(0.03)
+            held.append((start, time.time()))
+    spans.put(held)
+
+
+def test_processes_never_exceed_max_concurrency(redis_url: str, key_prefix: str) -> None:
+    context = multiprocessing.get_context("fork")
+    spans: multiprocessing.Queue = context.Queue()
+    workers = [
+        context.Process(target=_hold_slots, args=(redis_url, key_prefix, 6, spans))
+        for _ in range(4)
+    ]
+    for worker in workers:
+        worker.start()
+    held = [span for _ in workers for span in spans.get(timeout=60)]
+    for worker in workers:
+        worker.join(timeout=10)
+    # Each span lies inside its holder's lease, so overlapping spans never exceed the cap.
+    events = sorted([(start, 1) for start, _ in held] + [(end, -1) for _, end in held])
+    in_flight = peak = 0
+    for _, step in events:
+        in_flight += step
+        peak = max(peak, in_flight)
+    assert len(held) == 24
+    assert peak == 2
