@@ -90,6 +90,10 @@ class LeaseRenewer:
                 log.warning("a lease expired before it could be renewed; its slot was reused")
         except AgentfleetError as exc:
             log.warning("lease renewal failed, will retry: %s", exc)
+        except Exception:
+            # One lease's broken client must not stop the renewals of every other lease.
+            self.forget(lease)
+            log.exception("lease renewal failed; no longer renewing this lease")
 
 
 _renewer = LeaseRenewer()

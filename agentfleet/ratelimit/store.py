@@ -259,7 +259,7 @@ class RedisLimitStore:
     def _call(fn: Any, *args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
-        except (redis.ConnectionError, redis.TimeoutError) as exc:
+        except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
             raise ConnectionFailed(f"rate limiter cannot reach Redis: {exc}") from exc
         except redis.RedisError as exc:
             raise UnexpectedError(f"rate limiter script failed: {exc}") from exc
