@@ -62,16 +62,16 @@ def test_after_the_burst_grants_follow_the_rate(client: redis.Redis, key_prefix:
     # The n-th grant after the burst needs n / rate seconds of refill, never less.
     for n, at in enumerate(grants[5:], start=1):
         assert at >= n / 20 - 0.005
-    assert grants[-1] == pytest.approx(10 / 20, abs=0.05)
+    assert grants[-1] < 10 / 20 + 0.1
 
 
 def test_a_bucket_refills_no_further_than_its_burst(client: redis.Redis, key_prefix: str) -> None:
     # The slow output bucket keeps the downstream's record alive while the fast one refills.
-    spec = LimitSpec(rate_per_s=100, burst=2, output_tokens_per_min=6)
+    spec = LimitSpec(rate_per_s=10, burst=2, output_tokens_per_min=6)
     limiter = make_limiter(client, key_prefix, {"anthropic:m": spec})
     limiter.acquire("anthropic:m", output_tokens=1, max_wait_s=0)
     limiter.acquire("anthropic:m", output_tokens=1, max_wait_s=0)
-    time.sleep(0.1)
+    time.sleep(0.5)
     limiter.acquire("anthropic:m", max_wait_s=0)
     limiter.acquire("anthropic:m", max_wait_s=0)
     with pytest.raises(Deferred):
@@ -82,18 +82,27 @@ def test_wait_is_right_to_10_ms(client: redis.Redis, key_prefix: str) -> None:
     limiter = make_limiter(client, key_prefix, {"v.example": LimitSpec(rate_per_s=10, burst=1)})
     started = time.monotonic()
     limiter.acquire("v.example", max_wait_s=0)
+    asked = time.monotonic()
     with pytest.raises(Deferred) as first:
         limiter.acquire("v.example", max_wait_s=0)
-    between_s = time.monotonic() - started
+    answered = time.monotonic()
     wait_s = first.value.wait_s
     # The next token is due 0.1 s after the first grant, less the time the calls took.
-    assert 0.1 - between_s - 0.001 <= wait_s <= 0.1 + 0.001
+    assert 0.1 - (answered - started) - 0.001 <= wait_s <= 0.1 + 0.001
     time.sleep(wait_s - 0.01)
-    with pytest.raises(Deferred) as again:
+    probed = time.monotonic()
+    try:
         limiter.acquire("v.example", max_wait_s=0)
-    assert again.value.wait_s <= 0.011
-    time.sleep(again.value.wait_s)
-    limiter.acquire("v.example", max_wait_s=0)
+    except Deferred as again:
+        # 10 ms early is too early, and the two answers agree on when the token comes.
+        after = time.monotonic()
+        assert wait_s - (after - asked) - 0.001 <= again.wait_s
+        assert again.wait_s <= wait_s - (probed - answered) + 0.001
+        time.sleep(again.wait_s)
+        limiter.acquire("v.example", max_wait_s=0)
+    else:
+        # Granted only because the sleep overran: the probe really came after the wait.
+        assert time.monotonic() - asked >= wait_s - 0.001
 
 
 def test_a_failing_bucket_takes_nothing_from_the_others(

@@ -53,7 +53,7 @@ def test_a_short_wait_is_slept_inline(redis_client: redis.Redis, key_prefix: str
     for _ in range(5):
         limiter.acquire("v.example", max_wait_s=0)
     permit = limiter.acquire("v.example")
-    assert permit.waited_s == pytest.approx(0.2, abs=0.03)
+    assert 0.19 <= permit.waited_s <= 0.3
 
 
 def test_an_inline_wait_sleeps_rather_than_polls(
@@ -80,14 +80,17 @@ def test_a_pause_makes_every_worker_wait(redis_url: str, key_prefix: str) -> Non
     workers = [redis.Redis.from_url(redis_url, decode_responses=True) for _ in range(3)]
     limits = {"v.example": LimitSpec(rate_per_s=100)}
     limiters = [make_limiter(client, key_prefix, limits) for client in workers]
+    paused_at = time.monotonic()
     limiters[0].pause("v.example", 0.5)
     for limiter in limiters:
         with pytest.raises(Deferred) as refused:
             limiter.acquire("v.example", max_wait_s=0)
-        assert refused.value.wait_s == pytest.approx(0.5, abs=0.05)
+        since_s = time.monotonic() - paused_at
+        assert 0.5 - since_s - 0.001 <= refused.value.wait_s <= 0.5 + 0.001
         assert "paused" in str(refused.value)
     permit = limiters[2].acquire("v.example", max_wait_s=1)
-    assert permit.waited_s >= 0.4
+    assert time.monotonic() - paused_at >= 0.5 - 0.001
+    assert permit.waited_s > 0
     for client in workers:
         client.close()
 

@@ -91,10 +91,10 @@ def test_an_expired_lease_frees_its_slot_while_others_are_held(
 
 
 def test_renew_keeps_the_lease(client: redis.Redis, key_prefix: str) -> None:
-    holder = make_limiter(client, key_prefix, CAPPED, lease_ttl_s=0.3, renewer=StoppedRenewer())
-    other = make_limiter(client, key_prefix, CAPPED, lease_ttl_s=0.3)
+    holder = make_limiter(client, key_prefix, CAPPED, lease_ttl_s=0.5, renewer=StoppedRenewer())
+    other = make_limiter(client, key_prefix, CAPPED, lease_ttl_s=0.5)
     permit = holder.acquire("v.example", max_wait_s=0)
-    for _ in range(3):
+    for _ in range(4):
         time.sleep(0.2)
         assert permit.renew()
     with pytest.raises(Deferred):
