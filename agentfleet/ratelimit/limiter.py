@@ -1,0 +1,282 @@
+"""The cluster-wide limiter: acquire leave to call a downstream, or be told when to come back.
+
+One ``acquire`` is one Redis round trip that checks, atomically, the downstream's pause, the
+fleet ceiling (``max_parallelism``), the downstream's concurrency cap and every token bucket,
+and takes all of them or none. If not granted, it sleeps the wait Redis computed and tries
+again, but only within ``max_wait_s``; past that it raises ``Deferred`` with the wait, so the
+task can be rescheduled instead of holding a worker slot.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import time
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+import redis
+
+from agentfleet.config import LimitSpec, Settings
+from agentfleet.errors import Deferred
+from agentfleet.ratelimit.bucket import Unit
+from agentfleet.ratelimit.limits import DownstreamLimits, LimitsTable
+from agentfleet.ratelimit.names import FLEET
+from agentfleet.ratelimit.permit import Permit
+from agentfleet.ratelimit.renewer import LeaseRenewer, default_renewer
+from agentfleet.ratelimit.status import BucketStatus, LimitStatus
+from agentfleet.ratelimit.store import Admission, BucketGroup, RedisLimitStore
+
+__all__ = ["Limiter"]
+
+
+class _LeaseIds:
+    """Lease ids unique across hosts and processes: a random prefix per process and a counter.
+
+    Cheaper than a fresh uuid4 per acquire, and a forked worker draws a new prefix.
+    """
+
+    def __init__(self) -> None:
+        self.renew_prefix()
+
+    def renew_prefix(self) -> None:
+        self._prefix = uuid.uuid4().hex[:16]
+        self._counter = itertools.count()
+
+    def next(self) -> str:
+        return f"{self._prefix}{next(self._counter):x}"
+
+
+_lease_ids = _LeaseIds()
+os.register_at_fork(after_in_child=_lease_ids.renew_prefix)
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """How to acquire for one tuple of downstreams, worked out once."""
+
+    admission: Admission
+    # Per bucket, where its cost is in (1, input_tokens, output_tokens).
+    cost_index: tuple[int, ...]
+    token_groups: tuple[BucketGroup, ...]
+
+    def costs(self, input_tokens: int, output_tokens: int) -> list[int]:
+        """Tokens each bucket is charged: 1 request, or the input or output tokens."""
+        by_index = (1, input_tokens, output_tokens)
+        return [by_index[i] for i in self.cost_index]
+
+
+class Limiter:
+    """Cluster-wide rate limits, concurrency caps and pauses, kept in Redis.
+
+    ``limits`` maps a downstream to its ``LimitSpec``; any other downstream gets ``default``.
+    A downstream with no limit at all (and no ``max_parallelism``) costs no Redis round trip.
+    ``lease_ttl_s`` (seconds) is how long a slot outlives a worker that died holding it;
+    ``short_wait_s`` (seconds) is how long ``acquire`` may wait inline by default.
+    ``idle_ttl_s`` (seconds) is how long statistics and the registry of seen downstreams are
+    kept after their last use; ``unknown_hold_s`` (seconds) is the wait hint for a full
+    semaphore before any release has shown how long slots are held.
+    """
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        *,
+        prefix: str,
+        limits: Mapping[str, LimitSpec],
+        default: LimitSpec,
+        max_parallelism: int | None = None,
+        lease_ttl_s: float = 30.0,
+        short_wait_s: float = 1.0,
+        idle_ttl_s: float = 3600.0,
+        unknown_hold_s: float = 0.1,
+        renewer: LeaseRenewer | None = None,
+    ) -> None:
+        self.store = RedisLimitStore(
+            client, prefix=prefix, idle_ttl_s=idle_ttl_s, unknown_hold_s=unknown_hold_s
+        )
+        self.table = LimitsTable(limits, default)
+        self.max_parallelism = max_parallelism
+        self.lease_ttl_s = lease_ttl_s
+        self.short_wait_s = short_wait_s
+        self._renewer = renewer if renewer is not None else default_renewer()
+        self._plans: dict[tuple[str, ...], _Plan | None] = {}
+        # Monotonic deadlines of pauses of unlimited downstreams: those never ask Redis, so a
+        # pause reaches only this process (give a downstream a limit for cluster-wide pauses).
+        self._local_pauses: dict[str, float] = {}
+
+    @classmethod
+    def from_settings(cls, settings: Settings, client: redis.Redis | None = None) -> Limiter:
+        """A limiter configured by ``settings``, on ``client`` or the broker's Redis."""
+        if client is None:
+            from agentfleet.redis_client import connect
+
+            client = connect(settings.broker_url)
+        return cls(
+            client,
+            prefix=settings.key_prefix,
+            limits=settings.limits,
+            default=settings.limiter.default,
+            max_parallelism=settings.limiter.max_parallelism,
+            lease_ttl_s=settings.limiter.lease_ttl_s,
+            short_wait_s=settings.limiter.short_wait_s,
+        )
+
+    # Acquire -----------------------------------------------------------------------------
+
+    def acquire(
+        self,
+        downstream: str,
+        *,
+        also: Iterable[str] = (),
+        input_tokens: int = 0,
+        output_tokens: int = 0,
+        max_wait_s: float | None = None,
+    ) -> Permit:
+        """Leave to call ``downstream`` (and every downstream in ``also``, atomically).
+
+        The call costs one request from each request bucket, ``input_tokens`` from each input
+        token bucket and ``output_tokens`` from each output token bucket. Waits inline up to
+        ``max_wait_s`` seconds (default ``short_wait_s``); raises ``Deferred`` with the wait
+        in seconds when it would take longer. A refusal takes nothing.
+        """
+        names = (downstream, *also)
+        budget_s = self.short_wait_s if max_wait_s is None else max_wait_s
+        plan = self._plan(names)
+        if plan is None:
+            waited_s = self._wait_local_pause(names, budget_s)
+            return Permit(
+                names, input_tokens=input_tokens, output_tokens=output_tokens, waited_s=waited_s
+            )
+        costs = plan.costs(input_tokens, output_tokens)
+        lease_id = _lease_ids.next() if plan.admission.semaphores else ""
+        started = time.monotonic()
+        deadline = started + budget_s
+        while True:
+            decision = self.store.admit(
+                plan.admission, costs, lease_id=lease_id, lease_ttl_s=self.lease_ttl_s
+            )
+            if decision.granted:
+                break
+            if time.monotonic() + decision.wait_s > deadline:
+                raise Deferred(
+                    decision.wait_s,
+                    f"{decision.blocker}; ready in {decision.wait_s:.3f} s",
+                    downstream=decision.downstream,
+                )
+            time.sleep(decision.wait_s)
+        return Permit(
+            names,
+            store=self.store,
+            renewer=self._renewer,
+            lease_id=lease_id,
+            semaphores=[name for name, _ in plan.admission.semaphores],
+            lease_ttl_s=self.lease_ttl_s,
+            token_groups=plan.token_groups,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            waited_s=time.monotonic() - started,
+        )
+
+    def _plan(self, names: tuple[str, ...]) -> _Plan | None:
+        if names in self._plans:
+            return self._plans[names]
+        unique = tuple(dict.fromkeys(names))
+        limited = [lim for lim in map(self.table.get, unique) if not lim.unlimited]
+        plan = self._build_plan(unique, limited)
+        if len(self._plans) >= _MAX_PLANS:
+            self._plans.clear()
+        self._plans[names] = plan
+        return plan
+
+    def _build_plan(self, names: tuple[str, ...], limited: list[DownstreamLimits]) -> _Plan | None:
+        semaphores: list[tuple[str, int]] = []
+        if self.max_parallelism is not None:
+            semaphores.append((FLEET, self.max_parallelism))
+        if not limited and not semaphores:
+            return None
+        semaphores += [(lim.name, lim.max_concurrency) for lim in limited if lim.max_concurrency]
+        groups = tuple(BucketGroup(lim.name, lim.buckets) for lim in limited if lim.buckets)
+        units = [bucket.unit for group in groups for bucket in group.buckets]
+        return _Plan(
+            admission=Admission(
+                # Once Redis is asked anyway, a pause of an unlimited downstream is honoured too.
+                pauses=names,
+                groups=groups,
+                semaphores=tuple(semaphores),
+            ),
+            cost_index=tuple(_COST_INDEX[unit] for unit in units),
+            token_groups=tuple(
+                group for group in groups if any(b.unit is not Unit.REQUEST for b in group.buckets)
+            ),
+        )
+
+    def _wait_local_pause(self, names: tuple[str, ...], budget_s: float) -> float:
+        if not self._local_pauses:
+            return 0.0
+        now = time.monotonic()
+        until = max((self._local_pauses.get(name, 0.0) for name in names), default=0.0)
+        wait_s = until - now
+        if wait_s <= 0:
+            return 0.0
+        if wait_s > budget_s:
+            raise Deferred(
+                wait_s, f"{names[0]} is paused; ready in {wait_s:.3f} s", downstream=names[0]
+            )
+        time.sleep(wait_s)
+        return wait_s
+
+    # Pauses and status -------------------------------------------------------------------
+
+    def pause(self, downstream: str, seconds: float) -> float:
+        """Stop every worker calling ``downstream`` for ``seconds`` (say, a 429's Retry-After).
+
+        A pause only ever lengthens. Returns paused-until, in epoch seconds (now, for a
+        ``seconds`` of zero or less, which pauses nothing).
+        """
+        if seconds <= 0:
+            return time.time()
+        paused_until = self.store.pause(downstream, seconds)
+        if self._plan((downstream,)) is None:
+            deadline = time.monotonic() + seconds
+            self._local_pauses[downstream] = max(deadline, self._local_pauses.get(downstream, 0))
+        return paused_until
+
+    def status(self, downstream: str) -> LimitStatus:
+        """``downstream`` as every worker sees it now (``FLEET`` for the fleet ceiling)."""
+        if downstream == FLEET:
+            limits = DownstreamLimits(
+                FLEET,
+                LimitSpec(max_concurrency=self.max_parallelism),
+                True,
+                (),
+                self.max_parallelism,
+            )
+        else:
+            limits = self.table.get(downstream)
+        state = self.store.read(downstream, limits.buckets)
+        buckets = tuple(
+            BucketStatus(b.name, b.unit.value, tokens, b.capacity, b.rate_per_s)
+            for b, tokens in zip(limits.buckets, state.tokens, strict=True)
+        )
+        paused_for_s = 0.0 if state.paused_until is None else state.paused_until - state.now
+        return LimitStatus(
+            downstream=downstream,
+            configured=limits.configured,
+            buckets=buckets,
+            slots_in_use=state.holders,
+            max_slots=limits.max_concurrency,
+            paused_until=state.paused_until,
+            paused_for_s=max(0.0, paused_for_s),
+        )
+
+    def known_downstreams(self) -> list[str]:
+        """Downstreams in the limits table or acquired or paused lately, sorted."""
+        seen = set(self.table.configured()) | set(self.store.registered())
+        seen.discard(FLEET)
+        return sorted(seen)
+
+
+_MAX_PLANS = 10_000
+_COST_INDEX = {Unit.REQUEST: 0, Unit.INPUT_TOKEN: 1, Unit.OUTPUT_TOKEN: 2}

@@ -1,0 +1,107 @@
+"""One daemon thread per process that keeps live leases from expiring during long calls.
+
+Each tracked lease is renewed once a third of its TTL has passed since it was taken or last
+renewed. Leases are held weakly: a permit dropped without ``release()`` stops being renewed, so
+its slot comes back after the TTL instead of leaking for the life of the process.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+import weakref
+from typing import Protocol
+
+from agentfleet.errors import AgentfleetError
+
+__all__ = ["LeaseRenewer", "Renewable", "default_renewer"]
+
+log = logging.getLogger("agentfleet.ratelimit")
+
+
+class Renewable(Protocol):
+    """What the renewer needs of a permit."""
+
+    @property
+    def renew_due(self) -> float:
+        """``time.monotonic()`` at which the lease should next be renewed."""
+        ...
+
+    def renew(self) -> bool:
+        """Extend the lease and move ``renew_due`` on, even on failure; False if it was lost."""
+        ...
+
+
+class LeaseRenewer:
+    """Renews every tracked lease when it falls due, from one background thread."""
+
+    def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
+        self._leases: weakref.WeakSet[Renewable] = weakref.WeakSet()
+        self._wake = threading.Condition()
+        self._wake_at = float("inf")
+        self._thread: threading.Thread | None = None
+
+    def track(self, lease: Renewable) -> None:
+        """Renew ``lease`` until ``forget`` is called or it is garbage-collected."""
+        with self._wake:
+            self._leases.add(lease)
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(
+                    target=self._loop, name="agentfleet-lease-renewer", daemon=True
+                )
+                self._thread.start()
+            if lease.renew_due < self._wake_at:
+                self._wake.notify()
+
+    def forget(self, lease: Renewable) -> None:
+        """Stop renewing ``lease``."""
+        with self._wake:
+            self._leases.discard(lease)
+
+    def tracked(self) -> int:
+        """How many leases are being renewed."""
+        return len(self._leases)
+
+    def _loop(self) -> None:
+        while True:
+            with self._wake:
+                now = time.monotonic()
+                due = [lease for lease in self._leases if lease.renew_due <= now]
+                if not due:
+                    self._wake_at = min(
+                        (lease.renew_due for lease in self._leases), default=float("inf")
+                    )
+                    timeout = None if self._wake_at == float("inf") else self._wake_at - now
+                    self._wake.wait(timeout)
+                    continue
+                self._wake_at = now
+            for lease in due:
+                self._renew(lease)
+
+    def _renew(self, lease: Renewable) -> None:
+        try:
+            if not lease.renew():
+                self.forget(lease)
+                log.warning("a lease expired before it could be renewed; its slot was reused")
+        except AgentfleetError as exc:
+            log.warning("lease renewal failed, will retry: %s", exc)
+        except Exception:
+            # One lease's broken client must not stop the renewals of every other lease.
+            self.forget(lease)
+            log.exception("lease renewal failed; no longer renewing this lease")
+
+
+_renewer = LeaseRenewer()
+
+
+def default_renewer() -> LeaseRenewer:
+    """The process's renewer. A forked child starts with none of its parent's leases."""
+    return _renewer
+
+
+os.register_at_fork(after_in_child=_renewer._reset)
