@@ -10,10 +10,10 @@ and how many acquires one process completes a second. Target: mean and p99 at mo
 from __future__ import annotations
 
 import argparse
+import itertools
 import statistics
 import threading
 import time
-import uuid
 from collections.abc import Callable
 
 import redis
@@ -31,11 +31,22 @@ LIMITS = {
         requests_per_min=1e12, input_tokens_per_min=1e15, output_tokens_per_min=1e15
     ),
 }
-SCENARIOS = {
-    "rate bucket": ("host.example", 0, 0),
-    "3 LLM buckets": ("anthropic:bench", 1500, 512),
-    "bucket + lease + fleet": ("capped.example", 0, 0),
+# label: (downstream, input tokens, output tokens, max_parallelism)
+SCENARIOS: dict[str, tuple[str, int, int, int | None]] = {
+    "rate bucket": ("host.example", 0, 0, None),
+    "3 LLM buckets": ("anthropic:bench", 1500, 512, None),
+    "bucket + lease + fleet": ("capped.example", 0, 0, 10**9),
 }
+
+
+def _limiter(client: redis.Redis, max_parallelism: int | None) -> Limiter:
+    return Limiter(
+        client,
+        prefix="bench",
+        limits=LIMITS,
+        default=LimitSpec(),
+        max_parallelism=max_parallelism,
+    )
 
 
 def _percentile(values: list[float], pct: float) -> float:
@@ -47,15 +58,17 @@ def _admit_call(
     limiter: Limiter, name: str, inp: int, out: int
 ) -> tuple[Callable[[], object], Callable[[], object]]:
     """One store-level acquire (exactly one EVALSHA), and an untimed cleanup for its lease."""
+    # The store call alone, so the figure is the round trip and nothing of the waiting loop.
     plan = limiter._plan((name,))
     assert plan is not None
     admission: Admission = plan.admission
     costs = plan.costs(inp, out)
     semaphores = [sem for sem, _ in admission.semaphores]
     lease = {"id": ""}
+    ids = itertools.count()
 
     def admit() -> object:
-        lease["id"] = uuid.uuid4().hex
+        lease["id"] = f"bench{next(ids)}"
         return limiter.store.admit(admission, costs, lease_id=lease["id"], lease_ttl_s=30)
 
     def cleanup() -> object:
@@ -74,14 +87,14 @@ def _server_usec(client: redis.Redis, command: str, call: Callable[[], object]) 
     return usec
 
 
-def round_trips(limiter: Limiter, client: redis.Redis, samples: int) -> None:
+def round_trips(client: redis.Redis, samples: int) -> None:
     print(f"round trip, {samples} samples each, interleaved with PING on one connection")
     print(
         f"{'acquire':<24}{'mean us':>9}{'p50 us':>9}{'p99 us':>9}{'x PING mean':>13}"
         f"{'x PING p99':>12}{'server us':>11}"
     )
-    for label, (name, inp, out) in SCENARIOS.items():
-        admit, cleanup = _admit_call(limiter, name, inp, out)
+    for label, (name, inp, out, max_parallelism) in SCENARIOS.items():
+        admit, cleanup = _admit_call(_limiter(client, max_parallelism), name, inp, out)
         for _ in range(500):
             client.ping()
             admit()
@@ -136,10 +149,10 @@ def _acquires_per_s(
 def throughput(url: str, seconds: float, threads: int) -> None:
     print(f"\nLimiter.acquire() + release() per second, one process, {seconds:g} s each")
     print(f"{'downstream':<24}{'threads':>8}{'acquires/s':>12}")
-    for label, (name, inp, out) in SCENARIOS.items():
+    for label, (name, inp, out, max_parallelism) in SCENARIOS.items():
         for n_threads in (1, threads):
             client = redis.Redis.from_url(url, decode_responses=True, max_connections=64)
-            limiter = Limiter(client, prefix="bench", limits=LIMITS, default=LimitSpec())
+            limiter = _limiter(client, max_parallelism)
             rate = _acquires_per_s(limiter, name, inp, out, seconds, n_threads)
             print(f"{label:<24}{n_threads:>8}{rate:>12,.0f}")
             client.close()
@@ -155,8 +168,7 @@ def main() -> None:
         client = redis.Redis.from_url(
             server.url, decode_responses=True, single_connection_client=True
         )
-        limiter = Limiter(client, prefix="bench", limits=LIMITS, default=LimitSpec())
-        round_trips(limiter, client, args.samples)
+        round_trips(client, args.samples)
         client.close()
         throughput(server.url, args.seconds, args.threads)
 

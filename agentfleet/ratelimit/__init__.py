@@ -1,7 +1,24 @@
 """Cluster-wide flow control in Redis: token buckets, lease-based concurrency caps, pauses and circuits.
 
-``Limiter.acquire(downstream, ...)`` returns a ``Permit`` or raises ``agentfleet.errors.Deferred``
-with the wait; every check runs as one atomic Lua script on Redis server time.
+Every check runs as one atomic Lua script on Redis server time, so every worker on every host
+sees the same limits. A call is admitted like this::
+
+    limiter = Limiter.from_settings(get_settings())
+    try:
+        permit = limiter.acquire(downstream_for(url))      # waits up to short_wait_s inline
+    except Deferred as deferred:
+        ...                                                # reschedule in deferred.wait_s
+    with permit:
+        response = send()
+    if response.status_code == 429:
+        limiter.pause(permit.downstream, retry_after_s)    # every worker holds off
+
+An LLM call charges its token estimates against ``provider:model`` and settles afterwards::
+
+    permit = limiter.acquire(llm_downstream(model), also=["api.anthropic.com"],
+                             input_tokens=estimate, output_tokens=max_tokens)
+    permit.reconcile(actual_input_tokens=usage.input_tokens,
+                     actual_output_tokens=usage.output_tokens)
 """
 
 from agentfleet.ratelimit.bucket import BucketSpec, Unit, buckets_for, default_burst
