@@ -17,7 +17,11 @@ from agentfleet.config import Settings, get_settings
 
 __all__ = ["BUILTIN_TASK_MODULES", "DIGEST_ENTRY", "app", "beat_schedule", "celery_config", "make_app"]
 
-BUILTIN_TASK_MODULES = ["agentfleet.tasks.builtin", "agentfleet.tasks.maintenance"]
+BUILTIN_TASK_MODULES = [
+    "agentfleet.tasks.builtin",
+    "agentfleet.tasks.llm_tasks",
+    "agentfleet.tasks.maintenance",
+]
 DIGEST_ENTRY = "agentfleet-dlq-digest"
 
 

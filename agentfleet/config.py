@@ -31,6 +31,7 @@ from agentfleet.errors import ConfigError
 from agentfleet.redaction import Redactor
 
 __all__ = [
+    "AgentSettings",
     "BudgetSettings",
     "CommandToolSettings",
     "CredentialSpec",
@@ -208,7 +209,9 @@ def _default_prices() -> dict[str, ModelPrice]:
     return {
         "claude-haiku-4-5": price(1.0, 5.0),
         "claude-sonnet-4-5": price(3.0, 15.0),
+        "claude-sonnet-4-6": price(3.0, 15.0),
         "claude-opus-4-5": price(5.0, 25.0),
+        "claude-opus-4-6": price(5.0, 25.0),
         "claude-3-5-haiku-latest": price(0.8, 4.0),
     }
 
@@ -256,6 +259,14 @@ class CredentialSpec(_Section):
         if not self.domains:
             raise ValueError("list the domains this credential may be sent to")
         return self
+
+
+class AgentSettings(_Section):
+    """The agent loop: model calls per task, the loop detector, tools run at once."""
+
+    max_turns: int = Field(default=10, ge=1)
+    loop_limit: int = Field(default=5, ge=2)
+    max_parallel_tools: int = Field(default=8, ge=1)
 
 
 class CommandToolSettings(_Section):
@@ -332,6 +343,7 @@ class Settings(BaseSettings):
     llm: LLMSettings = LLMSettings()
     fetch: FetchSettings = FetchSettings()
     budgets: BudgetSettings = BudgetSettings()
+    agent: AgentSettings = AgentSettings()
     credentials: dict[str, CredentialSpec] = Field(default_factory=dict)
     command: CommandToolSettings = CommandToolSettings()
     schedules: dict[str, ScheduleSpec] = Field(default_factory=dict)

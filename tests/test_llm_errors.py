@@ -39,9 +39,7 @@ def raised(handler: Callable[[httpx2.Request], httpx2.Response]) -> anthropic.AP
         http_client=httpx2.Client(transport=transport),
     ) as client:
         try:
-            client.messages.create(
-                model=MODEL, max_tokens=8, messages=[{"role": "user", "content": "hi"}]
-            )
+            client.messages.create(model=MODEL, max_tokens=8, messages=[{"role": "user", "content": "hi"}])
         except anthropic.APIError as exc:
             return exc
     raise AssertionError("the call did not fail")

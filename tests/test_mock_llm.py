@@ -71,9 +71,7 @@ def client(server: MockMessagesServer) -> Iterator[anthropic.Anthropic]:
 
 def ask(client: anthropic.Anthropic, text: str, **options: Any) -> anthropic.types.Message:
     options.setdefault("max_tokens", 256)
-    return client.messages.create(
-        model=MODEL, messages=[{"role": "user", "content": text}], **options
-    )
+    return client.messages.create(model=MODEL, messages=[{"role": "user", "content": text}], **options)
 
 
 # Replies -------------------------------------------------------------------------------------
@@ -138,9 +136,7 @@ def test_tool_use_round_trip_ends_in_a_summary(client: anthropic.Anthropic) -> N
         {"role": "assistant", "content": first.content},
         {
             "role": "user",
-            "content": [
-                {"type": "tool_result", "tool_use_id": uses[0].id, "content": "a group + callback"}
-            ],
+            "content": [{"type": "tool_result", "tool_use_id": uses[0].id, "content": "a group + callback"}],
         },
     ]
     final = client.messages.create(model=MODEL, max_tokens=256, tools=[LOOKUP], messages=messages)
@@ -241,9 +237,7 @@ def test_prompt_caching_writes_then_reads(client: anthropic.Anthropic) -> None:
 
 
 def test_count_tokens_endpoint(client: anthropic.Anthropic) -> None:
-    counted = client.messages.count_tokens(
-        model=MODEL, messages=[{"role": "user", "content": "x" * 40}]
-    )
+    counted = client.messages.count_tokens(model=MODEL, messages=[{"role": "user", "content": "x" * 40}])
     assert counted.input_tokens == 10
 
 
@@ -491,9 +485,7 @@ def test_200_concurrent_requests_at_1s_latency_are_served_in_parallel() -> None:
 # Control and lifecycle ---------------------------------------------------------------------
 
 
-def test_request_log_records_each_request(
-    server: MockMessagesServer, client: anthropic.Anthropic
-) -> None:
+def test_request_log_records_each_request(server: MockMessagesServer, client: anthropic.Anthropic) -> None:
     before = time.time()
     ask(client, "hello")
     record = server.requests[0]
@@ -504,9 +496,7 @@ def test_request_log_records_each_request(
     assert record.output_tokens > 0
 
 
-def test_http_control_scripts_and_reports(
-    server: MockMessagesServer, client: anthropic.Anthropic
-) -> None:
+def test_http_control_scripts_and_reports(server: MockMessagesServer, client: anthropic.Anthropic) -> None:
     with httpx.Client(base_url=server.url) as control:
         queued = control.post("/_mock/script", json={"replies": [{"status": 529}, 200]})
         assert queued.json() == {"scripted_pending": 2}

@@ -156,10 +156,7 @@ def test_review_never_repeats_the_secret() -> None:
 
 def test_review_ignores_removed_and_context_lines() -> None:
     diff = (
-        "--- a/x.py\n+++ b/x.py\n@@ -1,3 +1,2 @@\n"
-        " eval(context_line)\n"
-        "-exec(removed_line)\n"
-        "+print('safe')\n"
+        "--- a/x.py\n+++ b/x.py\n@@ -1,3 +1,2 @@\n eval(context_line)\n-exec(removed_line)\n+print('safe')\n"
     )
     assert review_diff(diff) == []
 

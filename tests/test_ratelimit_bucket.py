@@ -105,9 +105,7 @@ def test_wait_is_right_to_10_ms(client: redis.Redis, key_prefix: str) -> None:
         assert time.monotonic() - asked >= wait_s - 0.001
 
 
-def test_a_failing_bucket_takes_nothing_from_the_others(
-    client: redis.Redis, key_prefix: str
-) -> None:
+def test_a_failing_bucket_takes_nothing_from_the_others(client: redis.Redis, key_prefix: str) -> None:
     spec = LimitSpec(requests_per_min=60, input_tokens_per_min=6000, output_tokens_per_min=100)
     limiter = make_limiter(client, key_prefix, {"anthropic:m": spec})
     limiter.acquire("anthropic:m", input_tokens=1000, output_tokens=80, max_wait_s=0)

@@ -35,9 +35,7 @@ def counting_client(redis_url: str) -> Iterator[CountingRedis]:
     client.close()
 
 
-def test_deferred_carries_the_wait_and_is_raised_at_once(
-    redis_client: redis.Redis, key_prefix: str
-) -> None:
+def test_deferred_carries_the_wait_and_is_raised_at_once(redis_client: redis.Redis, key_prefix: str) -> None:
     limiter = make_limiter(redis_client, key_prefix, SLOW)
     limiter.acquire("v.example")
     started = time.monotonic()
@@ -56,9 +54,7 @@ def test_a_short_wait_is_slept_inline(redis_client: redis.Redis, key_prefix: str
     assert 0.19 <= permit.waited_s <= 0.3
 
 
-def test_an_inline_wait_sleeps_rather_than_polls(
-    counting_client: CountingRedis, key_prefix: str
-) -> None:
+def test_an_inline_wait_sleeps_rather_than_polls(counting_client: CountingRedis, key_prefix: str) -> None:
     limiter = make_limiter(counting_client, key_prefix, {"v.example": LimitSpec(rate_per_s=5)})
     for _ in range(5):
         limiter.acquire("v.example", max_wait_s=0)
@@ -137,9 +133,7 @@ def test_with_a_fleet_ceiling_a_pause_of_an_unlimited_downstream_reaches_every_w
         client.close()
 
 
-def test_deferred_names_the_downstream_that_said_wait(
-    redis_client: redis.Redis, key_prefix: str
-) -> None:
+def test_deferred_names_the_downstream_that_said_wait(redis_client: redis.Redis, key_prefix: str) -> None:
     limits = {
         "api.anthropic.com": LimitSpec(max_concurrency=5),
         "anthropic:m": LimitSpec(requests_per_min=1),
@@ -165,9 +159,7 @@ def test_acquire_survives_a_script_flush(redis_client: redis.Redis, key_prefix: 
     assert redis_client.script_exists(sha) == [True]
 
 
-def test_an_unlimited_downstream_makes_no_redis_call(
-    counting_client: CountingRedis, key_prefix: str
-) -> None:
+def test_an_unlimited_downstream_makes_no_redis_call(counting_client: CountingRedis, key_prefix: str) -> None:
     limiter = make_limiter(counting_client, key_prefix, {"capped.example": LimitSpec(rate_per_s=9)})
     for _ in range(100):
         with limiter.acquire("free.example", input_tokens=10, output_tokens=10) as permit:
@@ -177,9 +169,7 @@ def test_an_unlimited_downstream_makes_no_redis_call(
     assert counting_client.commands >= 1
 
 
-def test_the_default_limits_apply_to_unknown_downstreams(
-    redis_client: redis.Redis, key_prefix: str
-) -> None:
+def test_the_default_limits_apply_to_unknown_downstreams(redis_client: redis.Redis, key_prefix: str) -> None:
     limiter = make_limiter(redis_client, key_prefix, default=LimitSpec(rate_per_s=1, burst=2))
     limiter.acquire("any.example", max_wait_s=0)
     limiter.acquire("any.example", max_wait_s=0)
@@ -189,9 +179,7 @@ def test_the_default_limits_apply_to_unknown_downstreams(
     assert limiter.status("any.example").configured is False
 
 
-def test_also_acquires_several_downstreams_at_once(
-    redis_client: redis.Redis, key_prefix: str
-) -> None:
+def test_also_acquires_several_downstreams_at_once(redis_client: redis.Redis, key_prefix: str) -> None:
     model = llm_downstream("claude-haiku-4-5")
     limits = {
         "api.anthropic.com": LimitSpec(max_concurrency=1),
@@ -222,9 +210,7 @@ def test_every_key_expires_when_idle(redis_client: redis.Redis, key_prefix: str)
     )
     limiter.acquire("v.example").release()
     limiter.acquire("v.example")  # never released
-    limiter.acquire("anthropic:m", input_tokens=50, output_tokens=50).reconcile(
-        actual_output_tokens=10
-    )
+    limiter.acquire("anthropic:m", input_tokens=50, output_tokens=50).reconcile(actual_output_tokens=10)
     limiter.pause("v.example", 0.1)
     keys = redis_client.keys(f"{key_prefix}:*")
     assert keys
@@ -251,9 +237,7 @@ def test_status_reports_tokens_slots_and_pause(redis_client: redis.Redis, key_pr
     assert status.as_dict()["buckets"][0]["name"] == "rate"
 
 
-def test_known_downstreams_lists_configured_and_seen(
-    redis_client: redis.Redis, key_prefix: str
-) -> None:
+def test_known_downstreams_lists_configured_and_seen(redis_client: redis.Redis, key_prefix: str) -> None:
     limiter = make_limiter(
         redis_client,
         key_prefix,

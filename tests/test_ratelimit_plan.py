@@ -51,9 +51,7 @@ def test_the_plan_explains_itself() -> None:
     assert plan.as_dict()["concurrency"] == 144
 
 
-@pytest.mark.parametrize(
-    ("rps", "latency_s", "headroom"), [(0, 1, 0.2), (1, -1, 0.2), (1, 1, -0.1)]
-)
+@pytest.mark.parametrize(("rps", "latency_s", "headroom"), [(0, 1, 0.2), (1, -1, 0.2), (1, 1, -0.1)])
 def test_a_plan_refuses_nonsense(rps: float, latency_s: float, headroom: float) -> None:
     with pytest.raises(ConfigError):
         concurrency_plan(rps, latency_s, headroom)

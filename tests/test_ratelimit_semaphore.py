@@ -75,9 +75,7 @@ def test_a_holder_that_never_releases_loses_the_slot_after_the_ttl(
     alive.acquire("v.example", max_wait_s=0).release()
 
 
-def test_an_expired_lease_frees_its_slot_while_others_are_held(
-    client: redis.Redis, key_prefix: str
-) -> None:
+def test_an_expired_lease_frees_its_slot_while_others_are_held(client: redis.Redis, key_prefix: str) -> None:
     limits = {"v.example": LimitSpec(max_concurrency=2)}
     dead = make_limiter(client, key_prefix, limits, lease_ttl_s=0.2, renewer=StoppedRenewer())
     alive = make_limiter(client, key_prefix, limits, lease_ttl_s=30)
@@ -111,9 +109,7 @@ def test_an_expired_lease_is_not_renewed_back(client: redis.Redis, key_prefix: s
     assert holder.status("v.example").slots_in_use == 1
 
 
-def test_the_background_renewer_keeps_long_calls_alive(
-    client: redis.Redis, key_prefix: str
-) -> None:
+def test_the_background_renewer_keeps_long_calls_alive(client: redis.Redis, key_prefix: str) -> None:
     limiter = make_limiter(client, key_prefix, CAPPED, lease_ttl_s=0.3, renewer=LeaseRenewer())
     with limiter.acquire("v.example", max_wait_s=0):
         time.sleep(1.0)
@@ -134,9 +130,7 @@ def test_a_dropped_permit_is_not_renewed(client: redis.Redis, key_prefix: str) -
 
 def test_one_renewer_thread_serves_every_lease(client: redis.Redis, key_prefix: str) -> None:
     renewer = LeaseRenewer()
-    limiter = make_limiter(
-        client, key_prefix, {"v.example": LimitSpec(max_concurrency=10)}, renewer=renewer
-    )
+    limiter = make_limiter(client, key_prefix, {"v.example": LimitSpec(max_concurrency=10)}, renewer=renewer)
     before = threading.active_count()
     permits = [limiter.acquire("v.example", max_wait_s=0) for _ in range(5)]
     assert renewer.tracked() == 5
@@ -146,9 +140,7 @@ def test_one_renewer_thread_serves_every_lease(client: redis.Redis, key_prefix: 
     assert renewer.tracked() == 0
 
 
-def test_max_parallelism_caps_calls_across_downstreams(
-    client: redis.Redis, key_prefix: str
-) -> None:
+def test_max_parallelism_caps_calls_across_downstreams(client: redis.Redis, key_prefix: str) -> None:
     limiter = make_limiter(client, key_prefix, max_parallelism=2)
     first = limiter.acquire("a.example", max_wait_s=0)
     limiter.acquire("b.example", max_wait_s=0)
@@ -173,9 +165,7 @@ def test_a_refusal_later_in_line_leaks_no_lease(client: redis.Redis, key_prefix:
     assert limiter.status(FLEET).slots_in_use == 1
 
 
-def test_the_wait_hint_follows_how_long_slots_are_held(
-    client: redis.Redis, key_prefix: str
-) -> None:
+def test_the_wait_hint_follows_how_long_slots_are_held(client: redis.Redis, key_prefix: str) -> None:
     limiter = make_limiter(client, key_prefix, CAPPED, lease_ttl_s=30)
     for _ in range(3):
         with limiter.acquire("v.example", max_wait_s=0):
@@ -233,10 +223,7 @@ def _hold_slots(url: str, prefix: str, rounds: int, spans: multiprocessing.Queue
 def test_processes_never_exceed_max_concurrency(redis_url: str, key_prefix: str) -> None:
     context = multiprocessing.get_context("fork")
     spans: multiprocessing.Queue = context.Queue()
-    workers = [
-        context.Process(target=_hold_slots, args=(redis_url, key_prefix, 6, spans))
-        for _ in range(4)
-    ]
+    workers = [context.Process(target=_hold_slots, args=(redis_url, key_prefix, 6, spans)) for _ in range(4)]
     for worker in workers:
         worker.start()
     held = [span for _ in workers for span in spans.get(timeout=60)]

@@ -1,29 +1,38 @@
-"""``agentfleet demo``: a real fan-out on an embedded cluster, with a live progress bar."""
+"""``agentfleet demo``: a real fan-out of agents on an embedded cluster, with a live progress bar.
+
+By default each task is the built-in ``classify_sentiment`` agent: the Anthropic SDK making
+real HTTP calls to the built-in mock Messages API (injected 529s and 500s show up as retries;
+two items fail for good and land in the dead-letter queue). With ``ANTHROPIC_API_KEY`` set,
+the calls go to Anthropic instead. ``--simulated`` runs sleeping stand-ins with no LLM at all.
+"""
 
 from __future__ import annotations
 
+import os
+from collections import Counter
+from contextlib import ExitStack
+from typing import Any
+
 import typer
 
-from agentfleet.cli.dlq_tables import entries_table
+from agentfleet.cli.demo_texts import FAILING_TEXTS, QUICKSTART_TEXTS, extra_text
+from agentfleet.cli.dlq_tables import entries_table, stats_view
 from agentfleet.cli.output import console, outcomes_table, summary_table
 from agentfleet.cli.progress import follow
+from agentfleet.llm.mock_server import MockMessagesServer
 from agentfleet.local import LocalCluster
+from agentfleet.orchestration import Fleet, Run
 
 __all__ = ["demo"]
 
 
-def demo(
-    tasks: int = typer.Option(100, "--tasks", "-t", min=1, help="How many simulated agent tasks."),
-    workers: int = typer.Option(2, "--workers", "-w", min=1, help="Worker processes to start."),
-    concurrency: int = typer.Option(16, "--concurrency", "-c", min=1, help="Pool size per worker."),
-    pool: str = typer.Option("threads", help="Worker pool: threads, prefork or gevent."),
-    latency_s: float = typer.Option(1.0, min=0.0, help="Median simulated latency of a task, seconds."),
-    failure_rate: float = typer.Option(0.1, min=0.0, max=1.0, help="Chance an attempt fails transiently."),
-    broken: int = typer.Option(2, min=0, help="Items whose input is bad, so they fail permanently."),
-    timeout_s: float = typer.Option(300.0, min=1.0, help="How long to wait for the run, seconds."),
-) -> None:
-    """Fan out simulated agents over real Celery workers on an embedded Redis."""
-    inputs = [
+def _agent_inputs(tasks: int) -> list[dict[str, Any]]:
+    texts = [*QUICKSTART_TEXTS, *(extra_text(i) for i in range(tasks)), *FAILING_TEXTS]
+    return [{"text": text} for text in texts]
+
+
+def _simulated_inputs(tasks: int, latency_s: float, failure_rate: float) -> list[dict[str, Any]]:
+    inputs: list[dict[str, Any]] = [
         {
             "item": f"doc-{i:04d}",
             "latency_s": latency_s,
@@ -34,24 +43,65 @@ def demo(
         }
         for i in range(tasks)
     ]
-    for i in range(min(broken, tasks)):
+    for i in range(min(2, tasks)):
         inputs[(i * 37) % tasks]["latency_s"] = "not-a-number"
-    with LocalCluster(workers=workers, concurrency=concurrency, pool=pool, loglevel="WARNING") as cluster:
+    return inputs
+
+
+def _report(fleet: Fleet, run: Run, *, labels: bool) -> None:
+    summary = run.wait(timeout_s=0.1)
+    console.print(summary_table(summary))
+    outcomes = run.outcomes()
+    if labels:
+        counts = Counter(o.result["label"] for o in outcomes if o.ok and isinstance(o.result, dict))
+        console.print("labels: " + ", ".join(f"{label} {n}" for label, n in counts.most_common()))
+    failed = [o for o in outcomes if not o.ok]
+    if failed:
+        console.print(outcomes_table(failed, title="failed items"))
+    dead = fleet.dlq.list(run_id=run.id)
+    if dead:
+        console.print(entries_table(dead, title=f"the dead-letter queue of run {run.id}"))
+        console.print(stats_view(fleet.dlq.stats()))
+        console.print("On a Redis of your own: `agentfleet dlq show ID`, `agentfleet dlq requeue ID`.")
+
+
+def demo(
+    tasks: int = typer.Option(0, "--tasks", "-t", min=0, help="Items beyond the ten quickstart texts."),
+    workers: int = typer.Option(2, "--workers", "-w", min=1, help="Worker processes to start."),
+    concurrency: int = typer.Option(16, "--concurrency", "-c", min=1, help="Pool size per worker."),
+    pool: str = typer.Option("threads", help="Worker pool: threads, prefork or gevent."),
+    latency_s: float = typer.Option(0.5, min=0.0, help="Median latency of a model call (or task), seconds."),
+    failure_rate: float = typer.Option(0.1, min=0.0, max=1.0, help="Share of calls that fail transiently."),
+    simulated: bool = typer.Option(False, "--simulated", help="Sleeping stand-ins instead of LLM agents."),
+    timeout_s: float = typer.Option(300.0, min=1.0, help="How long to wait for the run, seconds."),
+) -> None:
+    """Fan out agents over real Celery workers on an embedded Redis, and show what happened."""
+    real_api = bool(os.environ.get("ANTHROPIC_API_KEY")) and not simulated
+    with ExitStack() as stack:
+        env: dict[str, str] = {}
+        if not simulated and not real_api:
+            rates = {529: failure_rate * 0.6, 500: failure_rate * 0.4}
+            latency = f"lognormal:{latency_s},0.3" if latency_s > 0 else 0.0
+            server = stack.enter_context(MockMessagesServer(latency=latency, error_rates=rates, seed=7))
+            env["AGENTFLEET_LLM__BASE_URL"] = server.url
+            console.print(
+                f"Started the mock Messages API at {server.url} (set ANTHROPIC_API_KEY for the real one)."
+            )
+        env.setdefault("AGENTFLEET_RETRY__BACKOFF_BASE_S", "0.5")
+        cluster = stack.enter_context(
+            LocalCluster(workers=workers, concurrency=concurrency, pool=pool, loglevel="WARNING", env=env)
+        )
         where = "an embedded Redis" if cluster.embedded else "the Redis at AGENTFLEET_BROKER_URL"
         console.print(
             f"Using {where} ({cluster.broker_url}) and {workers} worker processes "
             f"({pool} pool, concurrency {concurrency} each)."
         )
         fleet = cluster.fleet()
-        run = fleet.map("agentfleet.simulated_agent", inputs, name="demo")
-        console.print(f"Dispatched run {run.id}: {tasks} tasks.")
-        follow(run, timeout_s=timeout_s, label="simulated agents")
-        summary = run.wait(timeout_s=0.1)
-        console.print(summary_table(summary))
-        failed = [o for o in run.outcomes() if not o.ok]
-        if failed:
-            console.print(outcomes_table(failed, title="failed items"))
-        dead = fleet.dlq.list(run_id=run.id)
-        if dead:
-            console.print(entries_table(dead, title=f"the dead-letter queue of run {run.id}"))
-            console.print("On a Redis of your own: `agentfleet dlq show ID`, `agentfleet dlq requeue ID`.")
+        if simulated:
+            inputs = _simulated_inputs(tasks or 100, latency_s, failure_rate)
+            run = fleet.map("agentfleet.simulated_agent", inputs, name="demo")
+        else:
+            run = fleet.map("agentfleet.classify_sentiment", _agent_inputs(tasks), name="demo-sentiment")
+        console.print(f"Dispatched run {run.id}: {run.total} tasks.")
+        follow(run, timeout_s=timeout_s, label="simulated agents" if simulated else "sentiment agents")
+        _report(fleet, run, labels=not simulated)

@@ -12,6 +12,9 @@ _RULES: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"), "<uuid>"),
     (re.compile(r"[\w.+-]+@[\w-]+\.[\w.-]+"), "<email>"),
     (re.compile(r"\?[^\s'\"<>]+"), "?<query>"),
+    # Provider ids such as req_01AbC..., msg_..., toolu_...: a prefix, an underscore, a token.
+    (re.compile(r"\b[A-Za-z]+_(?=\w*\d)\w{8,}\b"), "<id>"),
+    (re.compile(r"\b(?=\w*\d)(?=\w*[A-Za-z])\w{16,}\b"), "<id>"),
     (re.compile(r"\b(?=[0-9a-fA-F]*[0-9])(?=[0-9a-fA-F]*[a-fA-F])[0-9a-fA-F]{8,}\b"), "<hex>"),
     (re.compile(r"\d+(?:\.\d+)?"), "<n>"),
     (re.compile(r"\s+"), " "),

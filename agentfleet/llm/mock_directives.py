@@ -95,9 +95,7 @@ def _tool_call(found: re.Match[str], keyword: str) -> ToolCall:
             f"mock directive {keyword} {tool}: input is not JSON ({exc.msg})", status_code=400
         ) from None
     if not isinstance(value, dict):
-        raise BadRequest(
-            f"mock directive {keyword} {tool}: input must be an object", status_code=400
-        )
+        raise BadRequest(f"mock directive {keyword} {tool}: input must be an object", status_code=400)
     return ToolCall(tool, value)
 
 

@@ -195,9 +195,7 @@ class MessagesEndpoint:
     def _new_limits(self, options: Mapping[str, float | None] | None = None) -> RateLimits:
         o = self._limit_options if options is None else options
         for name, value in o.items():
-            if value is not None and (
-                isinstance(value, bool) or not isinstance(value, int | float)
-            ):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
                 raise ConfigError(f"mock server setting {name} must be a number, got {value!r}")
         return RateLimits(
             requests_per_min=o["requests_per_min"],
@@ -299,9 +297,7 @@ class MessagesEndpoint:
         exchange = call.exchange
         if exchange.body_length > self.max_body_bytes:
             exchange.discard_body()
-            self._fail(
-                call, 413, f"Request exceeds the maximum size of {self.max_body_bytes} bytes"
-            )
+            self._fail(call, 413, f"Request exceeds the maximum size of {self.max_body_bytes} bytes")
             return None
         try:
             body = json.loads(exchange.read_body() or b"null")
@@ -330,9 +326,7 @@ class MessagesEndpoint:
             body = self._read_request(call, counting=True)
             if body is not None:
                 call.input_tokens = self.model.count_input_tokens(body)
-                exchange.send_json(
-                    200, {"input_tokens": call.input_tokens}, {"request-id": call.request_id}
-                )
+                exchange.send_json(200, {"input_tokens": call.input_tokens}, {"request-id": call.request_id})
         finally:
             self._finish(call)
 
@@ -386,11 +380,7 @@ class MessagesEndpoint:
             return
         if scripted is not None and scripted.delay_s is not None:
             delay = scripted.delay_s
-        if (
-            scripted is not None
-            and scripted.status != 200
-            and not (scripted.in_stream and call.stream)
-        ):
+        if scripted is not None and scripted.status != 200 and not (scripted.in_stream and call.stream):
             self._wait(delay)
             self._fail_scripted(call, scripted)
             return
@@ -429,9 +419,7 @@ class MessagesEndpoint:
             call.exchange.send_json(200, message, headers)
         elif scripted is not None and scripted.status != 200:
             events = sse_events(message)
-            call.exchange.send_stream(
-                200, [next(events), self._scripted_event(call, scripted)], headers
-            )
+            call.exchange.send_stream(200, [next(events), self._scripted_event(call, scripted)], headers)
         else:
             call.exchange.send_stream(200, sse_events(message), headers)
 

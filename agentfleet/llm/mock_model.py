@@ -103,9 +103,7 @@ def _text_of(content: Any) -> str:
         return content
     if isinstance(content, list):
         return "\n".join(
-            str(b.get("text", ""))
-            for b in content
-            if isinstance(b, dict) and b.get("type") == "text"
+            str(b.get("text", "")) for b in content if isinstance(b, dict) and b.get("type") == "text"
         )
     return ""
 
@@ -144,9 +142,7 @@ def _input_pieces(request: Mapping[str, Any]) -> list[tuple[str, int, bool]]:
     system = request.get("system")
     system_blocks = [{"type": "text", "text": system}] if isinstance(system, str) else system or []
     for block in system_blocks:
-        pieces.append(
-            (json.dumps(block, sort_keys=True), _counted_chars(block), "cache_control" in block)
-        )
+        pieces.append((json.dumps(block, sort_keys=True), _counted_chars(block), "cache_control" in block))
     for message in request.get("messages") or []:
         for block in _blocks(message):
             identity = json.dumps([message.get("role"), block], sort_keys=True, default=str)
@@ -178,10 +174,7 @@ def _value_for(schema: Mapping[str, Any], sample: str) -> Any:
 def _input_from_schema(schema: Mapping[str, Any], sample: str) -> dict[str, Any]:
     """An input that satisfies ``schema``'s required properties, strings filled with ``sample``."""
     properties = schema.get("properties") or {}
-    return {
-        name: _value_for(properties.get(name) or {}, sample)
-        for name in schema.get("required") or []
-    }
+    return {name: _value_for(properties.get(name) or {}, sample) for name in schema.get("required") or []}
 
 
 _QUOTED_TEXT = re.compile(r"(?is)\btext\s*:\s*(?P<quote>['\"])(?P<body>.*)(?P=quote)")
@@ -302,9 +295,7 @@ class MockModel:
                 return i
         return -1
 
-    def _tool_use(
-        self, request: Mapping[str, Any], calls: Sequence[ToolCall], sample: str
-    ) -> _Output:
+    def _tool_use(self, request: Mapping[str, Any], calls: Sequence[ToolCall], sample: str) -> _Output:
         offered = {str(t.get("name")): t for t in request.get("tools") or [] if isinstance(t, dict)}
         missing = [c.name for c in calls if c.name not in offered]
         if missing:
@@ -326,9 +317,7 @@ class MockModel:
                     "type": "tool_use",
                     "id": f"toolu_mock{digest[:20]}",
                     "name": call.name,
-                    "input": call.input
-                    if call.input is not None
-                    else _input_from_schema(schema, sample),
+                    "input": call.input if call.input is not None else _input_from_schema(schema, sample),
                 }
             )
         return _Output(blocks, "tool_use")
@@ -370,9 +359,7 @@ class MockModel:
         if directives.loop is not None:
             return self._tool_use(request, [directives.loop], sample)
         rounds = sum(
-            1
-            for m in messages[at + 1 :]
-            if m.get("role") == "assistant" and _has_block(m, "tool_use")
+            1 for m in messages[at + 1 :] if m.get("role") == "assistant" and _has_block(m, "tool_use")
         )
         if rounds < len(directives.chain):
             return self._tool_use(request, [ToolCall(directives.chain[rounds])], sample)

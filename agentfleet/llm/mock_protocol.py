@@ -104,9 +104,7 @@ def _check_tool_pairs(messages: list[Any]) -> None:
             )
         if message["role"] == "user":
             previous = _ids(blocks[i - 1], "tool_use", "id") if i > 0 else []
-            unexpected = [
-                r for r in _ids(blocks[i], "tool_result", "tool_use_id") if r not in previous
-            ]
+            unexpected = [r for r in _ids(blocks[i], "tool_result", "tool_use_id") if r not in previous]
             if unexpected:
                 raise _invalid(
                     f"messages.{i}.content: unexpected `tool_use_id` found in `tool_result` "
@@ -124,9 +122,7 @@ def _check_tools(tools: Any) -> None:
             raise _invalid(f"tools.{i}: Input should be an object")
         name = tool.get("name")
         if not isinstance(name, str) or not _TOOL_NAME.match(name):
-            raise _invalid(
-                f"tools.{i}.name: String should match pattern '^[a-zA-Z0-9_-]{{1,128}}$'"
-            )
+            raise _invalid(f"tools.{i}.name: String should match pattern '^[a-zA-Z0-9_-]{{1,128}}$'")
         if name in seen:
             raise _invalid(f"tools: Tool names must be unique, {name!r} is repeated")
         seen.add(name)
@@ -146,9 +142,7 @@ def validate_request(body: Any, *, counting: bool = False) -> None:
     if not isinstance(model, str) or not model:
         raise _invalid("model: Field required")
     max_tokens = body.get("max_tokens")
-    if not counting and (
-        isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1
-    ):
+    if not counting and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1):
         raise _invalid("max_tokens: Field required, an integer of at least 1")
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
@@ -163,9 +157,7 @@ def validate_request(body: Any, *, counting: bool = False) -> None:
     if body.get("tools") is not None:
         _check_tools(body["tools"])
     stops = body.get("stop_sequences")
-    if stops is not None and not (
-        isinstance(stops, list) and all(isinstance(s, str) for s in stops)
-    ):
+    if stops is not None and not (isinstance(stops, list) and all(isinstance(s, str) for s in stops)):
         raise _invalid("stop_sequences: Input should be a list of strings")
     if not isinstance(body.get("stream", False), bool):
         raise _invalid("stream: Input should be a valid boolean")

@@ -224,9 +224,7 @@ class MockMessagesServer:
             ("POST", "/v1/messages"): self.endpoint.messages,
             ("POST", "/v1/messages/count_tokens"): self.endpoint.count_tokens,
             ("GET", "/_mock/stats"): lambda x: x.send_json(200, self.stats()),
-            ("GET", "/_mock/requests"): lambda x: x.send_json(
-                200, [asdict(r) for r in self.requests]
-            ),
+            ("GET", "/_mock/requests"): lambda x: x.send_json(200, [asdict(r) for r in self.requests]),
             ("POST", "/_mock/script"): self._control_script,
             ("DELETE", "/_mock/script"): self._control_clear_script,
             ("POST", "/_mock/config"): self._control_config,

@@ -146,9 +146,7 @@ class Limiter:
         plan = self._plan(names)
         if plan is None:
             waited_s = self._wait_local_pause(names, budget_s)
-            return Permit(
-                names, input_tokens=input_tokens, output_tokens=output_tokens, waited_s=waited_s
-            )
+            return Permit(names, input_tokens=input_tokens, output_tokens=output_tokens, waited_s=waited_s)
         costs = plan.costs(input_tokens, output_tokens)
         lease_id = _lease_ids.next() if plan.admission.semaphores else ""
         started = time.monotonic()
@@ -221,9 +219,7 @@ class Limiter:
         if wait_s <= 0:
             return 0.0
         if wait_s > budget_s:
-            raise Deferred(
-                wait_s, f"{names[0]} is paused; ready in {wait_s:.3f} s", downstream=names[0]
-            )
+            raise Deferred(wait_s, f"{names[0]} is paused; ready in {wait_s:.3f} s", downstream=names[0])
         time.sleep(wait_s)
         return wait_s
 

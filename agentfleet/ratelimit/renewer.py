@@ -73,9 +73,7 @@ class LeaseRenewer:
                 now = time.monotonic()
                 due = [lease for lease in self._leases if lease.renew_due <= now]
                 if not due:
-                    self._wake_at = min(
-                        (lease.renew_due for lease in self._leases), default=float("inf")
-                    )
+                    self._wake_at = min((lease.renew_due for lease in self._leases), default=float("inf"))
                     timeout = None if self._wake_at == float("inf") else self._wake_at - now
                     self._wake.wait(timeout)
                     continue

@@ -3,12 +3,25 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from celery import Task
 from pydantic import BaseModel
 
-__all__ = ["FleetTask"]
+__all__ = ["FleetTask", "TaskBudget"]
+
+
+@dataclass(frozen=True)
+class TaskBudget:
+    """One execution's caps: US dollars, tokens (input plus output), wall-clock seconds.
+
+    Unset means the ``[budgets]`` setting (``task_usd``, ``task_tokens``, ``task_wall_s``).
+    """
+
+    usd: float | None = None
+    tokens: int | None = None
+    wall_s: float | None = None
 
 
 class FleetTask(Task):
@@ -33,4 +46,5 @@ class FleetTask(Task):
     downstream: str | None = None
     retry_on: tuple[type[BaseException], ...] = ()
     fail_on: tuple[type[BaseException], ...] = ()
+    budget: TaskBudget = TaskBudget()
     fleet_options: ClassVar[dict[str, Any]] = {}

@@ -31,6 +31,7 @@ class CircuitGuard:
         self.client = client
         self.downstream = downstream
         self.probe = False
+        self.reported: set[str] = set()
 
     @cached_property
     def breaker(self) -> CircuitBreaker:
@@ -52,6 +53,9 @@ class CircuitGuard:
     def failed(self, err: AgentfleetError, target: str | None) -> None:
         """Count a downstream fault against ``target``; settle this attempt's probe otherwise."""
         settled = False
+        if target is not None and target in self.reported:
+            # The transport already counted this downstream's answers, request by request.
+            err.circuit_recorded = True
         if err.downstream_fault and target and not err.circuit_recorded:
             self._report(target, ok=False)
             err.circuit_recorded = True
@@ -67,6 +71,10 @@ class CircuitGuard:
         except redis.RedisError:
             log.warning("could not release the probe of %s", self.downstream, exc_info=True)
 
+    def for_transport(self) -> TransportBreaker:
+        """The same circuits, asked per request by the fleet transport during this attempt."""
+        return TransportBreaker(self)
+
     def _report(self, downstream: str, *, ok: bool) -> None:
         try:
             if ok:
@@ -75,3 +83,37 @@ class CircuitGuard:
                 self.breaker.record_failure(downstream)
         except redis.RedisError:
             log.warning("could not update the circuit of %s", downstream, exc_info=True)
+
+
+class TransportBreaker:
+    """The circuits as the fleet transport asks them, once per request; fails open like the guard.
+
+    The attempt that holds its declared downstream's half-open probe sends its requests to
+    that downstream without asking again, and their answers settle the probe.
+    """
+
+    def __init__(self, guard: CircuitGuard) -> None:
+        self.guard = guard
+
+    def before(self, downstream: str) -> bool:
+        if self.guard.probe and downstream == self.guard.downstream:
+            return False
+        try:
+            return self.guard.breaker.before(downstream)
+        except redis.RedisError:
+            log.warning("circuit of %s unreadable; letting the call through", downstream, exc_info=True)
+            return False
+
+    def record_success(self, downstream: str) -> None:
+        self.guard.reported.add(downstream)
+        self.guard._report(downstream, ok=True)
+
+    def record_failure(self, downstream: str) -> None:
+        self.guard.reported.add(downstream)
+        self.guard._report(downstream, ok=False)
+
+    def release_probe(self, downstream: str) -> None:
+        try:
+            self.guard.breaker.release_probe(downstream)
+        except redis.RedisError:
+            log.warning("could not release the probe of %s", downstream, exc_info=True)

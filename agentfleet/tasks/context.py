@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from agentfleet.errors import BudgetExceeded
 
 if TYPE_CHECKING:
     import anthropic
@@ -22,7 +25,9 @@ class TaskContext:
     ``workdir`` is a directory of this execution's own, removed when it ends. ``http`` and
     ``anthropic`` are built on first use and send every request through the fleet transport
     (limits, SSRF guard, credentials, accounting); they are closed when the execution ends.
-    ``cost_usd`` and the token counts add up what this execution spent.
+    ``cost_usd`` (US dollars) and the token counts add up what this execution spent; the
+    ``budget_*`` caps (dollars, tokens, seconds of wall clock) stop it with ``BudgetExceeded``
+    at its next request once crossed.
     """
 
     task_id: str
@@ -39,6 +44,11 @@ class TaskContext:
     input_tokens: int = 0
     output_tokens: int = 0
     downstreams_called: list[str] = field(default_factory=list)
+    budget_usd: float | None = None
+    budget_tokens: int | None = None
+    budget_wall_s: float | None = None
+    started_at: float = field(default_factory=time.monotonic)
+    breaker: Any = field(default=None, repr=False)
     _http_factory: Callable[[TaskContext], httpx.Client] | None = field(default=None, repr=False)
     _anthropic_factory: Callable[[TaskContext], anthropic.Anthropic] | None = field(default=None, repr=False)
     _http: Any = field(default=None, repr=False)
@@ -67,6 +77,17 @@ class TaskContext:
         self.cost_usd += cost_usd
         self.input_tokens += input_tokens
         self.output_tokens += output_tokens
+
+    def check_budget(self) -> None:
+        """Raise ``BudgetExceeded`` once this execution crossed its dollar, token or wall budget."""
+        if self.budget_usd is not None and self.cost_usd >= self.budget_usd:
+            raise BudgetExceeded(f"spent ${self.cost_usd:.4f} of a ${self.budget_usd:.4f} budget")
+        tokens = self.input_tokens + self.output_tokens
+        if self.budget_tokens is not None and tokens >= self.budget_tokens:
+            raise BudgetExceeded(f"used {tokens} tokens of a {self.budget_tokens}-token budget")
+        elapsed = time.monotonic() - self.started_at
+        if self.budget_wall_s is not None and elapsed >= self.budget_wall_s:
+            raise BudgetExceeded(f"ran {elapsed:.1f} s of a {self.budget_wall_s:.1f} s budget")
 
     def note_downstream(self, downstream: str) -> None:
         """Remember a downstream this execution called (the last one names a dead letter's)."""

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, create_model
 
 from agentfleet.config import get_settings
 from agentfleet.errors import ConfigError
-from agentfleet.tasks.base import FleetTask
+from agentfleet.tasks.base import FleetTask, TaskBudget
 from agentfleet.tasks.meta import META_KWARG
 
 __all__ = ["fleet_task", "input_model_for"]
@@ -52,6 +52,7 @@ def _register(
     retry_on: Iterable[type[BaseException]],
     fail_on: Iterable[type[BaseException]],
     queue: str | None,
+    budget: TaskBudget,
 ) -> FleetTask:
     from agentfleet.celery_app import app
     from agentfleet.tasks.execution import execute
@@ -91,6 +92,7 @@ def _register(
         "downstream": downstream,
         "retry_on": tuple(retry_on),
         "fail_on": tuple(fail_on),
+        "budget": budget,
         "time_limit": hard,
         "soft_time_limit": soft,
         "lazy": False,
@@ -117,6 +119,9 @@ def fleet_task(
     retry_on: Iterable[type[BaseException]] = (),
     fail_on: Iterable[type[BaseException]] = (),
     queue: str | None = None,
+    budget_usd: float | None = None,
+    budget_tokens: int | None = None,
+    budget_wall_s: float | None = None,
 ) -> Callable[[Callable[..., Any]], FleetTask]: ...
 
 
@@ -132,6 +137,9 @@ def fleet_task(
     retry_on: Iterable[type[BaseException]] = (),
     fail_on: Iterable[type[BaseException]] = (),
     queue: str | None = None,
+    budget_usd: float | None = None,
+    budget_tokens: int | None = None,
+    budget_wall_s: float | None = None,
 ) -> FleetTask | Callable[[Callable[..., Any]], FleetTask]:
     """Register ``fn(ctx, **inputs)`` as a fleet task. Works bare or with options.
 
@@ -139,7 +147,9 @@ def fleet_task(
     dead letters and circuit breaker. ``max_retries`` (default from settings, 3) counts failed
     executions. ``time_limit_s`` is the hard limit in seconds; the soft limit, 90% of it unless
     given, raises a retryable timeout inside the task. ``retry_on`` and ``fail_on`` are the
-    task's own exception types that are retryable or permanent.
+    task's own exception types that are retryable or permanent. ``budget_usd`` (US dollars),
+    ``budget_tokens`` and ``budget_wall_s`` (seconds) cap one execution's spending (defaults
+    from ``[budgets]``); crossing one stops it with a permanent ``BudgetExceeded``.
     """
 
     def decorate(func: Callable[..., Any]) -> FleetTask:
@@ -153,6 +163,7 @@ def fleet_task(
             retry_on=retry_on,
             fail_on=fail_on,
             queue=queue,
+            budget=TaskBudget(usd=budget_usd, tokens=budget_tokens, wall_s=budget_wall_s),
         )
 
     if fn is not None:

@@ -294,7 +294,8 @@ class _Delivery:
             )
         return self._execute(values, attempts)
 
-    def _context(self, workdir: Path) -> TaskContext:
+    def _context(self, workdir: Path, guard: CircuitGuard) -> TaskContext:
+        budget, caps = self.task.budget, self.settings.budgets
         logger = logging.LoggerAdapter(
             logging.getLogger(f"agentfleet.tasks.{self.task.name}"),
             {"task_id": self.task_id, "run_id": self.meta.run, "item_key": self.meta.item},
@@ -310,6 +311,10 @@ class _Delivery:
             task_name=self.task.name,
             downstream=self.task.downstream,
             index=self.meta.idx,
+            budget_usd=budget.usd if budget.usd is not None else caps.task_usd,
+            budget_tokens=budget.tokens if budget.tokens is not None else caps.task_tokens,
+            budget_wall_s=budget.wall_s if budget.wall_s is not None else caps.task_wall_s,
+            breaker=guard.for_transport(),
             _http_factory=clients.http_client,
             _anthropic_factory=clients.anthropic_client,
         )
@@ -330,9 +335,9 @@ class _Delivery:
 
     def _execute(self, values: dict[str, Any], attempts: int) -> dict[str, Any]:
         workdir = Path(tempfile.mkdtemp(prefix="af-", dir=self.settings.workdir_root))
-        ctx = self._context(workdir)
-        started = time.monotonic()
         guard = CircuitGuard(self.settings, self.store.client, self.task.downstream)
+        ctx = self._context(workdir, guard)
+        started = time.monotonic()
         try:
             guard.enter()
             result = _jsonable(self.task.fn(ctx, **values))

@@ -19,10 +19,24 @@ PARENT_PID_ENV = "AGENTFLEET_PARENT_PID"
 log = logging.getLogger("agentfleet.worker")
 
 
+def _warm_imports() -> None:
+    # The Anthropic SDK takes seconds to import; pay that at start, not in the first task.
+    try:
+        import anthropic  # noqa: F401
+        import httpx2  # noqa: F401
+    except ImportError:  # pragma: no cover - runtime dependencies
+        log.warning("could not preload the Anthropic SDK", exc_info=True)
+
+
+def _warm_in_background() -> None:
+    threading.Thread(target=_warm_imports, name="agentfleet-warm-imports", daemon=True).start()
+
+
 @worker_process_init.connect
 def _fresh_connections(**_: Any) -> None:
     # A forked child must not share its parent's sockets.
     reset_connections()
+    _warm_in_background()
 
 
 def _watch_parent(parent_pid: int, interval_s: float) -> None:
@@ -39,7 +53,8 @@ def _watch_parent(parent_pid: int, interval_s: float) -> None:
 
 
 @worker_ready.connect
-def _start_parent_watchdog(**_: Any) -> None:
+def _on_worker_ready(**_: Any) -> None:
+    _warm_in_background()
     # LocalCluster sets the variable so a worker never outlives the process that started it.
     raw = os.environ.get(PARENT_PID_ENV)
     if raw and raw.isdigit():

@@ -42,9 +42,7 @@ class AuditLog:
         self.key = f"{prefix}:creds:audit"
         self._maxlen = maxlen
 
-    def record(
-        self, task_id: str | None, credential: str, domain: str, *, at: float | None = None
-    ) -> str:
+    def record(self, task_id: str | None, credential: str, domain: str, *, at: float | None = None) -> str:
         """Append one use; returns the stream entry id.
 
         ``at`` is Unix seconds (now when None). A Redis failure raises ``ConnectionFailed``

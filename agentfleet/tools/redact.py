@@ -45,12 +45,7 @@ def key_is_secret(key: str, redact_keys: Iterable[str] = DEFAULT_REDACT_KEYS) ->
         word = _norm(raw)
         if not word:
             continue
-        if (
-            name == word
-            or name.startswith(word + "_")
-            or name.endswith("_" + word)
-            or f"_{word}_" in name
-        ):
+        if name == word or name.startswith(word + "_") or name.endswith("_" + word) or f"_{word}_" in name:
             return True
     return False
 
@@ -109,9 +104,7 @@ def redact_text(
     return _text(text, _variants(secret_values), _pair_pattern(tuple(redact_keys)))
 
 
-def _walk(
-    obj: Any, variants: list[str], keys: tuple[str, ...], pattern: re.Pattern[str] | None
-) -> Any:
+def _walk(obj: Any, variants: list[str], keys: tuple[str, ...], pattern: re.Pattern[str] | None) -> Any:
     if obj is None or isinstance(obj, bool | int | float):
         return obj
     if isinstance(obj, str):

@@ -97,9 +97,7 @@ def normalize_domain_rule(rule: str) -> str:
     try:
         host = normalize_host(body)
     except ForbiddenDestination as exc:
-        raise ConfigError(
-            f"credential domain {rule!r} is not a host name ({exc.message})"
-        ) from None
+        raise ConfigError(f"credential domain {rule!r} is not a host name ({exc.message})") from None
     if wildcard and "." not in host:
         raise ConfigError(f"credential domain {rule!r} is too broad; name a registrable domain")
     return f"*.{host}" if wildcard else host
@@ -157,9 +155,7 @@ class CredentialVault:
         """The canonical domain rules of ``name``."""
         return list(self._rules.get(name, []))
 
-    def authorize(
-        self, names: Iterable[str], host: str, *, secure: bool, task_id: str | None = None
-    ) -> None:
+    def authorize(self, names: Iterable[str], host: str, *, secure: bool, task_id: str | None = None) -> None:
         """Check that every credential in ``names`` may go to ``host``, then audit each use.
 
         ``host`` is the normalised host of the request's URL; ``secure`` is True for https
@@ -177,8 +173,7 @@ class CredentialVault:
                 )
             if not any(domain_allows(rule, host) for rule in rules):
                 raise ForbiddenDestination(
-                    f"credential {name!r} may not be sent to {host!r} "
-                    f"(allowed: {', '.join(rules)})",
+                    f"credential {name!r} may not be sent to {host!r} (allowed: {', '.join(rules)})",
                     downstream=host,
                 )
             if not secure:
@@ -209,9 +204,7 @@ class CredentialVault:
             try:
                 raw = path.read_text(encoding="utf-8")
             except OSError as exc:
-                raise ConfigError(
-                    f"credentials.{name}: cannot read file {path} ({exc.strerror})"
-                ) from None
+                raise ConfigError(f"credentials.{name}: cannot read file {path} ({exc.strerror})") from None
             where = f"file {path}"
         value = (raw or "").strip()
         if not value:
@@ -232,9 +225,7 @@ class CredentialVault:
             if in_url:
                 return quote(secret, safe="").encode("ascii")
             if not _header_safe(secret):
-                raise ConfigError(
-                    f"credentials.{name}: the value has characters an HTTP header cannot hold"
-                )
+                raise ConfigError(f"credentials.{name}: the value has characters an HTTP header cannot hold")
             return secret.encode("ascii")
 
         return PLACEHOLDER_RE.sub(fill, data)

@@ -118,9 +118,7 @@ def test_runs_in_the_workdir_with_a_scrubbed_environment(
 
 @pytest.mark.slow
 def test_a_bare_name_is_found_on_path_and_exit_codes_are_results(tmp_path: Path) -> None:
-    result = run_command(
-        ["sh", "-c", "echo out; echo err >&2; exit 3"], settings=_on("sh"), workdir=tmp_path
-    )
+    result = run_command(["sh", "-c", "echo out; echo err >&2; exit 3"], settings=_on("sh"), workdir=tmp_path)
     assert (result.exit_code, result.stdout, result.stderr) == (3, "out\n", "err\n")
     assert result.argv == ["sh", "-c", "echo out; echo err >&2; exit 3"]
     assert result.duration_s >= 0
@@ -130,9 +128,7 @@ def test_a_bare_name_is_found_on_path_and_exit_codes_are_results(tmp_path: Path)
 def test_a_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
     script = "sleep 30 & echo $! > child.pid; sleep 30"
     started = time.monotonic()
-    result = run_command(
-        [SH, "-c", script], settings=_on(SH, timeout_s=30), workdir=tmp_path, timeout_s=0.5
-    )
+    result = run_command([SH, "-c", script], settings=_on(SH, timeout_s=30), workdir=tmp_path, timeout_s=0.5)
     assert time.monotonic() - started < 5
     assert result.timed_out is True
     assert result.exit_code < 0
@@ -162,13 +158,8 @@ def test_the_timeout_cannot_exceed_the_setting(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_output_is_capped_head_and_tail(tmp_path: Path) -> None:
-    code = (
-        "import sys; sys.stdout.write('BEGIN' + 'x' * 1_000_000 + 'END');"
-        " sys.stderr.write('e' * 10)"
-    )
-    result = run_command(
-        [PYTHON, "-c", code], settings=_on(PYTHON, max_output_bytes=1000), workdir=tmp_path
-    )
+    code = "import sys; sys.stdout.write('BEGIN' + 'x' * 1_000_000 + 'END'); sys.stderr.write('e' * 10)"
+    result = run_command([PYTHON, "-c", code], settings=_on(PYTHON, max_output_bytes=1000), workdir=tmp_path)
     assert result.exit_code == 0
     assert result.stdout_truncated is True
     assert result.stdout.startswith("BEGIN")

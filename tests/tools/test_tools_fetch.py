@@ -74,9 +74,7 @@ def test_the_size_cap_truncates(canary: Server, client: httpx.Client, length: bo
 
 
 @pytest.mark.parametrize("length", [True, False])
-def test_a_body_exactly_at_the_cap_is_complete(
-    canary: Server, client: httpx.Client, length: bool
-) -> None:
+def test_a_body_exactly_at_the_cap_is_complete(canary: Server, client: httpx.Client, length: bool) -> None:
     canary.routes["/exact"] = _body_route(b"x" * 1000, length=length)
     result = http_fetch(client, canary.url("/exact"), settings=_settings(max_bytes=1000))
     assert (result.truncated, result.bytes_read) == (False, 1000)
@@ -171,9 +169,7 @@ def test_a_slow_server_times_out(canary: Server, client: httpx.Client) -> None:
     assert time.monotonic() - started < 1.5
 
 
-def test_a_dripping_body_is_bounded_by_the_whole_fetch_timeout(
-    canary: Server, client: httpx.Client
-) -> None:
+def test_a_dripping_body_is_bounded_by_the_whole_fetch_timeout(canary: Server, client: httpx.Client) -> None:
     def drip(handler: BaseHTTPRequestHandler) -> None:
         handler.send_response(200)
         handler.send_header("Content-Length", "100")

@@ -226,9 +226,7 @@ def test_httpx2_guard_refuses_and_allows(canary: Server) -> None:
 
 def test_the_anthropic_sdk_is_refused_through_the_guard(canary: Server) -> None:
     http_client = httpx2.Client(transport=httpx2_guard(), trust_env=False)
-    sdk = anthropic.Anthropic(
-        api_key="test", base_url=canary.url(), http_client=http_client, max_retries=0
-    )
+    sdk = anthropic.Anthropic(api_key="test", base_url=canary.url(), http_client=http_client, max_retries=0)
     with pytest.raises(anthropic.APIConnectionError) as caught:
         sdk.messages.create(
             model="claude-haiku-4-5",

@@ -159,9 +159,7 @@ def test_the_corpus_is_large_enough() -> None:
 
 
 @pytest.mark.parametrize("vector", VECTORS)
-def test_http_fetch_refuses(
-    vector: str, canaries: dict[str, Server], guarded: httpx.Client
-) -> None:
+def test_http_fetch_refuses(vector: str, canaries: dict[str, Server], guarded: httpx.Client) -> None:
     url = _format(vector, canaries)
     with pytest.raises(ForbiddenDestination) as caught:
         http_fetch(guarded, url, settings=FetchSettings(timeout_s=5))
@@ -170,9 +168,7 @@ def test_http_fetch_refuses(
 
 
 @pytest.mark.parametrize("vector", VECTORS)
-def test_the_guard_alone_refuses(
-    vector: str, canaries: dict[str, Server], guarded: httpx.Client
-) -> None:
+def test_the_guard_alone_refuses(vector: str, canaries: dict[str, Server], guarded: httpx.Client) -> None:
     # Without http_fetch's early check, the transport layer must refuse on its own.
     url = _format(vector, canaries)
     try:
@@ -218,9 +214,7 @@ def redirector(
     server = serve("127.0.0.2")
     for path, location in REDIRECT_TARGETS.items():
         target = _format(location, canaries)
-        server.routes[path] = lambda handler, target=target: reply(
-            handler, 302, headers={"Location": target}
-        )
+        server.routes[path] = lambda handler, target=target: reply(handler, 302, headers={"Location": target})
     return server
 
 

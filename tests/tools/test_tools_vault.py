@@ -109,18 +109,14 @@ def test_the_secret_reaches_only_the_wire(canary: Server, secret: str, audit: Au
     assert secret not in f"{seen!r} {seen.url} {seen.headers!r}"
 
 
-def test_an_encoded_placeholder_is_filled_and_the_value_encoded(
-    canary: Server, audit: AuditLog
-) -> None:
+def test_an_encoded_placeholder_is_filled_and_the_value_encoded(canary: Server, audit: AuditLog) -> None:
     vault = _vault("a b&c/d", audit, "127.0.0.1")
     with _client(vault) as client:
         client.get(canary.url("/q"), params={"token": "$CRED{vendor_a}"})
     assert canary.hits[0].path == "/q?token=a%20b%26c%2Fd"
 
 
-def test_refused_for_a_domain_it_is_not_allowed_for(
-    canary: Server, secret: str, audit: AuditLog
-) -> None:
+def test_refused_for_a_domain_it_is_not_allowed_for(canary: Server, secret: str, audit: AuditLog) -> None:
     vault = _vault(secret, audit, "api.vendor-a.example", "*.vendor-a.example")
     with _client(vault) as client, pytest.raises(ForbiddenDestination) as caught:
         client.get(canary.url("/"), headers={"X-Api-Key": "$CRED{vendor_a}"})
@@ -169,9 +165,7 @@ def test_plain_http_is_refused_for_a_public_host(secret: str, audit: AuditLog) -
         assert wire.sent == []
         client.get("https://API.Vendor-A.example./", headers={"X-Key": "$CRED{vendor_a}"})
     assert wire.sent[0].headers["X-Key"] == secret
-    assert [(e.credential, e.domain) for e in audit.read()] == [
-        ("vendor_a", "api.vendor-a.example")
-    ]
+    assert [(e.credential, e.domain) for e in audit.read()] == [("vendor_a", "api.vendor-a.example")]
 
 
 def test_an_error_during_the_send_carries_no_secret(secret: str, audit: AuditLog) -> None:
@@ -288,9 +282,7 @@ def test_twenty_uses_leave_no_trace_in_redis(
     assert not any(secret in value for value in _all_values(redis_client))
 
 
-def test_a_value_echoed_by_the_server_is_scrubbed_from_the_result(
-    canary: Server, secret: str
-) -> None:
+def test_a_value_echoed_by_the_server_is_scrubbed_from_the_result(canary: Server, secret: str) -> None:
     def echo(handler: BaseHTTPRequestHandler) -> None:
         body = f"you sent {handler.headers['X-Api-Key']}".encode()
         handler.send_response(200)
@@ -398,9 +390,7 @@ def test_scrub_and_known_values(secret: str) -> None:
     assert vault.scrub(f"x {secret} y") == "x $CRED{vendor_a} y"
 
 
-def test_the_anthropic_api_key_can_live_in_the_vault(
-    canary: Server, secret: str, reply: Any
-) -> None:
+def test_the_anthropic_api_key_can_live_in_the_vault(canary: Server, secret: str, reply: Any) -> None:
     import anthropic
     import httpx2
 

@@ -1,0 +1,117 @@
+"""Built-in agent tasks: sentiment labels, diff review, and a general tool-using agent.
+
+Each goes through ``ctx.anthropic`` (limits, credentials, cost and budgets apply) and names its
+model, so a pipeline can route a cheap stage to a small model and a hard one to a large one.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from agentfleet.errors import BadRequest
+from agentfleet.tasks.agent import Tool, run_agent
+from agentfleet.tasks.context import TaskContext
+from agentfleet.tasks.decorator import fleet_task
+from agentfleet.tools.command import RUN_COMMAND_TOOL, run_command
+from agentfleet.tools.fetch import HTTP_FETCH_TOOL, http_fetch
+
+__all__ = ["BUILTIN_TOOLS", "agent", "classify_sentiment", "review_diff"]
+
+LABELS = ("POSITIVE", "NEGATIVE", "NEUTRAL", "MIXED")
+
+
+def _fetch(ctx: TaskContext, args: dict[str, Any]) -> dict[str, Any]:
+    from agentfleet.config import get_settings
+
+    result = http_fetch(
+        ctx.http,
+        str(args["url"]),
+        settings=get_settings().fetch,
+        method=str(args.get("method", "GET")),
+        headers=args.get("headers"),
+    )
+    return result.model_dump()
+
+
+def _command(ctx: TaskContext, args: dict[str, Any]) -> dict[str, Any]:
+    from agentfleet.config import get_settings
+
+    result = run_command(list(args["argv"]), settings=get_settings().command, workdir=ctx.workdir)
+    return result.model_dump()
+
+
+def _tool(spec: dict[str, Any], fn: Any) -> Tool:
+    return Tool(spec["name"], spec["description"], spec["input_schema"], fn)
+
+
+BUILTIN_TOOLS: dict[str, Tool] = {
+    "http_fetch": _tool(HTTP_FETCH_TOOL, _fetch),
+    "run_command": _tool(RUN_COMMAND_TOOL, _command),
+}
+
+
+@fleet_task(name="agentfleet.classify_sentiment")
+def classify_sentiment(ctx: TaskContext, text: str, model: str | None = None) -> dict[str, Any]:
+    """One model call: the sentiment of ``text`` as one of POSITIVE, NEGATIVE, NEUTRAL, MIXED."""
+    prompt = (
+        "Classify the sentiment of the text. Answer with exactly one word: "
+        f"{', '.join(LABELS)}.\n\nText: {text}"
+    )
+    result = run_agent(ctx, prompt=prompt, model=model, max_tokens=8, max_turns=1)
+    label = result.text.strip().strip(".").upper()
+    if label not in LABELS:
+        raise BadRequest(f"the model answered {result.text!r}, not one of {', '.join(LABELS)}")
+    return {"label": label.lower(), "model": result.model}
+
+
+_JSON_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
+
+
+@fleet_task(name="agentfleet.review_diff")
+def review_diff(ctx: TaskContext, diff: str, model: str | None = None) -> dict[str, Any]:
+    """Review a unified diff; the findings (file, line, severity, rule, message) as a dict.
+
+    Findings from many diffs merge with ``agentfleet.merge.merge_findings``.
+    """
+    prompt = (
+        "Review this diff for security and reliability problems. Reply with JSON only: "
+        '{"findings": [{"file", "line", "severity", "rule", "message"}]}.\n\n' + diff
+    )
+    result = run_agent(ctx, prompt=prompt, model=model, max_tokens=2048, max_turns=1)
+    match = _JSON_OBJECT.search(result.text)
+    try:
+        parsed = json.loads(match.group(0) if match else result.text)
+    except ValueError:
+        raise BadRequest(f"the review was not JSON: {result.text[:200]!r}") from None
+    findings = parsed.get("findings", []) if isinstance(parsed, dict) else []
+    return {"findings": findings}
+
+
+@fleet_task(name="agentfleet.agent")
+def agent(
+    ctx: TaskContext,
+    prompt: str,
+    system: str | None = None,
+    tools: list[str] | None = None,
+    model: str | None = None,
+    max_turns: int | None = None,
+    max_tokens: int = 1024,
+) -> dict[str, Any]:
+    """A general agent: ``prompt`` with built-in ``tools`` (``http_fetch``, ``run_command``)."""
+    chosen = []
+    for name in tools or []:
+        if name not in BUILTIN_TOOLS:
+            raise BadRequest(f"no built-in tool {name!r}; choose from {', '.join(sorted(BUILTIN_TOOLS))}")
+        chosen.append(BUILTIN_TOOLS[name])
+    result = run_agent(
+        ctx,
+        prompt=prompt,
+        system=system,
+        tools=chosen,
+        model=model,
+        max_turns=max_turns,
+        max_tokens=max_tokens,
+    )
+    return result.as_dict()
