@@ -28,7 +28,7 @@ from pydantic_settings import (
 )
 
 from agentfleet.errors import ConfigError
-from agentfleet.redaction import Redactor
+from agentfleet.redaction import DEFAULT_SECRET_KEYS, Redactor
 
 __all__ = [
     "AgentSettings",
@@ -157,9 +157,7 @@ class DLQSettings(_Section):
     webhook_url: str | None = None
     webhook_attempts: int = Field(default=3, ge=1)
     webhook_timeout_s: float = Field(default=10.0, gt=0)
-    redact_keys: Annotated[list[str], NoDecode] = Field(
-        default_factory=lambda: ["api_key", "apikey", "password", "secret", "token", "authorization"]
-    )
+    redact_keys: Annotated[list[str], NoDecode] = Field(default_factory=lambda: list(DEFAULT_SECRET_KEYS))
 
     @field_validator("redact_keys", mode="before")
     @classmethod

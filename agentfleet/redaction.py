@@ -1,12 +1,14 @@
-"""Keep secrets out of what agentfleet stores: dead letters, attempt errors, outcomes.
+"""Keep secrets out of what agentfleet stores or shows: dead letters, errors, logs, tracebacks.
 
-Two rules, applied together by a ``Redactor``:
+Three rules, applied together by a ``Redactor``:
 
-- a mapping key that names a secret has its value replaced, at any depth. Keys match by
-  words, not substrings: ``api_key`` matches ``openai_api_key`` and ``X-Api-Key``, ``token``
-  matches ``access_token`` but not ``max_tokens``;
+- a mapping key that names a secret has its value replaced, whatever its type, at any depth.
+  Keys match by words, not substrings: ``api_key`` matches ``openai_api_key`` and
+  ``X-Api-Key``, ``token`` matches ``access_token`` but not ``max_tokens``;
+- inside free text, the ``key=value``, ``key: value`` and ``"key": "value"`` forms of those
+  same keys lose their values (a header in a traceback, a query parameter in a URL);
 - a known secret value (a configured credential, an API key from the settings) is replaced
-  wherever it appears inside any string, including tracebacks and error messages.
+  wherever it appears in any string, also in its percent-encoded spellings.
 
 Values shorter than ``MIN_SECRET_CHARS`` are not searched for in free text: they would match
 everywhere and leave nothing readable (a key that names them is still redacted).
@@ -18,11 +20,23 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote, quote_plus
 
-__all__ = ["MIN_SECRET_CHARS", "REDACTED", "Redactor", "key_words", "redact"]
+__all__ = ["DEFAULT_SECRET_KEYS", "MIN_SECRET_CHARS", "REDACTED", "Redactor", "key_words", "redact"]
 
 REDACTED = "[REDACTED]"
 MIN_SECRET_CHARS = 4
+
+DEFAULT_SECRET_KEYS: tuple[str, ...] = (
+    "api_key",
+    "apikey",
+    "password",
+    "passwd",
+    "secret",
+    "token",
+    "authorization",
+    "cookie",
+)
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _SPLIT = re.compile(r"[^a-zA-Z0-9]+")
@@ -38,23 +52,57 @@ def _contains(words: tuple[str, ...], needle: tuple[str, ...]) -> bool:
     return n > 0 and any(words[i : i + n] == needle for i in range(len(words) - n + 1))
 
 
+def _pair_pattern(keys: tuple[tuple[str, ...], ...]) -> re.Pattern[str] | None:
+    # A key in text: its words joined by _ or - (or nothing, for camelCase), with any other
+    # words around them, then a separator and a value (quoted, or up to a delimiter).
+    if not keys:
+        return None
+    needles = sorted(("[_-]?".join(re.escape(w) for w in words) for words in keys), key=len, reverse=True)
+    word = r"[a-z0-9]+"
+    key = rf"(?:{word}[_-])*(?:{'|'.join(needles)})(?:[_-]{word})*"
+    quoted = r"(?P<oq>[\"'])(?P<qv>(?:\\.|(?!(?P=oq))[^\n])*)(?P=oq)"
+    bare = r"(?P<bv>(?:(?:bearer|basic|token|digest)[ \t]+)?[^\s,;&'\"{}\[\]()<>]+)"
+    return re.compile(
+        rf"(?<![a-z0-9_-])(?P<key>{key})(?P<kq>[\"']?)(?P<sep>[ \t]*[:=][ \t]*)(?:{quoted}|{bare})",
+        re.IGNORECASE,
+    )
+
+
+def _mask_pair(match: re.Match[str]) -> str:
+    head = match.group("key") + match.group("kq") + match.group("sep")
+    quote_char = match.group("oq")
+    if quote_char is not None:
+        return f"{head}{quote_char}{REDACTED}{quote_char}"
+    return head + REDACTED
+
+
+def _spellings(values: Iterable[str]) -> tuple[str, ...]:
+    found: set[str] = set()
+    for value in values:
+        found.update({value, quote(value, safe=""), quote_plus(value, safe="")})
+    # Longest first, so a secret that contains another is replaced whole.
+    return tuple(sorted(found, key=len, reverse=True))
+
+
 @dataclass(frozen=True)
 class Redactor:
-    """Replaces secrets by ``[REDACTED]``; ``paths`` collects where it did (``a.b[2]``)."""
+    """Replaces secrets by ``[REDACTED]``; ``value(..., paths=[])`` collects where (``a.b[2]``)."""
 
     keys: tuple[tuple[str, ...], ...] = ()
     values: tuple[str, ...] = ()
-    _pattern: re.Pattern[str] | None = field(default=None, repr=False, compare=False)
+    _values_re: re.Pattern[str] | None = field(default=None, repr=False, compare=False)
+    _pairs_re: re.Pattern[str] | None = field(default=None, repr=False, compare=False)
 
     @classmethod
-    def build(cls, keys: Iterable[str] = (), values: Iterable[str | None] = ()) -> Redactor:
-        """A redactor for key names ``keys`` and secret ``values`` (empty ones are ignored)."""
+    def build(cls, keys: Iterable[str] = DEFAULT_SECRET_KEYS, values: Iterable[str | None] = ()) -> Redactor:
+        """A redactor for key names ``keys`` and secret ``values`` (empty and short ones ignored)."""
         words = tuple(dict.fromkeys(w for w in (key_words(k) for k in keys) if w))
         secrets = tuple(
             sorted({v for v in values if v and len(v) >= MIN_SECRET_CHARS}, key=len, reverse=True)
         )
-        pattern = re.compile("|".join(re.escape(v) for v in secrets)) if secrets else None
-        return cls(keys=words, values=secrets, _pattern=pattern)
+        spelled = _spellings(secrets)
+        values_re = re.compile("|".join(re.escape(v) for v in spelled)) if spelled else None
+        return cls(keys=words, values=secrets, _values_re=values_re, _pairs_re=_pair_pattern(words))
 
     def learn(self, data: Any) -> Redactor:
         """This redactor, plus the values ``data`` holds under secret keys as known secrets.
@@ -66,7 +114,7 @@ class Redactor:
         self._collect(data, found)
         if not found:
             return self
-        return Redactor.build([" ".join(words) for words in self.keys], [*self.values, *found])
+        return Redactor.build(["_".join(words) for words in self.keys], [*self.values, *found])
 
     def _collect(self, data: Any, found: list[str]) -> None:
         if isinstance(data, Mapping):
@@ -85,34 +133,52 @@ class Redactor:
         return any(_contains(words, needle) for needle in self.keys)
 
     def text(self, value: str) -> str:
-        """``value`` with every known secret value replaced."""
-        if self._pattern is None or not value:
+        """``value`` with known secret values and the values of secret-named keys replaced."""
+        if not value:
             return value
-        return self._pattern.sub(REDACTED, value)
+        if self._values_re is not None:
+            value = self._values_re.sub(REDACTED, value)
+        if self._pairs_re is not None:
+            value = self._pairs_re.sub(_mask_pair, value)
+        return value
 
     def value(self, data: Any, *, paths: list[str] | None = None, _at: str = "") -> Any:
-        """A copy of ``data`` (JSON-like) with secrets replaced; redacted paths go to ``paths``."""
-        if isinstance(data, Mapping):
-            out: dict[str, Any] = {}
-            for key, item in data.items():
-                where = f"{_at}.{key}" if _at else str(key)
-                if isinstance(key, str) and self.secret_key(key) and item not in (None, ""):
-                    out[key] = REDACTED
-                    if paths is not None:
-                        paths.append(where)
-                else:
-                    out[key] = self.value(item, paths=paths, _at=where)
-            return out
-        if isinstance(data, list | tuple):
-            return [self.value(item, paths=paths, _at=f"{_at}[{i}]") for i, item in enumerate(data)]
+        """A redacted copy of ``data``; the paths of what was redacted go to ``paths``.
+
+        Dicts keep their (redacted) keys, lists stay lists and tuples tuples; sets become
+        lists, pydantic models dicts, and bytes and other objects their redacted text. The
+        input is never modified.
+        """
+        if data is None or isinstance(data, bool | int | float):
+            return data
         if isinstance(data, str):
             cleaned = self.text(data)
             if cleaned != data and paths is not None:
                 paths.append(_at or "(value)")
             return cleaned
-        return data
+        if isinstance(data, Mapping):
+            out: dict[Any, Any] = {}
+            for key, item in data.items():
+                where = f"{_at}.{key}" if _at else str(key)
+                clean_key = self.text(key) if isinstance(key, str) else key
+                if isinstance(key, str) and self.secret_key(key) and item not in (None, ""):
+                    out[clean_key] = REDACTED
+                    if paths is not None:
+                        paths.append(where)
+                else:
+                    out[clean_key] = self.value(item, paths=paths, _at=where)
+            return out
+        if isinstance(data, list | tuple | set | frozenset):
+            items = [self.value(item, paths=paths, _at=f"{_at}[{i}]") for i, item in enumerate(data)]
+            return tuple(items) if isinstance(data, tuple) else items
+        if isinstance(data, bytes | bytearray):
+            return self.value(bytes(data).decode("utf-8", "replace"), paths=paths, _at=_at)
+        dump = getattr(data, "model_dump", None)
+        if callable(dump):
+            return self.value(dump(mode="json"), paths=paths, _at=_at)
+        return self.value(str(data), paths=paths, _at=_at)
 
 
-def redact(data: Any, *, keys: Iterable[str] = (), values: Iterable[str | None] = ()) -> Any:
+def redact(data: Any, *, keys: Iterable[str] = DEFAULT_SECRET_KEYS, values: Iterable[str | None] = ()) -> Any:
     """A copy of ``data`` with the values of secret ``keys`` and every secret ``values`` replaced."""
     return Redactor.build(keys, values).value(data)

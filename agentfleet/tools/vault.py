@@ -38,7 +38,6 @@ from urllib.parse import quote, quote_plus
 from agentfleet.config import CredentialSpec, Settings
 from agentfleet.errors import ConfigError, ForbiddenDestination
 from agentfleet.tools.audit import AuditEntry, AuditLog
-from agentfleet.tools.redact import redact, redact_text
 from agentfleet.tools.ssrf import normalize_host
 
 __all__ = [
@@ -49,8 +48,6 @@ __all__ = [
     "domain_allows",
     "normalize_domain_rule",
     "placeholder",
-    "redact",
-    "redact_text",
     "references",
 ]
 

@@ -1,4 +1,4 @@
-"""redact: secret values and secret-named keys leave nested structures and tracebacks."""
+"""Redaction of nested structures, tracebacks and key=value text."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from agentfleet.tools.redact import REDACTED, key_is_secret, redact, redact_text
+from agentfleet.redaction import REDACTED, Redactor, redact
 
 SECRET = "sk-canary-3f9a1c77d2"
 
@@ -31,7 +31,7 @@ def test_values_are_removed_from_nested_structures() -> None:
         SECRET: "a secret as a key",
     }
     original = copy.deepcopy(stored)
-    clean = redact(stored, [SECRET])
+    clean = redact(stored, values=[SECRET])
     assert SECRET not in json.dumps(clean, default=str)
     assert clean["input"]["text"] == f"use {REDACTED} please"
     assert clean["input"]["items"] == [1, 2.5, None, True, REDACTED]
@@ -54,8 +54,7 @@ def test_secret_named_keys_lose_their_values_whatever_the_type() -> None:
             "token_count": 3,
             "keys": "not a secret",
         },
-        [],
-        ["api_key", "password", "secret", "token", "authorization"],
+        keys=["api_key", "password", "secret", "token", "authorization"],
     )
     assert clean["password"] == REDACTED
     assert clean["api_key"] == REDACTED
@@ -69,11 +68,11 @@ def test_secret_named_keys_lose_their_values_whatever_the_type() -> None:
 def test_tracebacks_are_redacted_by_value_and_by_key() -> None:
     text = _traceback_with_secret()
     assert SECRET in text
-    clean = redact(text, [SECRET])
+    clean = redact(text, values=[SECRET])
     assert SECRET not in clean
     assert "RuntimeError: request failed" in clean
     # Without the value, the header is still caught by its name; the bare query value is not.
-    by_key_only = redact(text, [])
+    by_key_only = redact(text)
     assert f"Bearer {SECRET}" not in by_key_only
     assert f"'Authorization': '{REDACTED}'" in by_key_only
 
@@ -87,7 +86,7 @@ def test_key_value_forms_inside_strings() -> None:
         "https://h.example/p?x=1&access_token=zzz&y=2\n"
         "max_tokens=16 input_tokens: 5"
     )
-    clean = redact_text(text)
+    clean = Redactor.build().text(text)
     for leaked in ("hunter2", "abc.def", "k-123", "shh", "zzz"):
         assert leaked not in clean
     for kept in (
@@ -104,7 +103,7 @@ def test_key_value_forms_inside_strings() -> None:
 
 def test_percent_encoded_values_are_removed() -> None:
     secret = "a b/c+d"
-    clean = redact("GET /?k=a%20b%2Fc%2Bd and a+b%2Fc%2Bd", [secret])
+    clean = redact("GET /?k=a%20b%2Fc%2Bd and a+b%2Fc%2Bd", values=[secret])
     assert "a%20b" not in clean and "a+b%2F" not in clean
 
 
@@ -115,16 +114,17 @@ class Stored(BaseModel):
 
 def test_models_and_other_objects_become_redacted_data() -> None:
     stored = [Stored(name=SECRET, token="t"), b"bytes " + SECRET.encode(), ValueError(SECRET)]
-    clean = redact(stored, [SECRET])
+    clean = redact(stored, values=[SECRET])
     assert clean[0] == {"name": REDACTED, "token": REDACTED}
     assert clean[1] == f"bytes {REDACTED}"
     assert clean[2] == REDACTED
 
 
 def test_key_matching_rules() -> None:
-    assert key_is_secret("X-Api-Key")
-    assert key_is_secret("password_hash")
-    assert key_is_secret("db_password_old")
-    assert key_is_secret("COOKIE")
-    assert not key_is_secret("max_tokens")
-    assert not key_is_secret("monkey")
+    secret_key = Redactor.build().secret_key
+    assert secret_key("X-Api-Key")
+    assert secret_key("password_hash")
+    assert secret_key("db_password_old")
+    assert secret_key("COOKIE")
+    assert not secret_key("max_tokens")
+    assert not secret_key("monkey")
