@@ -39,7 +39,7 @@ _BEGIN = """
 local status = redis.call('HGET', KEYS[1], 'status')
 local stored = redis.call('GET', KEYS[2])
 local n = 0
-if (not stored) and status ~= 'cancelled' then
+if (not stored) and status ~= 'cancelled' and status ~= 'failed' then
   n = redis.call('INCR', KEYS[3])
   redis.call('EXPIRE', KEYS[3], ARGV[1])
 end
@@ -102,7 +102,8 @@ class BeginState:
 
     @property
     def cancelled(self) -> bool:
-        return self.status == "cancelled"
+        """True when the run was cancelled, or failed fast: this delivery must not run."""
+        return self.status in ("cancelled", "failed")
 
 
 @dataclass(frozen=True)
@@ -262,6 +263,10 @@ class RunStore:
         if stale:
             self.client.zrem(f"{self.prefix}:runs", *stale)
         return summaries
+
+    def fail_fast(self, run_id: str) -> None:
+        """Mark the run failed: deliveries that start from now on do not run, nor its aggregate."""
+        self.client.hset(self.run_key(run_id), "status", "failed")
 
     def cancel(self, run_id: str) -> None:
         """Mark the run cancelled: deliveries that start from now on do not run."""

@@ -64,3 +64,11 @@ def sum_n(results: list[dict[str, Any]]) -> int:
 
 def count_results(results: list[Any]) -> int:
     return len(results)
+
+
+@fleet_task
+def maybe_fail_slowly(ctx: TaskContext, n: int, fail: bool = False, sleep_s: float = 0.0) -> dict[str, Any]:
+    if fail:
+        raise PermanentError(f"item {n} is broken")
+    time.sleep(sleep_s)
+    return {"n": n}

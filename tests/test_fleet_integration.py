@@ -132,3 +132,16 @@ def test_runs_are_listed_newest_first(cluster: LocalCluster) -> None:
     assert newest[0].run_id == run.id
     assert newest[0].name == "listing-check"
     assert newest[0].status == "finished"
+
+
+def test_fail_fast_cancels_what_has_not_started_and_the_aggregate(cluster: LocalCluster) -> None:
+    inputs = [{"n": 0, "fail": True}] + [{"n": i, "sleep_s": 0.3} for i in range(1, 40)]
+    fleet = cluster.fleet()
+    run = fleet.map(tt.maybe_fail_slowly, inputs, aggregate=tt.count_results, fail_fast=True)
+    summary = run.wait(timeout_s=60)
+    assert summary.status == "failed"
+    assert summary.failed == 1
+    assert summary.cancelled > 0, "items that had not started were skipped"
+    assert summary.succeeded + summary.failed + summary.cancelled == 40
+    with pytest.raises(RunError, match="fails fast"):
+        run.result(timeout_s=30)

@@ -74,6 +74,9 @@ def aggregate(outcomes: list[dict[str, Any]], run_id: str, fn: str) -> Any:
     """The chord callback: ``fn`` over the successful items' results, in input order."""
     store = RunStore.from_settings(get_settings())
     store.mark_aggregate_started(run_id)
+    if store.get_run(run_id).get("status") == "failed":
+        store.set_aggregate(run_id, ok=False, error="an item failed and the run fails fast")
+        return None
     results = [o.get("result") for o in outcomes if isinstance(o, dict) and o.get("ok")]
     started = time.monotonic()
     try:

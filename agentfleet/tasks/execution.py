@@ -127,6 +127,17 @@ class _Rescheduled(Exception):
     """The item was sent again from outside its task (after a hard time limit)."""
 
 
+_stores: dict[int, RunStore] = {}
+
+
+def _store(settings: Settings) -> RunStore:
+    # One store (and one set of registered scripts) per process; settings are one object.
+    store = _stores.get(id(settings))
+    if store is None:
+        store = _stores[id(settings)] = RunStore.from_settings(settings)
+    return store
+
+
 class _Delivery:
     """The state of one delivery; ``run()`` returns the outcome dict or raises Celery's Retry.
 
@@ -145,7 +156,7 @@ class _Delivery:
         self.task = task
         self.request = request
         self.settings: Settings = get_settings()
-        self.store = RunStore.from_settings(self.settings)
+        self.store = _store(self.settings)
         self.kwargs = dict(kwargs)
         own_id = (request.id if request is not None else task.request.id) or None
         self.meta = _meta_for(self.kwargs, own_id)
@@ -234,7 +245,11 @@ class _Delivery:
         )
         if failures.on_final_failure(self.settings, entry, client=self.store.client):
             outcome = outcome.model_copy(update={"dead_lettered": True})
-        return self._finish(outcome)
+        finished = self._finish(outcome)
+        if self.store.get_run(self.meta.run).get("fail_fast") == "1":
+            # Fail-fast: the first final failure cancels every item that has not started.
+            self.store.fail_fast(self.meta.run)
+        return finished
 
     # The delivery --------------------------------------------------------------------------
 
