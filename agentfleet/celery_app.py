@@ -64,10 +64,13 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "task_time_limit": settings.task_time_limit_s,
         "task_soft_time_limit": settings.task_soft_time_limit_s,
         "result_expires": settings.celery_result_expires_s,
-        "result_extended": True,
-        "task_track_started": True,
+        # Inputs stay out of Celery's result keys (the run store has what a run needs), and
+        # no STARTED write per task: Flower sees starts through the worker's events.
+        "result_extended": False,
+        "task_track_started": False,
         "worker_send_task_events": True,
-        "task_send_sent_event": True,
+        # A task-sent event per dispatch would double the Redis round trips of a fan-out.
+        "task_send_sent_event": False,
         "task_default_queue": queues.agents,
         "task_queues": [
             Queue(queues.agents, routing_key=queues.agents),
