@@ -13,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from agentfleet.dlq import DeadLetter, DLQStats
+from agentfleet.dlq.stats import format_age
 from agentfleet.orchestration.dead_letters import RequeueResult
 
 __all__ = ["entries_table", "entry_view", "requeue_table", "stats_view"]
@@ -22,15 +23,6 @@ def _when(ts: float | None) -> str:
     if ts is None:
         return "-"
     return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-
-
-def _age(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{seconds / size:.1f}{unit}"
-    return f"{seconds:.0f}s"
 
 
 def entries_table(entries: Iterable[DeadLetter], *, title: str = "dead letters") -> Table:
@@ -46,7 +38,7 @@ def entries_table(entries: Iterable[DeadLetter], *, title: str = "dead letters")
         stage = f" stage {e.stage + 1}/{e.stages}" if e.stages > 1 else ""
         table.add_row(
             e.id,
-            _age(e.age_s(now)),
+            format_age(e.age_s(now)),
             f"{e.task_name}{stage} #{e.item_key}",
             e.category + (f" @ {e.downstream}" if e.downstream else ""),
             Text(f"{e.error_type}: {e.error}"[:160] + f" ({e.attempts})"),
@@ -121,7 +113,7 @@ def stats_view(stats: DLQStats) -> RenderableType:
         ("depth ", "bold"),
         str(stats.depth),
         ("   oldest ", "bold"),
-        _age(stats.oldest_age_s),
+        format_age(stats.oldest_age_s),
     )
     parts: list[RenderableType] = [head]
     if stats.by_category:

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 from pydantic import BaseModel, Field
 
-from agentfleet.dlq.stats import DLQStats, FingerprintCount, VendorIssue
+from agentfleet.dlq.stats import DLQStats, FingerprintCount, VendorIssue, format_age
 from agentfleet.errors import RetryableError, error_for_status
 
 __all__ = ["Digest", "WebhookResult", "build_digest", "post_webhook", "slack_payload"]
@@ -59,21 +59,12 @@ def build_digest(stats: DLQStats, *, threshold: int) -> Digest:
     )
 
 
-def _age(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{seconds / size:.1f}{unit}"
-    return f"{seconds:.0f}s"
-
-
 def slack_payload(digest: Digest, *, title: str = "agentfleet dead-letter queue") -> dict[str, Any]:
     """A Slack incoming-webhook message: a ``text`` summary and ``blocks`` with the breakdown."""
     categories = ", ".join(f"{name} {count}" for name, count in digest.by_category.items()) or "none"
     summary = (
         f"*{title}*: {digest.depth} dead letters (alert threshold {digest.threshold}); "
-        f"oldest {_age(digest.oldest_age_s)}. By category: {categories}."
+        f"oldest {format_age(digest.oldest_age_s)}. By category: {categories}."
     )
     lines = [summary]
     if digest.vendor_issues:

@@ -6,7 +6,7 @@ import time
 
 from pydantic import BaseModel, Field
 
-__all__ = ["DLQStats", "FingerprintCount", "VendorIssue", "merge_vendor_issues"]
+__all__ = ["DLQStats", "FingerprintCount", "VendorIssue", "format_age", "merge_vendor_issues"]
 
 
 class FingerprintCount(BaseModel):
@@ -81,3 +81,13 @@ def merge_vendor_issues(
             )
     issues.sort(key=lambda i: (-(i.failures + i.dead_letters), i.downstream))
     return stats.model_copy(update={"vendor_issues": issues})
+
+
+def format_age(seconds: float | None) -> str:
+    """An age for people: ``"42s"``, ``"3.5m"``, ``"2.0h"``, ``"1.5d"`` (``"-"`` when unknown)."""
+    if seconds is None:
+        return "-"
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.1f}{unit}"
+    return f"{seconds:.0f}s"
