@@ -3,20 +3,70 @@
 ``celery -A agentfleet.celery_app worker`` runs a worker with the settings from the
 environment and ``agentfleet.toml``. ``make_app(settings)`` builds another app with the same
 configuration (``Fleet`` uses one to send work to a chosen broker).
+
+``celery -A agentfleet.celery_app beat`` runs beat with the Redis scheduler (celery-redbeat):
+its entries live in Redis beside everything else, and a lock lets only one beat send at a
+time, so a second beat process waits instead of running every schedule twice.
+``beat_schedule(settings)`` builds every entry; each source of entries is one function.
 """
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from celery import Celery
+from celery.schedules import crontab
 from kombu import Queue
 
 from agentfleet.config import Settings, get_settings
 
-__all__ = ["BUILTIN_TASK_MODULES", "app", "celery_config", "make_app"]
+__all__ = [
+    "BUILTIN_TASK_MODULES",
+    "RUN_SCHEDULE_TASK",
+    "app",
+    "beat_schedule",
+    "celery_config",
+    "make_app",
+    "redbeat_key_prefix",
+    "scheduled_fanout_entries",
+]
 
-BUILTIN_TASK_MODULES = ["agentfleet.tasks.builtin"]
+BUILTIN_TASK_MODULES = ["agentfleet.tasks.builtin", "agentfleet.orchestration.scheduled"]
+RUN_SCHEDULE_TASK = "agentfleet.maintenance.run_schedule"
+# A cron schedule's message that no maintenance worker took within this many seconds is
+# dropped, so a maintenance worker that was down for a day does not start a day of runs at once.
+_CRON_EXPIRES_S = 3600
+
+
+def scheduled_fanout_entries(settings: Settings) -> dict[str, dict[str, Any]]:
+    """One beat entry per ``[schedules.NAME]``: it sends ``RUN_SCHEDULE_TASK`` with the name."""
+    entries: dict[str, dict[str, Any]] = {}
+    for name, spec in settings.schedules.items():
+        if spec.cron is not None:
+            schedule: Any = crontab.from_string(spec.cron)
+            expires = float(_CRON_EXPIRES_S)
+        else:
+            interval = float(spec.interval_s or 0)
+            schedule = timedelta(seconds=interval)
+            expires = max(interval, 60.0)
+        entries[f"schedule:{name}"] = {
+            "task": RUN_SCHEDULE_TASK,
+            "schedule": schedule,
+            "kwargs": {"name": name},
+            "options": {"queue": settings.queues.maintenance, "expires": expires},
+        }
+    return entries
+
+
+def beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
+    """Every beat entry: the scheduled fan-outs, then each maintenance source's entries."""
+    return {**scheduled_fanout_entries(settings)}
+
+
+def redbeat_key_prefix(settings: Settings) -> str:
+    """Where redbeat keeps entries and its lock (``<prefix>:lock``), under our key prefix."""
+    return f"{settings.key_prefix}:redbeat:"
 
 
 def celery_config(settings: Settings) -> dict[str, Any]:
@@ -65,6 +115,17 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "enable_utc": True,
         "timezone": "UTC",
         "include": [*BUILTIN_TASK_MODULES, *settings.task_modules],
+        "beat_scheduler": "redbeat.RedBeatScheduler",
+        "beat_schedule": beat_schedule(settings),
+        "beat_max_loop_interval": settings.beat.max_loop_interval_s,
+        "redbeat_redis_url": settings.broker_url,
+        "redbeat_key_prefix": redbeat_key_prefix(settings),
+        "redbeat_lock_timeout": settings.beat.lock_timeout_s,
+        "redbeat_redis_options": {
+            "socket_connect_timeout": 5,
+            "socket_keepalive": True,
+            "health_check_interval": 30,
+        },
     }
 
 

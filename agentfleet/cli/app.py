@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import typer
 
+from agentfleet.cli.beat_cmd import beat
 from agentfleet.cli.demo_cmd import demo
+from agentfleet.cli.flower_cmd import flower
 from agentfleet.cli.run_cmd import run
 from agentfleet.cli.runs_cmd import runs_app
+from agentfleet.cli.serve_cmd import serve
 from agentfleet.cli.worker_cmd import worker
 
 __all__ = ["app"]
@@ -22,3 +25,6 @@ app.command("demo")(demo)
 app.command("run")(run)
 app.command("worker")(worker)
 app.add_typer(runs_app, name="runs")
+app.command("serve")(serve)
+app.command("flower")(flower)
+app.command("beat")(beat)
