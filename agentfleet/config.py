@@ -93,11 +93,16 @@ class RetrySettings(_Section):
 
 
 class WorkerSettings(_Section):
-    """Defaults for ``agentfleet worker`` and ``LocalCluster``."""
+    """Defaults for ``agentfleet worker`` and ``LocalCluster``.
+
+    ``autoscale`` is ``max,min`` pool sizes (prefork and gevent pools); an autoscaled pool
+    shrinks after ``autoscale_keepalive_s`` seconds without new work.
+    """
 
     pool: Literal["prefork", "threads", "gevent", "solo"] = "threads"
     concurrency: int = Field(default=8, ge=1)
     autoscale: str | None = None
+    autoscale_keepalive_s: float = Field(default=30.0, gt=0)
     max_tasks_per_child: int | None = Field(default=None, ge=1)
 
     @field_validator("autoscale")
@@ -172,6 +177,12 @@ class LLMSettings(_Section):
     timeout_s: float = Field(default=60.0, gt=0)
     connect_timeout_s: float = Field(default=5.0, gt=0)
     prices: dict[str, ModelPrice] = Field(default_factory=_default_prices)
+
+    @field_validator("api_key", "base_url", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: Any) -> Any:
+        # docker compose passes an unset ${VAR:-} as an empty string.
+        return None if value == "" else value
 
 
 class FetchSettings(_Section):

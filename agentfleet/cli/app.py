@@ -7,6 +7,7 @@ import typer
 from agentfleet.cli.beat_cmd import beat
 from agentfleet.cli.demo_cmd import demo
 from agentfleet.cli.flower_cmd import flower
+from agentfleet.cli.healthcheck_cmd import healthcheck_app
 from agentfleet.cli.run_cmd import run
 from agentfleet.cli.runs_cmd import runs_app
 from agentfleet.cli.serve_cmd import serve
@@ -28,3 +29,4 @@ app.add_typer(runs_app, name="runs")
 app.command("serve")(serve)
 app.command("flower")(flower)
 app.command("beat")(beat)
+app.add_typer(healthcheck_app, name="healthcheck")

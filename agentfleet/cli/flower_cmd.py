@@ -1,18 +1,24 @@
-"""``agentfleet flower``: Flower for the agentfleet app, with basic auth, on loopback."""
+"""``agentfleet flower``: Flower for the agentfleet app, with basic auth, on loopback.
+
+Flower answers ``/metrics`` and ``/healthcheck`` without credentials whatever its auth
+settings, so it binds 127.0.0.1 unless told otherwise and says so when told otherwise.
+Scrape ``agentfleet serve``'s ``/metrics`` instead of Flower's.
+"""
 
 from __future__ import annotations
 
 import ipaddress
 import os
 import sys
+from collections.abc import Mapping
 
 import typer
 
 from agentfleet.cli.output import err_console
-from agentfleet.config import get_settings
+from agentfleet.config import Settings, get_settings
 from agentfleet.errors import ConfigError
 
-__all__ = ["flower", "is_loopback"]
+__all__ = ["flower", "flower_launch", "is_loopback"]
 
 
 def is_loopback(host: str) -> bool:
@@ -25,29 +31,23 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def flower(
-    address: str | None = typer.Option(None, help="Address to bind (default flower.host, 127.0.0.1)."),
-    port: int | None = typer.Option(None, min=1, max=65535, help="Port (default flower.port, 5555)."),
-    insecure: bool = typer.Option(False, "--insecure", help="Start without authentication."),
-) -> None:
-    """Start Flower for agentfleet.celery_app, behind basic auth (AGENTFLEET_FLOWER__BASIC_AUTH)."""
-    settings = get_settings()
+def flower_launch(
+    settings: Settings,
+    *,
+    address: str | None,
+    port: int | None,
+    insecure: bool,
+    environ: Mapping[str, str],
+) -> tuple[list[str], dict[str, str]]:
+    """Flower's command line and environment; ``ConfigError`` when it would run without auth."""
     auth = settings.flower.basic_auth
     if auth is None and not insecure:
         raise ConfigError(
             "Flower would start without authentication: set AGENTFLEET_FLOWER__BASIC_AUTH=user:password "
             "(or pass --insecure on a machine only you can reach)"
         )
-    bind = address or settings.flower.host
-    bind_port = port or settings.flower.port
-    if not is_loopback(bind):
-        err_console.print(
-            f"warning: Flower binds {bind}; its /metrics and /healthcheck answer without "
-            "credentials, so keep this port on a private network",
-            highlight=False,
-        )
-    env = dict(os.environ)
-    # The credentials go to Flower through its environment, never on a command line that
+    env = dict(environ)
+    # The credentials reach Flower through its environment, never on a command line that
     # `ps` shows to every user of the machine.
     env.pop("FLOWER_BASIC_AUTH", None)
     if auth is not None:
@@ -59,9 +59,27 @@ def flower(
         "-A",
         "agentfleet.celery_app",
         "flower",
-        f"--address={bind}",
-        f"--port={bind_port}",
+        f"--address={address or settings.flower.host}",
+        f"--port={port or settings.flower.port}",
     ]
+    return argv, env
+
+
+def flower(
+    address: str | None = typer.Option(None, help="Address to bind (default flower.host, 127.0.0.1)."),
+    port: int | None = typer.Option(None, min=1, max=65535, help="Port (default flower.port, 5555)."),
+    insecure: bool = typer.Option(False, "--insecure", help="Start without authentication."),
+) -> None:
+    """Start Flower for agentfleet.celery_app, behind basic auth (AGENTFLEET_FLOWER__BASIC_AUTH)."""
+    settings = get_settings()
+    argv, env = flower_launch(settings, address=address, port=port, insecure=insecure, environ=os.environ)
+    bind = address or settings.flower.host
+    if not is_loopback(bind):
+        err_console.print(
+            f"warning: Flower binds {bind}; its /metrics and /healthcheck answer without "
+            "credentials, so keep this port on a private network",
+            highlight=False,
+        )
     sys.stdout.flush()
     sys.stderr.flush()
     os.execve(sys.executable, argv, env)
