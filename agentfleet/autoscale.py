@@ -23,7 +23,7 @@ __all__ = ["KEEPALIVE_SETTING", "FleetAutoscaler"]
 KEEPALIVE_SETTING = "agentfleet_autoscale_keepalive_s"
 
 
-class FleetAutoscaler(Autoscaler):  # type: ignore[misc]
+class FleetAutoscaler(Autoscaler):
     """Doubles the pool while requests wait for a slot; shrinks after ``keepalive`` idle seconds."""
 
     def __init__(

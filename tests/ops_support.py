@@ -52,10 +52,8 @@ class ServiceProcess:
         if self.alive():
             with contextlib.suppress(ProcessLookupError):
                 self.process.send_signal(signal.SIGTERM)
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 self.process.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                pass
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):

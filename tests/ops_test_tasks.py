@@ -12,6 +12,10 @@ import sys
 import time
 from typing import Any
 
+# Imported when the worker loads this module, after its gevent patching: a first import
+# inside a task would hold the whole gevent hub for the import's duration.
+import anthropic  # noqa: F401
+import httpx2
 import redis
 
 from agentfleet import TaskContext, fleet_task
@@ -52,8 +56,6 @@ def http_call(ctx: TaskContext, n: int, url: str, client: str) -> dict[str, Any]
     if client == "httpx":
         status = ctx.http.get(url).status_code
     elif client == "httpx2":
-        import httpx2
-
         with httpx2.Client(timeout=30) as http:
             status = http.get(url).status_code
     else:

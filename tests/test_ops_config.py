@@ -77,7 +77,9 @@ def test_a_secret_is_never_echoed_in_an_error() -> None:
     assert "hunter2" not in str(caught.value)
 
 
-def test_named_fanouts_come_from_fanouts_or_schedules(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_named_fanouts_come_from_fanouts_or_schedules(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     config = tmp_path / "agentfleet.toml"
     config.write_text(
         '[fanouts.triage]\ntask = "myapp.triage"\ninputs = [{ text = "a" }]\n\n'
@@ -131,7 +133,9 @@ def test_the_flower_command_without_auth_is_one_line_and_a_non_zero_exit() -> No
     assert out.stderr.strip().count("\n") == 0 and "Traceback" not in out.stderr
 
 
-@pytest.mark.parametrize("command", [["serve"], ["flower"], ["beat"], ["healthcheck"], ["healthcheck", "worker"]])
+@pytest.mark.parametrize(
+    "command", [["serve"], ["flower"], ["beat"], ["healthcheck"], ["healthcheck", "worker"]]
+)
 def test_operations_commands_have_help(command: list[str]) -> None:
     out = subprocess.run(
         [sys.executable, "-m", "agentfleet", *command, "--help"], capture_output=True, text=True, timeout=60

@@ -80,7 +80,9 @@ def test_health_is_degraded_without_workers_or_with_an_open_circuit() -> None:
         Sample("agentfleet_dlq_depth", 4, {"category": "rate_limited"}),
         Sample("agentfleet_dlq_depth", 2, {"category": "bad_request"}),
     ]
-    opened = assess(_collected(1.0, depth=0, workers=1, last_done=None, extra=circuit), PendingClock(), stale_after_s=30)
+    opened = assess(
+        _collected(1.0, depth=0, workers=1, last_done=None, extra=circuit), PendingClock(), stale_after_s=30
+    )
     assert opened["status"] == "degraded"
     assert opened["open_circuits"] == ["vendor-a.example"]
     assert opened["dlq_depth"] == 6
@@ -91,7 +93,11 @@ def settings(redis_url: str, key_prefix: str) -> Settings:
     return load_settings(
         broker_url=redis_url,
         key_prefix=key_prefix,
-        queues={"agents": f"{key_prefix}.agents", "fanin": f"{key_prefix}.fanin", "maintenance": f"{key_prefix}.m"},
+        queues={
+            "agents": f"{key_prefix}.agents",
+            "fanin": f"{key_prefix}.fanin",
+            "maintenance": f"{key_prefix}.m",
+        },
         service={"token": "right-token", "ping_timeout_s": 0.2},
         fanouts={"echoes": {"task": "fleet_test_tasks.echo"}},
     )
