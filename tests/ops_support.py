@@ -47,6 +47,12 @@ class ServiceProcess:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
 
+    def terminate(self) -> None:
+        """Ask it to stop (SIGTERM) without waiting; ``stop()`` then waits and cleans up."""
+        if self.alive():
+            with contextlib.suppress(ProcessLookupError):
+                self.process.send_signal(signal.SIGTERM)
+
     def stop(self, timeout_s: float = 10.0) -> None:
         """SIGTERM, then SIGKILL for its whole process group if it lingers."""
         if self.alive():

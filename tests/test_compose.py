@@ -245,7 +245,9 @@ def deployment(
             yield running
     finally:
         for proc in processes.values():
-            proc.stop()
+            proc.terminate()
+        for proc in processes.values():
+            proc.stop(timeout_s=3)
         redis_proc.stop()
 
 

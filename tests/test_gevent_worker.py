@@ -78,9 +78,13 @@ def cluster(slow_server: str) -> Iterator[LocalCluster]:
         AGENTFLEET_TASK_MODULES="ops_test_tasks",
         AGENTFLEET_LLM__BASE_URL=slow_server,
         AGENTFLEET_LLM__API_KEY="test-key",
-        AGENTFLEET_WORKER__AUTOSCALE_KEEPALIVE_S="2",
+        AGENTFLEET_WORKER__AUTOSCALE_KEEPALIVE_S="1",
     )
-    with LocalCluster(workers=1, pool="gevent", autoscale=f"{MAX_POOL},{MIN_POOL}", env=env) as running:
+    # A gevent worker spends seconds in garbage collection after its warm shutdown; by then
+    # nothing is left to lose, so it is not waited for long.
+    with LocalCluster(
+        workers=1, pool="gevent", autoscale=f"{MAX_POOL},{MIN_POOL}", env=env, stop_timeout_s=2
+    ) as running:
         yield running
 
 
@@ -126,7 +130,7 @@ def test_the_pool_grows_under_a_backlog_and_shrinks_back_after(cluster: LocalClu
         lambda: (_autoscaler(cluster) or {}).get("current") == MIN_POOL, timeout_s=30, what="an idle pool"
     )
 
-    run = cluster.fleet().map("ops_test_tasks.nap", [{"n": i, "sleep_s": 0.5} for i in range(200)])
+    run = cluster.fleet().map("ops_test_tasks.nap", [{"n": i, "sleep_s": 0.3} for i in range(200)])
     grown = wait_for(
         lambda: (s := _autoscaler(cluster)) and s["current"] > MIN_POOL and s,
         timeout_s=60,
