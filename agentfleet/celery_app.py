@@ -34,22 +34,27 @@ __all__ = [
 
 BUILTIN_TASK_MODULES = ["agentfleet.tasks.builtin", "agentfleet.orchestration.scheduled"]
 RUN_SCHEDULE_TASK = "agentfleet.maintenance.run_schedule"
-# A cron schedule's message that no maintenance worker took within this many seconds is
-# dropped, so a maintenance worker that was down for a day does not start a day of runs at once.
-_CRON_EXPIRES_S = 3600
+# An interval schedule's dispatch expires after its interval, but never sooner than this: a
+# short interval must not turn a busy maintenance worker into dropped runs.
+_MIN_EXPIRES_S = 60.0
 
 
 def scheduled_fanout_entries(settings: Settings) -> dict[str, dict[str, Any]]:
-    """One beat entry per ``[schedules.NAME]``: it sends ``RUN_SCHEDULE_TASK`` with the name."""
+    """One beat entry per ``[schedules.NAME]``: it sends ``RUN_SCHEDULE_TASK`` with the name.
+
+    A dispatch no maintenance worker took in time expires (``beat.dispatch_expires_s``), so a
+    maintenance worker that was down for a day does not start a day of runs at once.
+    """
     entries: dict[str, dict[str, Any]] = {}
+    limit = settings.beat.dispatch_expires_s
     for name, spec in settings.schedules.items():
         if spec.cron is not None:
             schedule: Any = crontab.from_string(spec.cron)
-            expires = float(_CRON_EXPIRES_S)
+            expires = limit
         else:
             interval = float(spec.interval_s or 0)
             schedule = timedelta(seconds=interval)
-            expires = max(interval, 60.0)
+            expires = min(limit, max(interval, _MIN_EXPIRES_S))
         entries[f"schedule:{name}"] = {
             "task": RUN_SCHEDULE_TASK,
             "schedule": schedule,

@@ -285,10 +285,14 @@ class BeatSettings(_Section):
     Beat wakes at least every ``max_loop_interval_s`` seconds. The beat that holds the lock
     renews it on each wake for ``lock_timeout_s`` seconds; a second beat waits, retrying every
     ``max_loop_interval_s``, and takes over at most ``lock_timeout_s`` after the first one dies.
+    A scheduled dispatch that no maintenance worker takes within ``dispatch_expires_s``
+    seconds is dropped rather than run late (an interval schedule's expires after its
+    interval when that is shorter, but not before a minute).
     """
 
     max_loop_interval_s: float = Field(default=5.0, gt=0)
     lock_timeout_s: int = Field(default=30, ge=2)
+    dispatch_expires_s: float = Field(default=3600.0, ge=60)
 
     @_model_validator(mode="after")
     def _lock_outlives_a_loop(self) -> BeatSettings:

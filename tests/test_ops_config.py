@@ -34,7 +34,8 @@ def test_schedules_become_beat_entries_on_the_maintenance_queue() -> None:
     assert nightly["schedule"].hour == {6} and nightly["schedule"].day_of_week == {1}
     assert often["schedule"] == timedelta(seconds=2)
     assert nightly["options"]["queue"] == often["options"]["queue"] == "agentfleet.maintenance"
-    assert often["options"]["expires"] >= 2
+    assert nightly["options"]["expires"] == 3600, "beat.dispatch_expires_s"
+    assert often["options"]["expires"] == 60, "an interval's dispatch lives at least a minute"
 
 
 def test_the_celery_config_uses_redbeat_with_a_lock_under_our_prefix() -> None:

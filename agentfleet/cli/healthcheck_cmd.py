@@ -21,7 +21,7 @@ healthcheck_app = typer.Typer(help="Probes for container healthchecks: exit 0 wh
 
 
 def _down(message: str) -> None:
-    console.print(message, highlight=False)
+    console.print(message, highlight=False, soft_wrap=True)
     raise typer.Exit(1)
 
 
@@ -47,12 +47,17 @@ def worker(
     timeout_s: float = typer.Option(5.0, min=0.1, help="Seconds to wait for the reply."),
 ) -> None:
     """The worker NODE answers a ping."""
+    from kombu.exceptions import OperationalError
+
     from agentfleet.celery_app import make_app
 
     name = node.replace("%h", socket.gethostname())
     app = make_app(get_settings())
     try:
         replies = app.control.ping(destination=[name], timeout=timeout_s) or []
+    except OperationalError as exc:
+        _down(f"cannot reach the broker: {exc}")
+        return
     finally:
         app.close()
     if not any(name in reply for reply in replies):
