@@ -79,6 +79,10 @@ def celery_config(settings: Settings) -> dict[str, Any]:
     queues = settings.queues
     transport_options = {
         "visibility_timeout": settings.visibility_timeout_s,
+        # kombu caps a worker's consumer connection pool at 10 by default and fails past the
+        # cap instead of waiting: a gevent pool acknowledging from 100 slots at once then loses
+        # acknowledgements, resets the consumer connection and drops a message in flight.
+        "max_connections": settings.broker_max_connections,
         "unacked_restore_interval": settings.unacked_restore_interval_s,
         "unacked_restore_throttle": 1,
         "socket_keepalive": True,

@@ -105,6 +105,13 @@ class WorkerSettings(_Section):
     autoscale_keepalive_s: float = Field(default=30.0, gt=0)
     max_tasks_per_child: int | None = Field(default=None, ge=1)
 
+    @property
+    def max_slots(self) -> int:
+        """The largest pool these settings give a worker: the autoscale maximum, else concurrency."""
+        if self.autoscale:
+            return int(self.autoscale.split(",")[0])
+        return self.concurrency
+
     @field_validator("autoscale")
     @classmethod
     def _autoscale_shape(cls, value: str | None) -> str | None:
@@ -364,6 +371,7 @@ class Settings(BaseSettings):
     key_prefix: str = "af"
     visibility_timeout_s: int = Field(default=3600, ge=10)
     unacked_restore_interval_s: int = Field(default=10, ge=1)
+    broker_max_connections: int = Field(default=1000, ge=10)
     task_time_limit_s: int = Field(default=900, ge=1)
     task_soft_time_limit_s: int = Field(default=840, ge=1)
     result_ttl_s: int = Field(default=7 * 86400, ge=60)
@@ -422,6 +430,14 @@ class Settings(BaseSettings):
             raise ValueError(
                 f"{', '.join(shared)} is defined both under [fanouts] and [schedules]; a fan-out "
                 "name must be unique. Rename or remove one of them in agentfleet.toml."
+            )
+        slots = max(self.worker.concurrency, self.worker.max_slots)
+        if slots >= self.broker_max_connections:
+            raise ValueError(
+                f"broker_max_connections ({self.broker_max_connections}) must exceed the worker pool "
+                f"size ({slots}): every busy slot may need its own Redis connection to acknowledge "
+                "its message, and past the cap acknowledgements fail. Raise "
+                "AGENTFLEET_BROKER_MAX_CONNECTIONS or lower the pool size."
             )
         if self.retry.backoff_base_s > self.retry.backoff_cap_s:
             raise ValueError(

@@ -136,6 +136,7 @@ def measure(pool: str, size: int, redis_url: str, latency_s: float) -> dict[str,
         "idle_pss_mib": round(idle, 1),
         "busy_pss_mib": round(busy, 1),
         "mib_per_slot": round(busy / size, 2),
+        "marginal_mib_per_slot": round((busy - idle) / size, 3),
     }
 
 

@@ -15,6 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+import redis
 from conftest import cluster_env
 from ops_support import wait_for
 
@@ -139,6 +140,13 @@ def test_the_pool_grows_under_a_backlog_and_shrinks_back_after(cluster: LocalClu
     )
     assert MIN_POOL < grown["current"] <= MAX_POOL
     assert run.wait(timeout_s=120).succeeded == 200
+    # Every message was acknowledged: none is left for a redelivery an hour from now.
+    broker = redis.Redis.from_url(cluster.broker_url)
+    try:
+        wait_for(lambda: broker.hlen("unacked") == 0, timeout_s=10, what="every message acknowledged")
+    finally:
+        broker.close()
+    assert "Couldn't ack" not in cluster.workers[0].log_text()
     shrunk = wait_for(
         lambda: (s := _autoscaler(cluster)) and s["current"] == MIN_POOL and s,
         timeout_s=60,

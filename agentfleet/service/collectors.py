@@ -2,8 +2,19 @@
 
 ``/metrics`` renders every sample; ``/health`` reads the few it needs by name. A collector
 takes a ``Sources`` (settings, the run store, a way to ping workers) and returns a list of
-``Sample``. Adding one (the dead-letter queue, the limiter, the circuit breakers) is writing
-the function and listing it in ``DEFAULT_COLLECTORS``.
+``Sample``. Adding one is writing the function and listing it in ``DEFAULT_COLLECTORS``.
+
+Still to add, with the sample names ``/health`` already reads:
+
+- dead-letter queue: ``agentfleet_dlq_depth{category}`` (gauge); ``/health`` reports the sum
+  as ``dlq_depth``.
+- limiter, per downstream of ``Limiter.known_downstreams()`` from ``Limiter.status()``:
+  ``agentfleet_limiter_tokens{downstream,bucket}``, ``agentfleet_limiter_slots_in_use{downstream}``,
+  ``agentfleet_limiter_slots_max{downstream}``, ``agentfleet_limiter_paused_seconds{downstream}``.
+- circuit breakers: ``agentfleet_circuit_open{downstream}`` (1 open, 0 closed); ``/health``
+  lists the open ones in ``open_circuits`` and says ``degraded`` while any is open.
+
+Until then ``/health`` reports ``dlq_depth`` and ``open_circuits`` as ``null``.
 """
 
 from __future__ import annotations
