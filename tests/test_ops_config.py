@@ -47,6 +47,7 @@ def test_the_celery_config_uses_redbeat_with_a_lock_under_our_prefix() -> None:
     assert conf["beat_max_loop_interval"] == 2
     assert conf["redbeat_redis_url"] == settings.broker_url
     assert conf["worker_autoscaler"] == "agentfleet.autoscale:FleetAutoscaler"
+    assert conf["broker_transport_options"]["max_connections"] == settings.broker_max_connections
 
 
 @pytest.mark.parametrize(
@@ -64,6 +65,10 @@ def test_the_celery_config_uses_redbeat_with_a_lock_under_our_prefix() -> None:
         ({"flower": {"basic_auth": "onlyuser"}}, "AGENTFLEET_FLOWER__BASIC_AUTH"),
         ({"flower": {"basic_auth": "a:b,c:d"}}, "without commas"),
         ({"worker": {"autoscale_keepalive_s": 0}}, "worker.autoscale_keepalive_s"),
+        (
+            {"worker": {"autoscale": "200,10"}, "broker_max_connections": 100},
+            "AGENTFLEET_BROKER_MAX_CONNECTIONS",
+        ),
     ],
 )
 def test_bad_operations_settings_name_the_setting(overrides: dict[str, Any], fragment: str) -> None:
@@ -100,6 +105,19 @@ def test_worker_queue_roles_resolve_to_the_configured_queues(monkeypatch: pytest
     assert resolve_queues("fanin,maintenance") == "agentfleet.fanin,agentfleet.maintenance"
     assert resolve_queues("custom.queue") == "custom.queue"
     assert resolve_queues(None) == "prod.agents,agentfleet.fanin,agentfleet.maintenance"
+
+
+def test_the_worker_command_refuses_a_pool_larger_than_the_connection_cap(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from typer.testing import CliRunner
+
+    from agentfleet.cli.app import app
+
+    monkeypatch.setenv("AGENTFLEET_BROKER_MAX_CONNECTIONS", "50")
+    result = CliRunner().invoke(app, ["worker", "--autoscale", "100,10"])
+    assert result.exit_code != 0
+    assert "AGENTFLEET_BROKER_MAX_CONNECTIONS" in result.output
 
 
 def test_flower_binds_loopback_and_keeps_the_password_off_the_command_line() -> None:

@@ -54,6 +54,13 @@ def worker(
         chosen_pool = AUTOSCALE_POOL
     if autoscale and chosen_pool not in ("prefork", "gevent"):
         raise typer.BadParameter("--autoscale needs --pool prefork or gevent", param_hint="--autoscale")
+    slots = int(autoscale.split(",")[0]) if autoscale else (concurrency or settings.worker.concurrency)
+    if slots >= settings.broker_max_connections:
+        raise typer.BadParameter(
+            f"a pool of {slots} needs AGENTFLEET_BROKER_MAX_CONNECTIONS above {slots} "
+            f"(it is {settings.broker_max_connections}): each busy slot may hold a Redis connection",
+            param_hint="--concurrency / --autoscale",
+        )
     argv = [
         "-m",
         "celery",
