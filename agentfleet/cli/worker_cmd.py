@@ -30,7 +30,9 @@ def resolve_queues(spec: str | None) -> str:
 def worker(
     pool: str | None = typer.Option(None, help="prefork, threads, gevent or solo (default from settings)."),
     concurrency: int | None = typer.Option(None, "--concurrency", "-c", min=1, help="Pool size."),
-    autoscale: str | None = typer.Option(None, help="'max,min' pool sizes; prefork and gevent only."),
+    autoscale: str | None = typer.Option(
+        None, help="'max,min' pool sizes; prefork or gevent (gevent unless --pool says otherwise)."
+    ),
     queues: str | None = typer.Option(
         None,
         "--queues",
