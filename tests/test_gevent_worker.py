@@ -121,7 +121,7 @@ def test_blocking_calls_run_concurrently(cluster: LocalCluster, slow_server: str
     elapsed = time.monotonic() - started
     assert summary.succeeded == MIN_POOL, summary
     # One after another these take at least 10 s; concurrently about 1 s plus this machine's load.
-    assert elapsed < MIN_POOL * CALL_S * 0.7, f"{MIN_POOL} calls of {CALL_S} s took {elapsed:.1f} s"
+    assert elapsed < MIN_POOL * CALL_S * 0.8, f"{MIN_POOL} calls of {CALL_S} s took {elapsed:.1f} s"
 
 
 def test_the_pool_grows_under_a_backlog_and_shrinks_back_after(cluster: LocalCluster) -> None:
