@@ -3,10 +3,16 @@
 ``celery -A agentfleet.celery_app worker`` runs a worker with the settings from the
 environment and ``agentfleet.toml``. ``make_app(settings)`` builds another app with the same
 configuration (``Fleet`` uses one to send work to a chosen broker).
+
+``celery -A agentfleet.celery_app beat`` runs beat with the Redis scheduler (celery-redbeat):
+its entries live in Redis beside everything else, and a lock lets only one beat send at a
+time, so a second beat process waits instead of running every schedule twice.
+``beat_schedule(settings)`` builds every entry; each source of entries is one function.
 """
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from celery import Celery
@@ -15,18 +21,34 @@ from kombu import Queue
 
 from agentfleet.config import Settings, get_settings
 
-__all__ = ["BUILTIN_TASK_MODULES", "DIGEST_ENTRY", "app", "beat_schedule", "celery_config", "make_app"]
+__all__ = [
+    "BUILTIN_TASK_MODULES",
+    "DIGEST_ENTRY",
+    "RUN_SCHEDULE_TASK",
+    "app",
+    "beat_schedule",
+    "celery_config",
+    "digest_entries",
+    "make_app",
+    "redbeat_key_prefix",
+    "scheduled_fanout_entries",
+]
 
 BUILTIN_TASK_MODULES = [
     "agentfleet.tasks.builtin",
     "agentfleet.tasks.llm_tasks",
     "agentfleet.tasks.maintenance",
+    "agentfleet.orchestration.scheduled",
 ]
 DIGEST_ENTRY = "agentfleet-dlq-digest"
+RUN_SCHEDULE_TASK = "agentfleet.maintenance.run_schedule"
+# An interval schedule's dispatch expires after its interval, but never sooner than this: a
+# short interval must not turn a busy maintenance worker into dropped runs.
+_MIN_EXPIRES_S = 60.0
 
 
-def beat_schedule(settings: Settings) -> dict[str, Any]:
-    """What ``celery beat`` sends: the dead-letter digest on ``dlq.digest_cron`` (UTC)."""
+def digest_entries(settings: Settings) -> dict[str, dict[str, Any]]:
+    """The dead-letter digest on ``dlq.digest_cron`` (UTC)."""
     minute, hour, day, month, weekday = settings.dlq.digest_cron.split()
     return {
         DIGEST_ENTRY: {
@@ -37,11 +59,50 @@ def beat_schedule(settings: Settings) -> dict[str, Any]:
     }
 
 
+def scheduled_fanout_entries(settings: Settings) -> dict[str, dict[str, Any]]:
+    """One beat entry per ``[schedules.NAME]``: it sends ``RUN_SCHEDULE_TASK`` with the name.
+
+    A dispatch no maintenance worker took in time expires (``beat.dispatch_expires_s``), so a
+    maintenance worker that was down for a day does not start a day of runs at once.
+    """
+    entries: dict[str, dict[str, Any]] = {}
+    limit = settings.beat.dispatch_expires_s
+    for name, spec in settings.schedules.items():
+        if spec.cron is not None:
+            schedule: Any = crontab.from_string(spec.cron)
+            expires = limit
+        else:
+            interval = float(spec.interval_s or 0)
+            schedule = timedelta(seconds=interval)
+            expires = min(limit, max(interval, _MIN_EXPIRES_S))
+        entries[f"schedule:{name}"] = {
+            "task": RUN_SCHEDULE_TASK,
+            "schedule": schedule,
+            "kwargs": {"name": name},
+            "options": {"queue": settings.queues.maintenance, "expires": expires},
+        }
+    return entries
+
+
+def beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
+    """Every beat entry: the scheduled fan-outs and the dead-letter digest."""
+    return {**scheduled_fanout_entries(settings), **digest_entries(settings)}
+
+
+def redbeat_key_prefix(settings: Settings) -> str:
+    """Where redbeat keeps entries and its lock (``<prefix>:lock``), under our key prefix."""
+    return f"{settings.key_prefix}:redbeat:"
+
+
 def celery_config(settings: Settings) -> dict[str, Any]:
     """Celery settings for agentfleet's delivery semantics (see DESIGN.md)."""
     queues = settings.queues
     transport_options = {
         "visibility_timeout": settings.visibility_timeout_s,
+        # kombu caps a worker's consumer connection pool at 10 by default and fails past the
+        # cap instead of waiting: a gevent pool acknowledging from 100 slots at once then loses
+        # acknowledgements, resets the consumer connection and drops a message in flight.
+        "max_connections": settings.broker_max_connections,
         "unacked_restore_interval": settings.unacked_restore_interval_s,
         "unacked_restore_throttle": 1,
         "socket_keepalive": True,
@@ -82,11 +143,23 @@ def celery_config(settings: Settings) -> dict[str, Any]:
             "agentfleet.maintenance.*": {"queue": queues.maintenance},
         },
         "worker_max_tasks_per_child": settings.worker.max_tasks_per_child,
+        "worker_autoscaler": "agentfleet.autoscale:FleetAutoscaler",
+        "agentfleet_autoscale_keepalive_s": settings.worker.autoscale_keepalive_s,
         "worker_hijack_root_logger": False,
         "enable_utc": True,
         "timezone": "UTC",
         "include": [*BUILTIN_TASK_MODULES, *settings.task_modules],
+        "beat_scheduler": "redbeat.RedBeatScheduler",
         "beat_schedule": beat_schedule(settings),
+        "beat_max_loop_interval": settings.beat.max_loop_interval_s,
+        "redbeat_redis_url": settings.broker_url,
+        "redbeat_key_prefix": redbeat_key_prefix(settings),
+        "redbeat_lock_timeout": settings.beat.lock_timeout_s,
+        "redbeat_redis_options": {
+            "socket_connect_timeout": 5,
+            "socket_keepalive": True,
+            "health_check_interval": 30,
+        },
     }
 
 

@@ -32,10 +32,12 @@ from agentfleet.redaction import DEFAULT_SECRET_KEYS, Redactor
 
 __all__ = [
     "AgentSettings",
+    "BeatSettings",
     "BudgetSettings",
     "CommandToolSettings",
     "CredentialSpec",
     "DLQSettings",
+    "FanoutSpec",
     "FetchSettings",
     "FlowerSettings",
     "LLMSettings",
@@ -104,12 +106,24 @@ class RetrySettings(_Section):
 
 
 class WorkerSettings(_Section):
-    """Defaults for ``agentfleet worker`` and ``LocalCluster``."""
+    """Defaults for ``agentfleet worker`` and ``LocalCluster``.
+
+    ``autoscale`` is ``max,min`` pool sizes (prefork and gevent pools); an autoscaled pool
+    shrinks after ``autoscale_keepalive_s`` seconds without new work.
+    """
 
     pool: Literal["prefork", "threads", "gevent", "solo"] = "threads"
     concurrency: int = Field(default=8, ge=1)
     autoscale: str | None = None
+    autoscale_keepalive_s: float = Field(default=30.0, gt=0)
     max_tasks_per_child: int | None = Field(default=None, ge=1)
+
+    @property
+    def max_slots(self) -> int:
+        """The largest pool these settings give a worker: the autoscale maximum, else concurrency."""
+        if self.autoscale:
+            return int(self.autoscale.split(",")[0])
+        return self.concurrency
 
     @field_validator("autoscale")
     @classmethod
@@ -224,6 +238,12 @@ class LLMSettings(_Section):
     connect_timeout_s: float = Field(default=5.0, gt=0)
     prices: dict[str, ModelPrice] = Field(default_factory=_default_prices)
 
+    @field_validator("api_key", "base_url", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: Any) -> Any:
+        # docker compose passes an unset ${VAR:-} as an empty string.
+        return None if value == "" else value
+
 
 class FetchSettings(_Section):
     """The ``http_fetch`` tool and the SSRF guard."""
@@ -276,13 +296,49 @@ class CommandToolSettings(_Section):
     max_output_bytes: int = Field(default=200_000, ge=1)
 
 
-class ScheduleSpec(_Section):
-    """A fan-out run by celery beat: a cron expression or an interval, never both."""
+class FanoutSpec(_Section):
+    """A named fan-out: ``task`` (a registered task name) mapped over ``inputs``.
 
-    task: str
+    ``inputs`` is a JSON Lines path (one object of keyword arguments a line; relative paths
+    are read from the working directory of the process that starts the run) or a list of
+    dicts. ``aggregate`` is an optional ``module:function`` run once on the results, and
+    ``stagger_s`` spreads the starts over that many seconds. A ``POST /runs`` to
+    ``agentfleet serve`` names the fan-out and may bring its own inputs instead.
+    """
+
+    task: str = Field(min_length=1)
+    inputs: str | list[dict[str, Any]] = Field(default_factory=list)
+    aggregate: str | None = None
+    stagger_s: float = Field(default=0.0, ge=0)
+
+
+class ScheduleSpec(FanoutSpec):
+    """A named fan-out that celery beat starts on a cron expression or an interval, never both.
+
+    ``cron`` has five fields (minute hour day-of-month month day-of-week, in UTC);
+    ``interval_s`` is in seconds.
+    """
+
     cron: str | None = None
     interval_s: float | None = Field(default=None, gt=0)
-    inputs: str | list[dict[str, Any]] = Field(default_factory=list)
+
+    @field_validator("cron")
+    @classmethod
+    def _cron_shape(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        fields = value.split()
+        if len(fields) != 5:
+            raise ValueError(
+                "must have five fields (minute hour day-of-month month day-of-week), e.g. '0 6 * * *'"
+            )
+        from celery.schedules import crontab
+
+        try:
+            crontab.from_string(" ".join(fields))
+        except (ValueError, TypeError) as exc:
+            raise ValueError(f"is not a cron expression celery accepts: {exc}") from None
+        return " ".join(fields)
 
     @_model_validator(mode="after")
     def _one_trigger(self) -> ScheduleSpec:
@@ -291,21 +347,68 @@ class ScheduleSpec(_Section):
         return self
 
 
+class BeatSettings(_Section):
+    """celery beat with the Redis scheduler (celery-redbeat) and its single-beat lock.
+
+    Beat wakes at least every ``max_loop_interval_s`` seconds. The beat that holds the lock
+    renews it on each wake for ``lock_timeout_s`` seconds; a second beat waits, retrying every
+    ``max_loop_interval_s``, and takes over at most ``lock_timeout_s`` after the first one dies.
+    A scheduled dispatch that no maintenance worker takes within ``dispatch_expires_s``
+    seconds is dropped rather than run late (an interval schedule's expires after its
+    interval when that is shorter, but not before a minute).
+    """
+
+    max_loop_interval_s: float = Field(default=5.0, gt=0)
+    lock_timeout_s: int = Field(default=30, ge=2)
+    dispatch_expires_s: float = Field(default=3600.0, ge=60)
+
+    @_model_validator(mode="after")
+    def _lock_outlives_a_loop(self) -> BeatSettings:
+        if self.lock_timeout_s < 2 * self.max_loop_interval_s:
+            raise ValueError(
+                f"lock_timeout_s ({self.lock_timeout_s}) must be at least twice max_loop_interval_s "
+                f"({self.max_loop_interval_s}), or the lock can expire between two renewals and a "
+                "second beat would start sending too. Raise AGENTFLEET_BEAT__LOCK_TIMEOUT_S."
+            )
+        return self
+
+
 class ServiceSettings(_Section):
-    """``agentfleet serve``: the health, metrics and webhook-trigger service."""
+    """``agentfleet serve``: the health, metrics and webhook-trigger service.
+
+    ``token`` is the bearer token ``POST /runs`` requires (the trigger is off without one).
+    ``/health`` says ``stale`` when work is queued and no item has completed for
+    ``stale_after_s`` seconds. ``ping_timeout_s`` is how long it waits for workers to answer.
+    ``max_inputs`` caps the inputs one ``POST /runs`` may carry, ``max_body_bytes`` its body.
+    """
 
     host: str = "127.0.0.1"
     port: int = Field(default=8080, ge=1, le=65535)
     token: SecretStr | None = None
     stale_after_s: float = Field(default=300.0, gt=0)
+    ping_timeout_s: float = Field(default=1.0, gt=0)
+    max_inputs: int = Field(default=10_000, ge=1)
+    max_body_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
 
 
 class FlowerSettings(_Section):
-    """``agentfleet flower``: basic auth as ``user:password``."""
+    """``agentfleet flower``: basic auth as ``user:password``; binds ``host`` (loopback)."""
 
     host: str = "127.0.0.1"
     port: int = Field(default=5555, ge=1, le=65535)
     basic_auth: SecretStr | None = None
+
+    @field_validator("basic_auth")
+    @classmethod
+    def _user_password(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is None:
+            return None
+        user, sep, password = value.get_secret_value().partition(":")
+        if not sep or not user or not password:
+            raise ValueError("must be user:password, both non-empty")
+        if "," in value.get_secret_value():
+            raise ValueError("must be one user:password without commas (Flower splits the list on commas)")
+        return value
 
 
 class Settings(BaseSettings):
@@ -323,6 +426,7 @@ class Settings(BaseSettings):
     key_prefix: str = "af"
     visibility_timeout_s: int = Field(default=3600, ge=10)
     unacked_restore_interval_s: int = Field(default=10, ge=1)
+    broker_max_connections: int = Field(default=1000, ge=10)
     task_time_limit_s: int = Field(default=900, ge=1)
     task_soft_time_limit_s: int = Field(default=840, ge=1)
     result_ttl_s: int = Field(default=7 * 86400, ge=60)
@@ -344,7 +448,9 @@ class Settings(BaseSettings):
     agent: AgentSettings = AgentSettings()
     credentials: dict[str, CredentialSpec] = Field(default_factory=dict)
     command: CommandToolSettings = CommandToolSettings()
+    fanouts: dict[str, FanoutSpec] = Field(default_factory=dict)
     schedules: dict[str, ScheduleSpec] = Field(default_factory=dict)
+    beat: BeatSettings = BeatSettings()
     service: ServiceSettings = ServiceSettings()
     flower: FlowerSettings = FlowerSettings()
 
@@ -374,6 +480,20 @@ class Settings(BaseSettings):
                 f"task_soft_time_limit_s ({self.task_soft_time_limit_s}) must be below "
                 f"task_time_limit_s ({self.task_time_limit_s}) so a task can clean up before "
                 "it is killed. Lower AGENTFLEET_TASK_SOFT_TIME_LIMIT_S."
+            )
+        shared = sorted(set(self.fanouts) & set(self.schedules))
+        if shared:
+            raise ValueError(
+                f"{', '.join(shared)} is defined both under [fanouts] and [schedules]; a fan-out "
+                "name must be unique. Rename or remove one of them in agentfleet.toml."
+            )
+        slots = max(self.worker.concurrency, self.worker.max_slots)
+        if slots >= self.broker_max_connections:
+            raise ValueError(
+                f"broker_max_connections ({self.broker_max_connections}) must exceed the worker pool "
+                f"size ({slots}): every busy slot may need its own Redis connection to acknowledge "
+                "its message, and past the cap acknowledgements fail. Raise "
+                "AGENTFLEET_BROKER_MAX_CONNECTIONS or lower the pool size."
             )
         if self.retry.backoff_base_s > self.retry.backoff_cap_s:
             raise ValueError(
@@ -438,6 +558,17 @@ class Settings(BaseSettings):
         """Scrubs the keys named in ``dlq.redact_keys`` and every ``secret_values()``."""
         return Redactor.build(self.dlq.redact_keys, self.secret_values())
 
+    def fanout(self, name: str) -> FanoutSpec:
+        """The named fan-out: ``[fanouts.NAME]``, else ``[schedules.NAME]``."""
+        found = self.fanouts.get(name) or self.schedules.get(name)
+        if found is None:
+            known = ", ".join(sorted([*self.fanouts, *self.schedules])) or "none"
+            raise ConfigError(
+                f"no fan-out named {name!r} (known: {known}); define it as [fanouts.{name}] "
+                "in agentfleet.toml"
+            )
+        return found
+
     def limit_for(self, downstream: str) -> LimitSpec:
         """The limits of ``downstream``, else the default limits."""
         return self.limits.get(downstream, self.limiter.default)
@@ -458,6 +589,10 @@ def config_path() -> Path | None:
     return local if local.is_file() else None
 
 
+# Values of these settings are never echoed back in an error message.
+_SECRET_KEYS = frozenset({"token", "basic_auth", "api_key", "password"})
+
+
 def _describe(error: dict[str, Any]) -> str:
     loc = [str(part) for part in error.get("loc", ())]
     toml_key = ".".join(loc) if loc else "(settings)"
@@ -468,7 +603,8 @@ def _describe(error: dict[str, Any]) -> str:
     if error.get("type") == "extra_forbidden":
         return f"{where}: unknown setting; check its spelling against the README's settings table"
     value = error.get("input")
-    shown = "" if isinstance(value, dict) or value is None else f" (got {value!r})"
+    secret = bool(loc) and loc[-1] in _SECRET_KEYS
+    shown = "" if secret or isinstance(value, dict) or value is None else f" (got {value!r})"
     return f"{where}: {msg}{shown}"
 
 

@@ -11,6 +11,12 @@ Layout under the key prefix ``p`` (every key expires after ``ttl_s`` seconds):
 - ``p:errs:{key}``        list: every failed attempt of an item (type, message, time)
 - ``p:deliv:{task_id}``   deliveries of a task id that have not finished (poison detection)
 - ``p:runs``              sorted set: run ids by creation time
+- ``p:stats``             hash: fleet-wide counters since the first run (items by outcome,
+                          dead letters, cost in US dollars, worker seconds, runs started and
+                          finished) and ``last_done_at``, the epoch seconds of the last item
+                          counted; never expires
+- ``p:stats:done:{s}``    items counted in the epoch second ``s`` (kept 120 s), so the
+                          completions of the last minute are one ``MGET`` of 60 keys
 
 Nothing here reads, changes and writes back: counters move by ``HINCRBY`` inside Lua
 scripts, so any number of workers can record outcomes of one run at once.
@@ -31,7 +37,7 @@ from agentfleet.config import Settings
 from agentfleet.models import RunSummary, TaskOutcome
 from agentfleet.redis_client import connect
 
-__all__ = ["BeginState", "FinishState", "RunStore", "summary_from_record"]
+__all__ = ["BeginState", "CompletionStats", "FinishState", "RunStore", "summary_from_record"]
 
 log = logging.getLogger("agentfleet.runs")
 
@@ -50,6 +56,7 @@ _FINISH = """
 local run, done, events, outkey, deliv = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local idx, body, kind, dead = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local cost, secs, ttl, store, record, now = ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9], ARGV[10]
+local stats, bucket = KEYS[6], KEYS[7]
 redis.call('DEL', deliv)
 if store == '1' then
   local ok = redis.call('SET', outkey, body, 'EX', ttl, 'NX')
@@ -65,11 +72,19 @@ redis.call('HINCRBYFLOAT', run, 'cost_usd', cost)
 redis.call('HINCRBYFLOAT', run, 'worker_seconds', secs)
 redis.call('EXPIRE', done, ttl)
 redis.call('EXPIRE', events, ttl)
+redis.call('HINCRBY', stats, kind, 1)
+if dead == '1' then redis.call('HINCRBY', stats, 'dead_lettered', 1) end
+redis.call('HINCRBYFLOAT', stats, 'cost_usd', cost)
+redis.call('HINCRBYFLOAT', stats, 'worker_seconds', secs)
+redis.call('HSET', stats, 'last_done_at', now)
+redis.call('INCR', bucket)
+redis.call('EXPIRE', bucket, 120)
 local total = tonumber(redis.call('HGET', run, 'tasks_total') or '0')
 if n >= total then
   redis.call('HSETNX', run, 'ended_at', now)
   if redis.call('HGET', run, 'status') == 'running' then redis.call('HSET', run, 'status', 'finished') end
   redis.call('XADD', events, '*', 'kind', 'end')
+  redis.call('HINCRBY', stats, 'runs_finished', 1)
   return {1, n, total, 1}
 end
 return {1, n, total, 0}
@@ -114,6 +129,20 @@ class FinishState:
     done: int
     total: int
     run_ended: bool
+
+
+@dataclass(frozen=True)
+class CompletionStats:
+    """Fleet-wide progress: items counted in the last ``window_s`` seconds, the epoch seconds of
+    the last one (None if none ever), and the cumulative counters of ``p:stats``.
+
+    Times come from the clocks of the workers that recorded the items.
+    """
+
+    window_s: int
+    completed_in_window: int
+    last_done_at: float | None
+    totals: dict[str, float]
 
 
 def _num(record: dict[str, str], field: str, kind: type = int) -> Any:
@@ -190,6 +219,12 @@ class RunStore:
     def _deliveries_key(self, task_id: str) -> str:
         return f"{self.prefix}:deliv:{task_id}"
 
+    def _stats_key(self) -> str:
+        return f"{self.prefix}:stats"
+
+    def _done_bucket_key(self, second: int) -> str:
+        return f"{self.prefix}:stats:done:{second}"
+
     # Runs ----------------------------------------------------------------------------------
 
     def create_run(
@@ -229,6 +264,9 @@ class RunStore:
             pipe.hset(self.run_key(run_id, "items"), mapping=chunk)
         pipe.expire(self.run_key(run_id, "items"), self.ttl_s)
         pipe.zadd(f"{self.prefix}:runs", {run_id: created})
+        pipe.hincrby(self._stats_key(), "runs_started", 1)
+        if not items:
+            pipe.hincrby(self._stats_key(), "runs_finished", 1)
         pipe.execute()
 
     def get_run(self, run_id: str) -> dict[str, str]:
@@ -336,6 +374,7 @@ class RunStore:
             kind = "cancelled"
         else:
             kind = "failed"
+        now = time.time()
         recorded, done, total, ended = self._finish(
             keys=[
                 self.run_key(outcome.run_id),
@@ -343,6 +382,8 @@ class RunStore:
                 self.run_key(outcome.run_id, "events"),
                 self.outcome_key(outcome.idempotency_key),
                 self._deliveries_key(outcome.task_id),
+                self._stats_key(),
+                self._done_bucket_key(int(now)),
             ],
             args=[
                 outcome.index,
@@ -354,13 +395,34 @@ class RunStore:
                 self.ttl_s,
                 int(store),
                 int(record),
-                repr(time.time()),
+                repr(now),
             ],
         )
         state = FinishState(bool(recorded), int(done), int(total), bool(ended))
         if state.run_ended:
             log.info(self.summary(outcome.run_id).model_dump_json())
         return state
+
+    def completion_stats(self, window_s: int = 60, *, now: float | None = None) -> CompletionStats:
+        """Items counted in the last ``window_s`` seconds (at most 120), the last one's time,
+        and the cumulative counters (``succeeded``, ``failed``, ``cancelled``,
+        ``dead_lettered``, ``cost_usd``, ``worker_seconds``, ``runs_started``, ``runs_finished``).
+        """
+        window_s = max(1, min(int(window_s), 120))
+        second = int(time.time() if now is None else now)
+        keys = [self._done_bucket_key(second - i) for i in range(window_s)]
+        pipe = self.client.pipeline(transaction=False)
+        pipe.mget(keys)
+        pipe.hgetall(self._stats_key())
+        buckets, raw = pipe.execute()
+        totals = {k: float(v) for k, v in raw.items() if k != "last_done_at"}
+        last = raw.get("last_done_at")
+        return CompletionStats(
+            window_s=window_s,
+            completed_in_window=sum(int(b) for b in buckets if b),
+            last_done_at=float(last) if last else None,
+            totals=totals,
+        )
 
     def clear_deliveries(self, task_id: str) -> None:
         """Forget unfinished deliveries of a task id (it ended an attempt normally)."""

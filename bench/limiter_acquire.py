@@ -126,9 +126,7 @@ def round_trips(client: redis.Redis, samples: int) -> None:
         )
 
 
-def _acquires_per_s(
-    limiter: Limiter, name: str, inp: int, out: int, seconds: float, n_threads: int
-) -> float:
+def _acquires_per_s(limiter: Limiter, name: str, inp: int, out: int, seconds: float, n_threads: int) -> float:
     counts = [0] * n_threads
     stop = time.monotonic() + seconds
 
@@ -165,9 +163,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=8)
     args = parser.parse_args()
     with EmbeddedRedis() as server:
-        client = redis.Redis.from_url(
-            server.url, decode_responses=True, single_connection_client=True
-        )
+        client = redis.Redis.from_url(server.url, decode_responses=True, single_connection_client=True)
         round_trips(client, args.samples)
         client.close()
         throughput(server.url, args.seconds, args.threads)

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import typer
 
+from agentfleet.cli.beat_cmd import beat
 from agentfleet.cli.demo_cmd import demo
 from agentfleet.cli.dlq_cmd import dlq_app
+from agentfleet.cli.flower_cmd import flower
+from agentfleet.cli.healthcheck_cmd import healthcheck_app
 from agentfleet.cli.run_cmd import run
 from agentfleet.cli.runs_cmd import runs_app
+from agentfleet.cli.serve_cmd import serve
 from agentfleet.cli.worker_cmd import worker
 
 __all__ = ["app"]
@@ -24,3 +28,7 @@ app.command("run")(run)
 app.command("worker")(worker)
 app.add_typer(runs_app, name="runs")
 app.add_typer(dlq_app, name="dlq")
+app.command("serve")(serve)
+app.command("flower")(flower)
+app.command("beat")(beat)
+app.add_typer(healthcheck_app, name="healthcheck")

@@ -6,26 +6,63 @@ import os
 import sys
 
 import typer
+from pydantic import ValidationError
 
-from agentfleet.config import get_settings
+from agentfleet.config import WorkerSettings, get_settings
 
-__all__ = ["worker"]
+__all__ = ["resolve_queues", "worker"]
+
+# An autoscaling worker's pool when none is chosen: gevent measured at about 1 MiB per slot
+# against about 33 MiB for prefork (bench/pool_choice.py; figures in the README).
+AUTOSCALE_POOL = "gevent"
+
+
+def resolve_queues(spec: str | None) -> str:
+    """Comma-separated queues; the roles ``agents``, ``fanin`` and ``maintenance`` name the
+    configured queues. None means every queue."""
+    named = get_settings().queues.model_dump()
+    if not spec:
+        return ",".join(named.values())
+    parts = [part.strip() for part in spec.split(",") if part.strip()]
+    return ",".join(named.get(part, part) for part in parts)
 
 
 def worker(
     pool: str | None = typer.Option(None, help="prefork, threads, gevent or solo (default from settings)."),
     concurrency: int | None = typer.Option(None, "--concurrency", "-c", min=1, help="Pool size."),
-    autoscale: str | None = typer.Option(None, help="'max,min' pool sizes; prefork and gevent only."),
-    queues: str | None = typer.Option(None, "--queues", "-Q", help="Comma-separated queues (default: all)."),
+    autoscale: str | None = typer.Option(
+        None, help="'max,min' pool sizes; prefork or gevent (gevent unless --pool says otherwise)."
+    ),
+    queues: str | None = typer.Option(
+        None,
+        "--queues",
+        "-Q",
+        help="Comma-separated queues or roles (agents, fanin, maintenance); default: all.",
+    ),
     loglevel: str = typer.Option("INFO", "--loglevel", "-l", help="Log level."),
     hostname: str | None = typer.Option(None, "--hostname", "-n", help="Node name, e.g. agents1@%h."),
 ) -> None:
     """Start a worker on the configured broker (``celery -A agentfleet.celery_app worker``)."""
     settings = get_settings()
-    chosen_pool = pool or settings.worker.pool
+    if autoscale is not None:
+        try:
+            autoscale = WorkerSettings(autoscale=autoscale).autoscale
+        except ValidationError as exc:
+            problem = exc.errors()[0]["msg"].removeprefix("Value error, ")
+            raise typer.BadParameter(problem, param_hint="--autoscale") from None
     autoscale = autoscale or settings.worker.autoscale
+    chosen_pool = pool or settings.worker.pool
+    if autoscale and pool is None and chosen_pool not in ("prefork", "gevent"):
+        chosen_pool = AUTOSCALE_POOL
     if autoscale and chosen_pool not in ("prefork", "gevent"):
         raise typer.BadParameter("--autoscale needs --pool prefork or gevent", param_hint="--autoscale")
+    slots = int(autoscale.split(",")[0]) if autoscale else (concurrency or settings.worker.concurrency)
+    if slots >= settings.broker_max_connections:
+        raise typer.BadParameter(
+            f"a pool of {slots} needs AGENTFLEET_BROKER_MAX_CONNECTIONS above {slots} "
+            f"(it is {settings.broker_max_connections}): each busy slot may hold a Redis connection",
+            param_hint="--concurrency / --autoscale",
+        )
     argv = [
         "-m",
         "celery",
@@ -38,7 +75,7 @@ def worker(
         loglevel,
         "--task-events",
     ]
-    argv += ["--queues", queues or ",".join(settings.queues.model_dump().values())]
+    argv += ["--queues", resolve_queues(queues)]
     if autoscale:
         argv += ["--autoscale", autoscale]
     else:

@@ -1,0 +1,85 @@
+"""``agentfleet flower``: Flower for the agentfleet app, with basic auth, on loopback.
+
+Flower answers ``/metrics`` and ``/healthcheck`` without credentials whatever its auth
+settings, so it binds 127.0.0.1 unless told otherwise and says so when told otherwise.
+Scrape ``agentfleet serve``'s ``/metrics`` instead of Flower's.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import sys
+from collections.abc import Mapping
+
+import typer
+
+from agentfleet.cli.output import err_console
+from agentfleet.config import Settings, get_settings
+from agentfleet.errors import ConfigError
+
+__all__ = ["flower", "flower_launch", "is_loopback"]
+
+
+def is_loopback(host: str) -> bool:
+    """True for 127.0.0.0/8, ::1 and ``localhost``."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def flower_launch(
+    settings: Settings,
+    *,
+    address: str | None,
+    port: int | None,
+    insecure: bool,
+    environ: Mapping[str, str],
+) -> tuple[list[str], dict[str, str]]:
+    """Flower's command line and environment; ``ConfigError`` when it would run without auth."""
+    auth = settings.flower.basic_auth
+    if auth is None and not insecure:
+        raise ConfigError(
+            "Flower would start without authentication: set AGENTFLEET_FLOWER__BASIC_AUTH=user:password "
+            "(or pass --insecure on a machine only you can reach)"
+        )
+    env = dict(environ)
+    # The credentials reach Flower through its environment, never on a command line that
+    # `ps` shows to every user of the machine.
+    env.pop("FLOWER_BASIC_AUTH", None)
+    if auth is not None:
+        env["FLOWER_BASIC_AUTH"] = auth.get_secret_value()
+    argv = [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "agentfleet.celery_app",
+        "flower",
+        f"--address={address or settings.flower.host}",
+        f"--port={port or settings.flower.port}",
+    ]
+    return argv, env
+
+
+def flower(
+    address: str | None = typer.Option(None, help="Address to bind (default flower.host, 127.0.0.1)."),
+    port: int | None = typer.Option(None, min=1, max=65535, help="Port (default flower.port, 5555)."),
+    insecure: bool = typer.Option(False, "--insecure", help="Start without authentication."),
+) -> None:
+    """Start Flower for agentfleet.celery_app, behind basic auth (AGENTFLEET_FLOWER__BASIC_AUTH)."""
+    settings = get_settings()
+    argv, env = flower_launch(settings, address=address, port=port, insecure=insecure, environ=os.environ)
+    bind = address or settings.flower.host
+    if not is_loopback(bind):
+        err_console.print(
+            f"warning: Flower binds {bind}; its /metrics and /healthcheck answer without "
+            "credentials, so keep this port on a private network",
+            highlight=False,
+        )
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(sys.executable, argv, env)

@@ -1,0 +1,62 @@
+"""Named fan-outs: the ``[fanouts.NAME]`` and ``[schedules.NAME]`` tables of ``agentfleet.toml``.
+
+Beat (``agentfleet.maintenance.run_schedule``) and the webhook trigger (``POST /runs``) both
+start one by name here, so a scheduled run and a triggered one are the same fan-out.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from agentfleet.config import FanoutSpec, config_path
+from agentfleet.errors import DispatchError
+from agentfleet.orchestration.fleet import Fleet
+from agentfleet.orchestration.run import Run
+
+__all__ = ["load_inputs", "resolve_inputs_path", "start_named"]
+
+
+def resolve_inputs_path(path: str) -> Path:
+    """A relative inputs path is read beside ``agentfleet.toml`` (else the working directory)."""
+    candidate = Path(path).expanduser()
+    if candidate.is_absolute():
+        return candidate
+    config = config_path()
+    return (config.parent if config is not None else Path.cwd()) / candidate
+
+
+def _read_jsonl(name: str, path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        raise DispatchError(f"fan-out {name!r}: its inputs file {path} does not exist")
+    items = []
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DispatchError(f"fan-out {name!r}: {path} line {number} is not JSON ({exc.msg})") from None
+        if not isinstance(value, dict):
+            raise DispatchError(f"fan-out {name!r}: {path} line {number} must be a JSON object of inputs")
+        items.append(value)
+    return items
+
+
+def load_inputs(name: str, spec: FanoutSpec) -> list[dict[str, Any]]:
+    """The fan-out's configured inputs: its JSON Lines file, or its inline list."""
+    if isinstance(spec.inputs, str):
+        return _read_jsonl(name, resolve_inputs_path(spec.inputs))
+    return [dict(item) for item in spec.inputs]
+
+
+def start_named(fleet: Fleet, name: str, inputs: Sequence[Mapping[str, Any]] | None = None) -> Run:
+    """Start the fan-out ``name`` with ``inputs`` (default: the ones it is configured with).
+
+    Raises ``ConfigError`` for an unknown name and ``DispatchError`` for unusable inputs.
+    """
+    spec = fleet.settings.fanout(name)
+    items = load_inputs(name, spec) if inputs is None else [dict(item) for item in inputs]
+    return fleet.map(spec.task, items, name=name, aggregate=spec.aggregate, stagger_s=spec.stagger_s)

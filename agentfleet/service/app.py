@@ -1,0 +1,198 @@
+"""The ASGI app of ``agentfleet serve`` (Starlette).
+
+- ``GET /health``: status (ok, degraded, stale) and the figures behind it, as JSON. Answers
+  200 whatever the fleet's status, so a probe of this service is not a probe of the fleet;
+  503 only when Redis cannot be reached.
+- ``GET /metrics``: every collector's samples as Prometheus text.
+- ``POST /runs``: ``{"fanout": NAME, "inputs": [{...}, ...]}`` starts the fan-out ``NAME``
+  defined in ``agentfleet.toml`` (``[fanouts.NAME]`` or ``[schedules.NAME]``) with those
+  inputs (default: its own); answers 202 with the run id. Needs ``Authorization: Bearer
+  <service.token>``; with no token configured the trigger is off (403).
+- ``GET /runs/{id}``: the run's summary, with the same bearer token.
+
+/health and /metrics need no token: probes and scrapers reach them, so expose this service
+only where those may.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+import json
+import threading
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+import redis
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+
+from agentfleet.config import Settings
+from agentfleet.errors import ConfigError, DispatchError
+from agentfleet.orchestration import Fleet
+from agentfleet.orchestration.named import start_named
+from agentfleet.runs import RunStore
+from agentfleet.service.collectors import DEFAULT_COLLECTORS, Collected, Collector, collect
+from agentfleet.service.health import PendingClock, assess
+from agentfleet.service.prometheus import CONTENT_TYPE, render
+
+__all__ = ["ServiceState", "create_app"]
+
+
+class ServiceState:
+    """What the routes share: settings, one ``Fleet``, the collectors and the pending clock."""
+
+    def __init__(self, settings: Settings, *, collectors: Sequence[Collector] = DEFAULT_COLLECTORS) -> None:
+        self.settings = settings
+        self.fleet = Fleet(settings)
+        self.collectors = tuple(collectors)
+        self.clock = PendingClock()
+        # One collection at a time: each pings every worker, so concurrent scrapes queue up.
+        self._lock = threading.Lock()
+
+    @property
+    def store(self) -> RunStore:
+        return self.fleet.store
+
+    def ping_workers(self, timeout_s: float) -> list[str]:
+        return self.fleet.ping_workers(timeout_s=timeout_s)
+
+    def collect(self) -> Collected:
+        """Every collector's samples; raises ``redis.RedisError`` when Redis does not answer."""
+        with self._lock:
+            self.store.client.ping()
+            return collect(self, self.collectors)
+
+    def close(self) -> None:
+        self.fleet.close()
+
+
+def _unavailable(exc: Exception) -> JSONResponse:
+    return JSONResponse({"status": "degraded", "reasons": [f"Redis does not answer: {exc}"]}, status_code=503)
+
+
+def _authorized(request: Request, settings: Settings) -> Response | None:
+    """None when the request carries the bearer token; else the response refusing it."""
+    token = settings.service.token
+    if token is None:
+        return JSONResponse(
+            {"error": "the run trigger is off: set AGENTFLEET_SERVICE__TOKEN to turn it on"},
+            status_code=403,
+        )
+    scheme, _, given = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not hmac.compare_digest(
+        given.strip().encode(), token.get_secret_value().encode()
+    ):
+        return JSONResponse(
+            {"error": "a valid bearer token is required"},
+            status_code=401,
+            headers={"WWW-Authenticate": 'Bearer realm="agentfleet"'},
+        )
+    return None
+
+
+def _error(message: str, status_code: int) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status_code)
+
+
+async def _read_trigger(request: Request, settings: Settings) -> tuple[str, list[dict[str, Any]] | None]:
+    """The fan-out name and inputs of a ``POST /runs`` body; raises ``ValueError`` if unusable."""
+    limit = settings.service.max_body_bytes
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > limit:
+        raise ValueError(f"the body is larger than service.max_body_bytes ({limit})")
+    body = b""
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            raise ValueError(f"the body is larger than service.max_body_bytes ({limit})")
+    try:
+        document = json.loads(body or b"null")
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"the body is not JSON: {exc.msg}") from None
+    if not isinstance(document, dict) or not isinstance(document.get("fanout"), str):
+        raise ValueError('send {"fanout": "<name>", "inputs": [{...}, ...]}')
+    inputs = document.get("inputs")
+    if inputs is not None:
+        if not isinstance(inputs, list) or not all(isinstance(item, dict) for item in inputs):
+            raise ValueError("inputs must be a list of JSON objects (keyword arguments)")
+        cap = settings.service.max_inputs
+        if len(inputs) > cap:
+            raise ValueError(f"{len(inputs)} inputs is more than service.max_inputs ({cap})")
+    return document["fanout"], inputs
+
+
+def create_app(settings: Settings, *, collectors: Sequence[Collector] = DEFAULT_COLLECTORS) -> Starlette:
+    """The service for ``settings``; ``collectors`` default to every built-in one."""
+    state = ServiceState(settings, collectors=collectors)
+
+    def health(request: Request) -> Response:
+        try:
+            collected = state.collect()
+        except (redis.RedisError, OSError) as exc:
+            return _unavailable(exc)
+        return JSONResponse(assess(collected, state.clock, stale_after_s=settings.service.stale_after_s))
+
+    def metrics(request: Request) -> Response:
+        try:
+            collected = state.collect()
+        except (redis.RedisError, OSError) as exc:
+            return PlainTextResponse(f"# Redis does not answer: {exc}\n", status_code=503)
+        return Response(render(collected.samples), media_type=CONTENT_TYPE)
+
+    async def start_run(request: Request) -> Response:
+        refused = _authorized(request, settings)
+        if refused is not None:
+            return refused
+        try:
+            name, inputs = await _read_trigger(request, settings)
+        except ValueError as exc:
+            return _error(str(exc), 422)
+        try:
+            run = await run_in_threadpool(start_named, state.fleet, name, inputs)
+        except ConfigError as exc:
+            return _error(str(exc), 404)
+        except DispatchError as exc:
+            return _error(str(exc), 422)
+        except (redis.RedisError, OSError) as exc:
+            return _unavailable(exc)
+        return JSONResponse(
+            {"run_id": run.id, "fanout": name, "tasks": run.total, "summary_url": f"/runs/{run.id}"},
+            status_code=202,
+        )
+
+    def show_run(request: Request) -> Response:
+        refused = _authorized(request, settings)
+        if refused is not None:
+            return refused
+        run_id = request.path_params["run_id"]
+        try:
+            run = state.fleet.get_run(run_id)
+            summary = run.summary()
+        except DispatchError as exc:
+            return _error(str(exc), 404)
+        except (redis.RedisError, OSError) as exc:
+            return _unavailable(exc)
+        return JSONResponse(summary.model_dump(mode="json"))
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            state.close()
+
+    app = Starlette(
+        routes=[
+            Route("/health", health, methods=["GET"]),
+            Route("/metrics", metrics, methods=["GET"]),
+            Route("/runs", start_run, methods=["POST"]),
+            Route("/runs/{run_id}", show_run, methods=["GET"]),
+        ],
+        lifespan=lifespan,
+    )
+    app.state.service = state
+    return app

@@ -1,0 +1,243 @@
+"""Collectors: small functions that each read one part of the fleet and return samples.
+
+``/metrics`` renders every sample; ``/health`` reads the few it needs by name. A collector
+takes a ``Sources`` (settings, the run store, a way to ping workers) and returns a list of
+``Sample``. Adding one is writing the function and listing it in ``DEFAULT_COLLECTORS``.
+
+Still to add, with the sample names ``/health`` already reads:
+
+- dead-letter queue: ``agentfleet_dlq_depth{category}`` (gauge); ``/health`` reports the sum
+  as ``dlq_depth``.
+- limiter, per downstream of ``Limiter.known_downstreams()`` from ``Limiter.status()``:
+  ``agentfleet_limiter_tokens{downstream,bucket}``, ``agentfleet_limiter_slots_in_use{downstream}``,
+  ``agentfleet_limiter_slots_max{downstream}``, ``agentfleet_limiter_paused_seconds{downstream}``.
+- circuit breakers: ``agentfleet_circuit_open{downstream}`` (1 open, 0 closed); ``/health``
+  lists the open ones in ``open_circuits`` and says ``degraded`` while any is open.
+
+Until then ``/health`` reports ``dlq_depth`` and ``open_circuits`` as ``null``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from agentfleet.config import Settings
+from agentfleet.runs import RunStore
+
+__all__ = [
+    "COMPLETION_WINDOW_S",
+    "DEFAULT_COLLECTORS",
+    "Collected",
+    "Collector",
+    "Sample",
+    "Sources",
+    "collect",
+    "collect_completions",
+    "collect_outcomes",
+    "collect_queues",
+    "collect_workers",
+    "queue_keys",
+]
+
+# "Tasks completed in the last minute": the window of /health and /metrics, in seconds.
+COMPLETION_WINDOW_S = 60
+
+# kombu's Redis transport keeps a queue's messages of priority p > 0 in a list named
+# queue + SEP + p; messages without a priority are in the list named after the queue.
+_PRIORITY_SEP = "\x06\x16"
+_PRIORITY_STEPS = (3, 6, 9)
+# kombu's hash of messages delivered to a worker and not acknowledged yet.
+_UNACKED_KEY = "unacked"
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One value of one metric. ``kind`` is the Prometheus type; ``help`` its HELP text."""
+
+    name: str
+    value: float
+    labels: Mapping[str, str] = field(default_factory=dict)
+    kind: Literal["gauge", "counter"] = "gauge"
+    help: str = ""
+
+
+class Sources(Protocol):
+    """What collectors read from."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def store(self) -> RunStore: ...
+
+    def ping_workers(self, timeout_s: float) -> list[str]:
+        """Names of the workers that answered within ``timeout_s`` seconds."""
+        ...
+
+
+Collector = Callable[[Sources], list[Sample]]
+
+
+def queue_keys(name: str) -> list[str]:
+    """The Redis lists holding queue ``name``'s waiting messages, every priority included."""
+    return [name, *(f"{name}{_PRIORITY_SEP}{step}" for step in _PRIORITY_STEPS)]
+
+
+def collect_queues(sources: Sources) -> list[Sample]:
+    """Waiting messages per queue, and messages delivered but not yet acknowledged."""
+    queues = sources.settings.queues.model_dump()
+    pipe = sources.store.client.pipeline(transaction=False)
+    for name in queues.values():
+        for key in queue_keys(name):
+            pipe.llen(key)
+    pipe.hlen(_UNACKED_KEY)
+    replies = pipe.execute()
+    samples = []
+    per_queue = len(_PRIORITY_STEPS) + 1
+    for i, (role, name) in enumerate(queues.items()):
+        depth = sum(int(n) for n in replies[i * per_queue : (i + 1) * per_queue])
+        samples.append(
+            Sample(
+                "agentfleet_queue_depth",
+                depth,
+                {"queue": name, "role": role},
+                help=(
+                    "Messages waiting in a broker queue, not yet taken by any worker. "
+                    'Scale agent worker replicas on role="agents" (KEDA, an HPA).'
+                ),
+            )
+        )
+    samples.append(
+        Sample(
+            "agentfleet_unacked_messages",
+            int(replies[-1]),
+            help=(
+                "Messages taken by workers and not acknowledged yet: running, prefetched, "
+                "or waiting for a countdown (retries, deferrals)."
+            ),
+        )
+    )
+    return samples
+
+
+def collect_workers(sources: Sources) -> list[Sample]:
+    """Workers answering a ping now."""
+    names = sources.ping_workers(sources.settings.service.ping_timeout_s)
+    help_text = "Workers that answered a ping within service.ping_timeout_s."
+    samples = [Sample("agentfleet_workers_active", len(names), help=help_text)]
+    samples += [
+        Sample("agentfleet_worker_up", 1, {"worker": name}, help="1 for each worker that answered a ping.")
+        for name in names
+    ]
+    return samples
+
+
+def collect_completions(sources: Sources) -> list[Sample]:
+    """Items completed in the last minute, and when the last one completed."""
+    stats = sources.store.completion_stats(COMPLETION_WINDOW_S)
+    samples = [
+        Sample(
+            "agentfleet_items_completed_last_minute",
+            stats.completed_in_window,
+            help="Items that reached a final outcome in the last 60 seconds.",
+        )
+    ]
+    if stats.last_done_at is not None:
+        samples.append(
+            Sample(
+                "agentfleet_last_completion_timestamp_seconds",
+                stats.last_done_at,
+                help="Unix time of the last item that reached a final outcome.",
+            )
+        )
+    return samples
+
+
+_OUTCOME_FIELDS = ("succeeded", "failed", "cancelled")
+
+
+def collect_outcomes(sources: Sources) -> list[Sample]:
+    """Counters since the first run: items by outcome, dead letters, cost, runs."""
+    totals = sources.store.completion_stats(1).totals
+    samples = [
+        Sample(
+            "agentfleet_items_total",
+            totals.get(outcome, 0.0),
+            {"outcome": outcome},
+            kind="counter",
+            help="Items that reached a final outcome, by outcome.",
+        )
+        for outcome in _OUTCOME_FIELDS
+    ]
+    samples += [
+        Sample(
+            "agentfleet_items_dead_lettered_total",
+            totals.get("dead_lettered", 0.0),
+            kind="counter",
+            help="Items whose final failure went to the dead-letter queue.",
+        ),
+        Sample(
+            "agentfleet_cost_usd_total",
+            totals.get("cost_usd", 0.0),
+            kind="counter",
+            help="US dollars spent by finished items.",
+        ),
+        Sample(
+            "agentfleet_worker_seconds_total",
+            totals.get("worker_seconds", 0.0),
+            kind="counter",
+            help="Seconds finished items spent executing, summed over items.",
+        ),
+        Sample(
+            "agentfleet_runs_started_total",
+            totals.get("runs_started", 0.0),
+            kind="counter",
+            help="Runs (fan-outs and pipelines) dispatched.",
+        ),
+        Sample(
+            "agentfleet_runs_finished_total",
+            totals.get("runs_finished", 0.0),
+            kind="counter",
+            help="Runs whose every item reached a final outcome.",
+        ),
+    ]
+    return samples
+
+
+DEFAULT_COLLECTORS: tuple[Collector, ...] = (
+    collect_queues,
+    collect_workers,
+    collect_completions,
+    collect_outcomes,
+)
+
+
+@dataclass
+class Collected:
+    """Every sample of one collection, and the collectors that failed (with the error)."""
+
+    samples: list[Sample]
+    errors: dict[str, str]
+    at: float = field(default_factory=time.time)
+
+    def values(self, name: str) -> list[Sample]:
+        return [s for s in self.samples if s.name == name]
+
+    def one(self, name: str, default: float | None = None) -> float | None:
+        found = self.values(name)
+        return found[0].value if found else default
+
+
+def collect(sources: Sources, collectors: Sequence[Collector]) -> Collected:
+    """Run every collector; one that raises is reported by name and the others still run."""
+    samples: list[Sample] = []
+    errors: dict[str, Any] = {}
+    for collector in collectors:
+        try:
+            samples.extend(collector(sources))
+        except Exception as exc:  # a broken source must not hide the others
+            errors[getattr(collector, "__name__", repr(collector))] = f"{type(exc).__name__}: {exc}"
+    return Collected(samples=samples, errors=errors)
