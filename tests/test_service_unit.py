@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 import pytest
+import redis
 from prometheus_client.parser import text_string_to_metric_families
 from starlette.testclient import TestClient
 
@@ -161,8 +162,8 @@ def test_metrics_show_what_extra_collectors_add(settings: Settings) -> None:
     with TestClient(create_app(settings, collectors=[*DEFAULT_COLLECTORS, dlq_and_slots, broken])) as client:
         metrics = _families(client.get("/metrics").text)
         health = client.get("/health").json()
-    assert metrics["agentfleet_dlq_depth"] == [({"category": "rate_limited"}, 3.0)]
-    assert metrics["agentfleet_limiter_slots_in_use"] == [({"downstream": "vendor-a.example"}, 2.0)]
+    assert ({"category": "rate_limited"}, 3.0) in metrics["agentfleet_dlq_depth"]
+    assert ({"downstream": "vendor-a.example"}, 2.0) in metrics["agentfleet_limiter_slots_in_use"]
     assert health["dlq_depth"] == 3
     assert health["status"] == "degraded"
     assert "broken failed: RuntimeError: source down" in health["reasons"]
@@ -175,3 +176,46 @@ def test_health_answers_503_when_redis_is_unreachable() -> None:
         metrics = client.get("/metrics")
     assert health.status_code == 503 and "Redis does not answer" in health.json()["reasons"][0]
     assert metrics.status_code == 503
+
+
+def test_metrics_and_health_read_the_dlq_the_limiter_and_the_circuits(
+    redis_url: str, key_prefix: str
+) -> None:
+    from dlq_samples import sample_entry
+
+    from agentfleet.dlq.store import DLQStore
+    from agentfleet.ratelimit import Limiter
+    from agentfleet.ratelimit.circuit import CircuitBreaker
+
+    settings = load_settings(
+        broker_url=redis_url,
+        key_prefix=key_prefix,
+        queues={"agents": f"{key_prefix}.a", "fanin": f"{key_prefix}.f", "maintenance": f"{key_prefix}.m"},
+        limits={"vendor-a.example": {"rate_per_s": 5, "burst": 5, "max_concurrency": 3}},
+        dlq={"vendor_issue_failures": 2},
+        service={"ping_timeout_s": 0.2},
+    )
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    store = DLQStore.from_settings(settings, client)
+    store.add(sample_entry(category="rate_limited"))
+    store.add(sample_entry(category="rate_limited"))
+    store.add(sample_entry(category="bad_request"))
+    permits = [Limiter.from_settings(settings, client).acquire("vendor-a.example") for _ in range(2)]
+    breaker = CircuitBreaker.from_settings(settings, client)
+    for _ in range(3):
+        breaker.record_failure("vendor-b.example")
+    try:
+        with TestClient(create_app(settings)) as service:
+            metrics = _families(service.get("/metrics").text)
+            health = service.get("/health").json()
+    finally:
+        for permit in permits:
+            permit.release()
+    assert sorted(metrics["agentfleet_dlq_depth"], key=str) == sorted(
+        [({"category": "bad_request"}, 1.0), ({"category": "rate_limited"}, 2.0)], key=str
+    )
+    assert ({"downstream": "vendor-a.example"}, 2.0) in metrics["agentfleet_limiter_slots_in_use"]
+    assert ({"downstream": "vendor-a.example"}, 3.0) in metrics["agentfleet_limiter_slots_max"]
+    assert health["dlq_depth"] == 3
+    assert health["open_circuits"] == ["vendor-b.example"]
+    assert health["status"] == "degraded"

@@ -4,17 +4,15 @@
 takes a ``Sources`` (settings, the run store, a way to ping workers) and returns a list of
 ``Sample``. Adding one is writing the function and listing it in ``DEFAULT_COLLECTORS``.
 
-Still to add, with the sample names ``/health`` already reads:
+Besides queues, workers, completions and outcomes:
 
-- dead-letter queue: ``agentfleet_dlq_depth{category}`` (gauge); ``/health`` reports the sum
-  as ``dlq_depth``.
-- limiter, per downstream of ``Limiter.known_downstreams()`` from ``Limiter.status()``:
-  ``agentfleet_limiter_tokens{downstream,bucket}``, ``agentfleet_limiter_slots_in_use{downstream}``,
-  ``agentfleet_limiter_slots_max{downstream}``, ``agentfleet_limiter_paused_seconds{downstream}``.
-- circuit breakers: ``agentfleet_circuit_open{downstream}`` (1 open, 0 closed); ``/health``
-  lists the open ones in ``open_circuits`` and says ``degraded`` while any is open.
-
-Until then ``/health`` reports ``dlq_depth`` and ``open_circuits`` as ``null``.
+- dead-letter queue: ``agentfleet_dlq_depth{category}``; ``/health`` reports the sum as
+  ``dlq_depth``;
+- limiter, per known downstream: ``agentfleet_limiter_tokens{downstream,bucket}``,
+  ``agentfleet_limiter_slots_in_use{downstream}``, ``agentfleet_limiter_slots_max{downstream}``,
+  ``agentfleet_limiter_paused_seconds{downstream}``;
+- circuit breakers: ``agentfleet_circuit_open{downstream}`` (1 open or half-open, 0 closed);
+  ``/health`` lists the open ones in ``open_circuits`` and says ``degraded`` while any is.
 """
 
 from __future__ import annotations
@@ -25,6 +23,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from agentfleet.config import Settings
+from agentfleet.dlq.store import DLQStore
+from agentfleet.ratelimit import Limiter
+from agentfleet.ratelimit.circuit import CircuitBreaker
 from agentfleet.runs import RunStore
 
 __all__ = [
@@ -35,7 +36,10 @@ __all__ = [
     "Sample",
     "Sources",
     "collect",
+    "collect_circuits",
     "collect_completions",
+    "collect_dlq",
+    "collect_limiter",
     "collect_outcomes",
     "collect_queues",
     "collect_workers",
@@ -207,11 +211,87 @@ def collect_outcomes(sources: Sources) -> list[Sample]:
     return samples
 
 
+def collect_dlq(sources: Sources) -> list[Sample]:
+    """Dead letters waiting for triage, by category (one zero sample when the queue is empty)."""
+    settings = sources.settings
+    stats = DLQStore.from_settings(settings, sources.store.client).stats(
+        window_s=settings.dlq.vendor_issue_window_s, top=0
+    )
+    help_text = "Dead letters waiting for triage, by category."
+    if not stats.by_category:
+        return [Sample("agentfleet_dlq_depth", 0.0, {"category": "none"}, help=help_text)]
+    return [
+        Sample("agentfleet_dlq_depth", float(n), {"category": category}, help=help_text)
+        for category, n in sorted(stats.by_category.items())
+    ]
+
+
+def collect_limiter(sources: Sources) -> list[Sample]:
+    """Per downstream the limiter knows: tokens left per bucket, slots in use and cap, pause."""
+    limiter = Limiter.from_settings(sources.settings, sources.store.client)
+    samples: list[Sample] = []
+    for downstream in limiter.known_downstreams():
+        status = limiter.status(downstream)
+        labels = {"downstream": downstream}
+        for bucket in status.buckets:
+            samples.append(
+                Sample(
+                    "agentfleet_limiter_tokens",
+                    bucket.tokens,
+                    {**labels, "bucket": bucket.name},
+                    help="Tokens left in a downstream's bucket (requests or LLM tokens).",
+                )
+            )
+        samples.append(
+            Sample(
+                "agentfleet_limiter_slots_in_use",
+                float(status.slots_in_use),
+                labels,
+                help="Concurrency leases held on a downstream, cluster-wide.",
+            )
+        )
+        if status.max_slots is not None:
+            samples.append(
+                Sample(
+                    "agentfleet_limiter_slots_max",
+                    float(status.max_slots),
+                    labels,
+                    help="A downstream's max_concurrency.",
+                )
+            )
+        samples.append(
+            Sample(
+                "agentfleet_limiter_paused_seconds",
+                status.paused_for_s,
+                labels,
+                help="Seconds a downstream stays paused after a 429 or 529.",
+            )
+        )
+    return samples
+
+
+def collect_circuits(sources: Sources) -> list[Sample]:
+    """Each downstream with a circuit: 1 while open or half-open, 0 when closed."""
+    breaker = CircuitBreaker.from_settings(sources.settings, sources.store.client)
+    return [
+        Sample(
+            "agentfleet_circuit_open",
+            0.0 if status.state == "closed" else 1.0,
+            {"downstream": status.downstream, "state": status.state},
+            help="1 while a downstream's circuit is open or half-open, else 0.",
+        )
+        for status in breaker.statuses()
+    ]
+
+
 DEFAULT_COLLECTORS: tuple[Collector, ...] = (
     collect_queues,
     collect_workers,
     collect_completions,
     collect_outcomes,
+    collect_dlq,
+    collect_limiter,
+    collect_circuits,
 )
 
 
