@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import typer
 
+from agentfleet.cli.creds_cmd import creds_app
 from agentfleet.cli.demo_cmd import demo
 from agentfleet.cli.dlq_cmd import dlq_app
+from agentfleet.cli.mock_llm_cmd import mock_llm
 from agentfleet.cli.run_cmd import run
 from agentfleet.cli.runs_cmd import runs_app
 from agentfleet.cli.worker_cmd import worker
@@ -24,3 +26,5 @@ app.command("run")(run)
 app.command("worker")(worker)
 app.add_typer(runs_app, name="runs")
 app.add_typer(dlq_app, name="dlq")
+app.command("mock-llm")(mock_llm)
+app.add_typer(creds_app, name="creds")
