@@ -17,7 +17,14 @@ from agentfleet.tasks.decorator import fleet_task
 from agentfleet.tools.command import RUN_COMMAND_TOOL, run_command
 from agentfleet.tools.fetch import HTTP_FETCH_TOOL, http_fetch
 
-__all__ = ["BUILTIN_TOOLS", "agent", "classify_sentiment", "review_diff"]
+__all__ = [
+    "BUILTIN_TOOLS",
+    "SENTIMENT_MAX_TOKENS",
+    "agent",
+    "classify_sentiment",
+    "review_diff",
+    "sentiment_prompt",
+]
 
 LABELS = ("POSITIVE", "NEGATIVE", "NEUTRAL", "MIXED")
 
@@ -52,14 +59,22 @@ BUILTIN_TOOLS: dict[str, Tool] = {
 }
 
 
-@fleet_task(name="agentfleet.classify_sentiment")
-def classify_sentiment(ctx: TaskContext, text: str, model: str | None = None) -> dict[str, Any]:
-    """One model call: the sentiment of ``text`` as one of POSITIVE, NEGATIVE, NEUTRAL, MIXED."""
-    prompt = (
+def sentiment_prompt(text: str) -> str:
+    """The prompt ``classify_sentiment`` sends for ``text``."""
+    return (
         "Classify the sentiment of the text. Answer with exactly one word: "
         f"{', '.join(LABELS)}.\n\nText: {text}"
     )
-    result = run_agent(ctx, prompt=prompt, model=model, max_tokens=8, max_turns=1)
+
+
+SENTIMENT_MAX_TOKENS = 8
+
+
+@fleet_task(name="agentfleet.classify_sentiment")
+def classify_sentiment(ctx: TaskContext, text: str, model: str | None = None) -> dict[str, Any]:
+    """One model call: the sentiment of ``text`` as one of POSITIVE, NEGATIVE, NEUTRAL, MIXED."""
+    prompt = sentiment_prompt(text)
+    result = run_agent(ctx, prompt=prompt, model=model, max_tokens=SENTIMENT_MAX_TOKENS, max_turns=1)
     label = result.text.strip().strip(".").upper()
     if label not in LABELS:
         raise BadRequest(f"the model answered {result.text!r}, not one of {', '.join(LABELS)}")
