@@ -9,8 +9,7 @@ import threading
 import time
 from typing import Any
 
-from agentfleet import TaskContext, fleet_task
-from agentfleet.tasks.agent import Tool, run_agent
+from agentfleet import TaskContext, Tool, fleet_task, run_agent
 
 MODEL = "claude-haiku-4-5"
 SLOW_TOOL_S = 1.0
