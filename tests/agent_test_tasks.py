@@ -25,10 +25,16 @@ LOOKUP = Tool("lookup", "Look a term up.", _QUERY_SCHEMA, _lookup)
 
 
 @fleet_task(max_retries=3)
-def ask(ctx: TaskContext, prompt: str, max_tokens: int = 64) -> dict[str, Any]:
-    """One Messages call through ``ctx.anthropic``: its text, stop reason and usage."""
+def ask(ctx: TaskContext, prompt: str, max_tokens: int = 64, cached_system: str = "") -> dict[str, Any]:
+    """One Messages call through ``ctx.anthropic``: its text, stop reason and usage.
+
+    ``cached_system`` is sent as a system prompt marked for prompt caching.
+    """
+    options: dict[str, Any] = {}
+    if cached_system:
+        options["system"] = [{"type": "text", "text": cached_system, "cache_control": {"type": "ephemeral"}}]
     message = ctx.anthropic.messages.create(
-        model=MODEL, max_tokens=max_tokens, messages=[{"role": "user", "content": prompt}]
+        model=MODEL, max_tokens=max_tokens, messages=[{"role": "user", "content": prompt}], **options
     )
     text = "".join(block.text for block in message.content if block.type == "text")
     return {"text": text, "stop_reason": message.stop_reason, "usage": message.usage.model_dump()}

@@ -192,31 +192,38 @@ def test_a_streamed_reply_is_priced_from_its_events(
     assert outcome.cost_usd == pytest.approx(expected / 1_000_000, rel=1e-9)
 
 
+def _priced(usage: dict[str, Any], settings: Settings) -> float:
+    price = settings.llm.prices[at.MODEL]
+    return (
+        usage["input_tokens"] * price.input_per_mtok
+        + usage["output_tokens"] * price.output_per_mtok
+        + (usage.get("cache_creation_input_tokens") or 0) * price.cache_write_per_mtok
+        + (usage.get("cache_read_input_tokens") or 0) * price.cache_read_per_mtok
+    ) / 1_000_000
+
+
 def test_cost_is_the_usage_times_the_price_table(
     fleet: Fleet, mock: MockMessagesServer, settings: Settings
 ) -> None:
-    prompts = [{"prompt": "x" * 4000 + "\nLONG 300", "max_tokens": 400}, {"prompt": "SAY cheap"}]
-    run = fleet.map(at.ask, prompts)
-    summary = run.wait(timeout_s=60)
-    assert summary.succeeded == 2, summary
-    price = settings.llm.prices[at.MODEL]
-    total = 0.0
-    for outcome in run.outcomes():
-        usage = outcome.result["usage"]
-        expected = (
-            usage["input_tokens"] * price.input_per_mtok
-            + usage["output_tokens"] * price.output_per_mtok
-            + (usage.get("cache_creation_input_tokens") or 0) * price.cache_write_per_mtok
-            + (usage.get("cache_read_input_tokens") or 0) * price.cache_read_per_mtok
-        ) / 1_000_000
-        assert expected > 0
-        assert outcome.cost_usd == pytest.approx(expected, rel=1e-9)
-        total += expected
-    assert usage["input_tokens"] < 1000 < run.outcomes()[0].result["usage"]["input_tokens"]
-    assert summary.cost_usd == pytest.approx(total, rel=1e-9)
-    assert sum(r.input_tokens for r in _messages(mock)) == sum(
-        o.result["usage"]["input_tokens"] for o in run.outcomes()
+    system = "You are a careful assistant. " * 200
+    writes = fleet.map(
+        at.ask, [{"prompt": "x" * 4000 + "\nLONG 300", "max_tokens": 400, "cached_system": system}]
     )
+    first = _one(writes)
+    reads = fleet.map(at.ask, [{"prompt": "SAY cheap", "cached_system": system}, {"prompt": "SAY plain"}])
+    assert reads.wait(timeout_s=60).succeeded == 2
+    outcomes = [first, *reads.outcomes()]
+    assert all(o.ok for o in outcomes), outcomes
+    usages = [o.result["usage"] for o in outcomes]
+    assert usages[0]["cache_creation_input_tokens"] > 0 and usages[0]["output_tokens"] > 250
+    assert usages[1]["cache_read_input_tokens"] > 0, "the second call read the cached prefix"
+    for outcome, usage in zip(outcomes, usages, strict=True):
+        assert outcome.cost_usd == pytest.approx(_priced(usage, settings), rel=1e-9)
+    # A run summary states its cost to the micro-dollar.
+    assert writes.summary().cost_usd == pytest.approx(outcomes[0].cost_usd, abs=5e-7)
+    assert reads.summary().cost_usd == pytest.approx(outcomes[1].cost_usd + outcomes[2].cost_usd, abs=5e-7)
+    served = sum(r.input_tokens + r.output_tokens for r in _messages(mock))
+    assert served == sum(u["input_tokens"] + u["output_tokens"] for u in usages)
 
 
 # The agent loop on a worker ----------------------------------------------------------------------
