@@ -7,9 +7,12 @@ limiter, the guard and the accounting are the real ones (on the session's Redis)
 
 from __future__ import annotations
 
+import json
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +25,7 @@ from agentfleet.llm.mock_server import MockMessagesServer
 from agentfleet.tasks import clients
 from agentfleet.tasks.agent import Tool, run_agent
 from agentfleet.tasks.context import TaskContext
+from agentfleet.tasks.llm_tasks import BUILTIN_TOOLS
 
 MODEL = "claude-haiku-4-5"
 SCHEMA = {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}
@@ -182,3 +186,61 @@ def test_a_budget_crossed_inside_a_tool_stops_the_agent_at_the_tools_next_reques
             run_agent(ctx, prompt='CALL lookup {"q": "x"}', tools=[_tool("lookup", fetch_twice)], model=MODEL)
         assert len(vendor.hits("/page")) == 1, "the request after the budget ran out was never sent"
     assert _calls(mock) == 1
+
+
+class _EchoAuthorization(BaseHTTPRequestHandler):
+    """Answers every GET with the request's Authorization header as its body, as httpbin does."""
+
+    def do_GET(self) -> None:
+        body = json.dumps({"authorization": self.headers.get("Authorization", "")}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        return
+
+
+ECHO_SECRET = "echo-canary-7f3e9a1c"
+
+
+@pytest.fixture
+def echo_server(monkeypatch: pytest.MonkeyPatch, make_ctx: Callable[..., TaskContext]) -> Iterator[str]:
+    """An echoing server on 127.0.0.1, and the ``echo`` credential allowed for it."""
+    monkeypatch.setenv("ECHO_TOKEN", ECHO_SECRET)
+    monkeypatch.setenv("AGENTFLEET_FETCH__ALLOW_PRIVATE_HOSTS", '["127.0.0.1"]')
+    monkeypatch.setenv(
+        "AGENTFLEET_CREDENTIALS", json.dumps({"echo": {"env": "ECHO_TOKEN", "domains": ["127.0.0.1"]}})
+    )
+    reset_settings()
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _EchoAuthorization)
+    thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()
+    thread.join(5)
+
+
+def test_the_fetch_tool_puts_an_echoed_credential_back_as_its_placeholder(
+    make_ctx: Callable[..., TaskContext], echo_server: str
+) -> None:
+    call = {"url": f"{echo_server}/headers", "headers": {"Authorization": "Bearer $CRED{echo}"}}
+    output = BUILTIN_TOOLS["http_fetch"].fn(make_ctx(), call)
+    assert json.loads(output["text"]) == {"authorization": "Bearer $CRED{echo}"}
+    assert ECHO_SECRET not in json.dumps(output)
+
+
+def test_an_echoed_credential_in_any_tools_output_never_reaches_the_model_or_the_result(
+    make_ctx: Callable[..., TaskContext], echo_server: str
+) -> None:
+    def raw_echo(ctx: TaskContext, args: dict[str, Any]) -> str:
+        return ctx.http.get(echo_server, headers={"Authorization": "Bearer $CRED{echo}"}).text
+
+    result = run_agent(
+        make_ctx(), prompt='CALL echo {"q": "x"}', tools=[_tool("echo", raw_echo)], model=MODEL
+    )
+    assert "Bearer $CRED{echo}" in result.text, "the model's summary quotes what the tool returned"
+    assert ECHO_SECRET not in json.dumps(result.as_dict())

@@ -16,6 +16,7 @@ from agentfleet.tasks.context import TaskContext
 from agentfleet.tasks.decorator import fleet_task
 from agentfleet.tools.command import RUN_COMMAND_TOOL, run_command
 from agentfleet.tools.fetch import HTTP_FETCH_TOOL, http_fetch
+from agentfleet.tools.vault import CredentialVault
 
 __all__ = [
     "BUILTIN_TOOLS",
@@ -32,12 +33,14 @@ LABELS = ("POSITIVE", "NEGATIVE", "NEUTRAL", "MIXED")
 def _fetch(ctx: TaskContext, args: dict[str, Any]) -> dict[str, Any]:
     from agentfleet.config import get_settings
 
+    settings = get_settings()
     result = http_fetch(
         ctx.http,
         str(args["url"]),
-        settings=get_settings().fetch,
+        settings=settings.fetch,
         method=str(args.get("method", "GET")),
         headers=args.get("headers"),
+        vault=CredentialVault(settings.credentials),
     )
     return result.model_dump()
 
