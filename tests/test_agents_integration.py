@@ -8,6 +8,7 @@ mock server so its request log and script are the test's own.
 from __future__ import annotations
 
 import json
+import os
 import socket
 import uuid
 from collections.abc import Iterator
@@ -16,7 +17,6 @@ from typing import Any
 import agent_test_tasks as at
 import pytest
 import redis
-from conftest import cluster_env
 from http_scripted import Reply, ScriptedServer
 
 from agentfleet import LocalCluster
@@ -57,7 +57,9 @@ def settings(prefix: str) -> Settings:
 def acluster(
     redis_url: str, prefix: str, settings: Settings, mock: MockMessagesServer
 ) -> Iterator[LocalCluster]:
-    env = cluster_env(
+    env = dict(
+        # Not conftest's cluster_env: a sibling conftest may own that module name in a run.
+        PYTHONPATH=os.path.dirname(os.path.abspath(__file__)),
         AGENTFLEET_TASK_MODULES="agent_test_tasks",
         AGENTFLEET_KEY_PREFIX=prefix,
         AGENTFLEET_LLM__BASE_URL=mock.url,
