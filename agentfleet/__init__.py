@@ -17,6 +17,9 @@ _EXPORTS = {
     "fleet_task": "agentfleet.tasks.decorator",
     "FleetTask": "agentfleet.tasks.base",
     "TaskContext": "agentfleet.tasks.context",
+    "run_agent": "agentfleet.tasks.agent",
+    "Tool": "agentfleet.tasks.agent",
+    "AgentResult": "agentfleet.tasks.agent",
     "TaskOutcome": "agentfleet.models",
     "RunSummary": "agentfleet.models",
     "LocalCluster": "agentfleet.local",
@@ -55,6 +58,7 @@ _EXPORTS = {
 }
 
 __all__ = [
+    "AgentResult",
     "AgentfleetError",
     "AuthError",
     "BadRequest",
@@ -91,10 +95,12 @@ __all__ = [
     "TaskOutcome",
     "TaskTimeLimit",
     "TaskTimeout",
+    "Tool",
     "fleet_task",
     "get_settings",
     "merge",
     "redact",
+    "run_agent",
 ]
 
 if TYPE_CHECKING:
@@ -132,6 +138,7 @@ if TYPE_CHECKING:
     from agentfleet.orchestration.run import Run
     from agentfleet.ratelimit.circuit import CircuitBreaker
     from agentfleet.redaction import redact
+    from agentfleet.tasks.agent import AgentResult, Tool, run_agent
     from agentfleet.tasks.base import FleetTask
     from agentfleet.tasks.context import TaskContext
     from agentfleet.tasks.decorator import fleet_task

@@ -46,14 +46,15 @@ class Hit:
 
 
 class ScriptedServer:
-    """A ``ThreadingHTTPServer`` on 127.0.0.1 (a free port) whose replies are scripted per path."""
+    """A ``ThreadingHTTPServer`` on ``host`` (a free port) whose replies are scripted per path."""
 
-    def __init__(self) -> None:
+    def __init__(self, host: str = "127.0.0.1") -> None:
+        self.host = host
         self._lock = threading.Lock()
         self._scripts: dict[str, list[Reply]] = {}
         self._served: dict[str, int] = {}
         self._hits: dict[str, list[Hit]] = {}
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server = ThreadingHTTPServer((host, 0), self._handler())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, name="scripted-http", daemon=True)
 
@@ -62,7 +63,7 @@ class ScriptedServer:
         return int(self._server.server_address[1])
 
     def url(self, path: str) -> str:
-        return f"http://127.0.0.1:{self.port}{path}"
+        return f"http://{self.host}:{self.port}{path}"
 
     def script(self, path: str, *replies: Reply) -> None:
         """Answer ``path`` with ``replies`` in order from now on (the last one repeats)."""

@@ -57,6 +57,25 @@ def test_failures_among_many_successes_do_not_open_it(breaker: CircuitBreaker) -
     assert breaker.vendor_issues() == []
 
 
+def test_a_bursts_first_fast_failures_are_weighed_against_every_call_started(
+    breaker: CircuitBreaker,
+) -> None:
+    # 32 calls go out at once; 3 fail fast while the other 29 are still on their way.
+    for _ in range(32):
+        assert breaker.before(VENDOR, count_attempt=True) is False
+    assert [breaker.record_failure(VENDOR) for _ in range(3)] == ["closed"] * 3
+    status = breaker.state(VENDOR)
+    assert (status.failures, status.successes, status.started) == (3, 0, 32)
+    assert breaker.vendor_issues() == []
+
+
+def test_a_downstream_failing_every_call_it_was_sent_still_opens(breaker: CircuitBreaker) -> None:
+    for _ in range(3):
+        breaker.before(VENDOR, count_attempt=True)
+    assert [breaker.record_failure(VENDOR) for _ in range(3)] == ["closed", "closed", "open"]
+    assert breaker.state(VENDOR).failure_ratio == 1.0
+
+
 def test_after_the_cooldown_one_probe_goes_and_its_success_closes_it(breaker: CircuitBreaker) -> None:
     _open(breaker)
     time.sleep(0.55)

@@ -25,7 +25,7 @@ from agentfleet.errors import (
     TaskTimeout,
     UnexpectedError,
 )
-from agentfleet.llm.errors import anthropic_downstream, map_anthropic_error
+from agentfleet.llm.errors import anthropic_downstream, is_anthropic_error, map_anthropic_error
 
 MODEL = "claude-haiku-4-5"
 
@@ -155,3 +155,13 @@ def test_other_exceptions_fall_back_on_classify() -> None:
     mapped = map_anthropic_error(ValueError("odd"))
     assert isinstance(mapped, UnexpectedError)
     assert mapped.downstream is None
+
+
+def test_only_the_sdks_own_errors_are_anthropic_errors() -> None:
+    def refuse(request: httpx2.Request) -> httpx2.Response:
+        raise httpx2.ConnectError("refused", request=request)
+
+    assert is_anthropic_error(answered(429))
+    assert is_anthropic_error(raised(refuse))
+    assert not is_anthropic_error(ValueError("odd"))
+    assert not is_anthropic_error(RateLimited("bucket empty"))

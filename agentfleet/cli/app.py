@@ -5,10 +5,12 @@ from __future__ import annotations
 import typer
 
 from agentfleet.cli.beat_cmd import beat
+from agentfleet.cli.creds_cmd import creds_app
 from agentfleet.cli.demo_cmd import demo
 from agentfleet.cli.dlq_cmd import dlq_app
 from agentfleet.cli.flower_cmd import flower
 from agentfleet.cli.healthcheck_cmd import healthcheck_app
+from agentfleet.cli.mock_llm_cmd import mock_llm
 from agentfleet.cli.run_cmd import run
 from agentfleet.cli.runs_cmd import runs_app
 from agentfleet.cli.serve_cmd import serve
@@ -32,3 +34,5 @@ app.command("serve")(serve)
 app.command("flower")(flower)
 app.command("beat")(beat)
 app.add_typer(healthcheck_app, name="healthcheck")
+app.command("mock-llm")(mock_llm)
+app.add_typer(creds_app, name="creds")

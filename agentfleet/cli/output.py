@@ -5,14 +5,24 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
 from agentfleet.models import RunSummary, TaskOutcome
+from agentfleet.tools.audit import AuditEntry
 
-__all__ = ["console", "err_console", "outcomes_table", "print_json", "runs_table", "summary_table"]
+__all__ = [
+    "audit_table",
+    "console",
+    "err_console",
+    "outcomes_table",
+    "print_json",
+    "runs_table",
+    "summary_table",
+]
 
 console = Console()
 err_console = Console(stderr=True)
@@ -88,4 +98,15 @@ def outcomes_table(outcomes: Iterable[TaskOutcome], *, title: str = "outcomes", 
             f"{outcome.duration_s:.2f}",
             shown[:120],
         )
+    return table
+
+
+def audit_table(entries: Iterable[AuditEntry]) -> Table:
+    """Credential uses: when (UTC), which credential, to which domain, by which task."""
+    table = Table(title="credential uses")
+    for column in ("time (UTC)", "credential", "domain", "task"):
+        table.add_column(column)
+    for entry in entries:
+        when = datetime.fromtimestamp(entry.time, UTC).strftime("%Y-%m-%d %H:%M:%S")
+        table.add_row(when, entry.credential, entry.domain, entry.task_id)
     return table

@@ -32,7 +32,7 @@ from agentfleet.errors import (
     error_for_status,
 )
 
-__all__ = ["anthropic_downstream", "map_anthropic_error"]
+__all__ = ["anthropic_downstream", "is_anthropic_error", "map_anthropic_error"]
 
 # The status an error type stands for, for errors that arrive inside a 200 stream.
 _STATUS_OF_TYPE = {
@@ -47,6 +47,11 @@ _STATUS_OF_TYPE = {
     "timeout_error": 504,
     "overloaded_error": 529,
 }
+
+
+def is_anthropic_error(exc: BaseException) -> bool:
+    """True for an exception the ``anthropic`` SDK raised (its ``APIError`` family and kin)."""
+    return any(cls.__module__.split(".", 1)[0] == "anthropic" for cls in type(exc).__mro__)
 
 
 def anthropic_downstream(model: str) -> str:

@@ -2,7 +2,11 @@
 
 A downstream's circuit is ``closed`` until, within ``vendor_issue_window_s``, at least
 ``vendor_issue_failures`` attempts against it failed with a downstream fault (5xx, 529, timeout,
-broken connection) and they are at least ``circuit_failure_ratio`` of its attempts. Then it is
+broken connection) and they are at least ``circuit_failure_ratio`` of its attempts. Attempts are
+the calls reported (failed or succeeded) or, when callers count them as they start
+(``before(..., count_attempt=True)``, as the fleet transport does), the calls started, if more:
+a fast failure must not look like the whole story while slower calls started with it are
+still on their way. Then it is
 ``open``: callers are deferred (``Deferred`` with the wait), for ``circuit_cooldown_s``. After
 that the first caller gets the probe (``half_open``); the others keep waiting. The probe's
 success closes the circuit and forgets the failures; its failure opens it for another
@@ -21,8 +25,8 @@ How callers use it (the fleet transport per request, ``execute`` per attempt)::
 Layout under the key prefix ``p`` (times are Redis server time, so worker clocks do not matter):
 
 - ``p:cb:{downstream}``    hash: ``state``, ``opened_at``, ``open_until``, ``probe_until``
-- ``p:cb:{downstream}:w``  hash: ``f:{bucket}`` / ``s:{bucket}`` failure and success counts,
-  ten buckets per window
+- ``p:cb:{downstream}:w``  hash: ``f:{bucket}`` / ``s:{bucket}`` / ``a:{bucket}`` failure,
+  success and started-call counts, ten buckets per window
 - ``p:cb:known``           sorted set: downstreams by their last failure or state change
 """
 
@@ -51,29 +55,40 @@ local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 # Sums the window's buckets and drops the ones that fell out of it.
 _SUM = """
 local function window_sums(w, current, nb)
-  local fails, oks = 0, 0
+  local fails, oks, started = 0, 0, 0
   local fields = redis.call('HGETALL', w)
   for i = 1, #fields, 2 do
     local name, n = fields[i], tonumber(fields[i + 1])
+    local kind = string.sub(name, 1, 1)
     if tonumber(string.sub(name, 3)) <= current - nb then
       redis.call('HDEL', w, name)
-    elseif string.sub(name, 1, 1) == 'f' then
+    elseif kind == 'f' then
       fails = fails + n
-    else
+    elseif kind == 's' then
       oks = oks + n
+    else
+      started = started + n
     end
   end
-  return fails, oks
+  return fails, oks, started
 end
 """
 
 _BEFORE = (
     _NOW
     + """
-local h, probe_ttl = KEYS[1], tonumber(ARGV[1])
+local h, w, probe_ttl = KEYS[1], KEYS[2], tonumber(ARGV[1])
 local f = redis.call('HMGET', h, 'state', 'open_until', 'probe_until')
 local state = f[1] or 'closed'
-if state == 'closed' then return {'pass', '0'} end
+if state == 'closed' then
+  if ARGV[2] == '1' then
+    local window, nb = tonumber(ARGV[3]), tonumber(ARGV[4])
+    if redis.call('HINCRBY', w, 'a:' .. math.floor(now / (window / nb)), 1) == 1 then
+      redis.call('EXPIRE', w, math.ceil(window * 2))
+    end
+  end
+  return {'pass', '0'}
+end
 if state == 'open' then
   local open_until = tonumber(f[2] or '0')
   if now < open_until then return {'wait', tostring(open_until - now)} end
@@ -113,8 +128,9 @@ end
 redis.call('HINCRBY', w, 'f:' .. current, 1)
 redis.call('EXPIRE', w, math.ceil(window * 2))
 redis.call('ZADD', known, now, name)
-local fails, oks = window_sums(w, current, nb)
-if state == 'half_open' or (state == 'closed' and fails >= threshold and fails >= ratio * (fails + oks)) then
+local fails, oks, started = window_sums(w, current, nb)
+local attempts = math.max(fails + oks, started)
+if state == 'half_open' or (state == 'closed' and fails >= threshold and fails >= ratio * attempts) then
   redis.call('HSET', h, 'state', 'open', 'opened_at', tostring(now),
     'open_until', tostring(now + cooldown), 'probe_until', '0')
   return {'open', fails, oks}
@@ -143,10 +159,12 @@ class CircuitStatus:
     window_s: float
     opened_at: float | None = None
     open_until: float | None = None
+    started: int = 0
 
     @property
     def failure_ratio(self) -> float:
-        total = self.failures + self.successes
+        """Failures over attempts: calls reported, or calls started if more were counted."""
+        total = max(self.failures + self.successes, self.started)
         return self.failures / total if total else 0.0
 
 
@@ -173,7 +191,9 @@ class CircuitBreaker:
 
     # The caller's side ---------------------------------------------------------------------
 
-    def before(self, downstream: str, *, probe_ttl_s: float | None = None) -> bool:
+    def before(
+        self, downstream: str, *, probe_ttl_s: float | None = None, count_attempt: bool = False
+    ) -> bool:
         """Check the circuit before calling ``downstream``.
 
         Returns True when this caller holds the half-open probe (report its result with
@@ -181,9 +201,15 @@ class CircuitBreaker:
         closed. Raises ``Deferred`` with the seconds to wait (plus a little jitter, so waiting
         callers do not return at once) while it is open or another caller holds the probe.
         ``probe_ttl_s`` (default ``circuit_probe_ttl_s``) bounds how long the probe is held.
+        ``count_attempt`` counts a call let through a closed circuit as started, for the
+        failure ratio (count each call once: once per request, or once per task attempt).
         """
-        ttl = probe_ttl_s if probe_ttl_s is not None else self.settings.circuit_probe_ttl_s
-        verdict, wait = self._before(keys=[self._key(downstream)], args=[ttl])
+        s = self.settings
+        ttl = probe_ttl_s if probe_ttl_s is not None else s.circuit_probe_ttl_s
+        verdict, wait = self._before(
+            keys=[self._key(downstream), f"{self._key(downstream)}:w"],
+            args=[ttl, int(count_attempt), s.vendor_issue_window_s, BUCKETS_PER_WINDOW],
+        )
         if verdict == "wait":
             wait_s = min(float(wait), self.settings.circuit_cooldown_s)
             wait_s += random.uniform(0.0, min(1.0, 0.1 * self.settings.circuit_cooldown_s))
@@ -265,24 +291,22 @@ class CircuitBreaker:
         found = []
         for i, name in enumerate(names):
             record, buckets = replies[2 * i], replies[2 * i + 1]
-            fails = oks = 0
+            counts = {"f": 0, "s": 0, "a": 0}
             for field, count in buckets.items():
-                if int(field[2:]) > current - BUCKETS_PER_WINDOW:
-                    if field.startswith("f:"):
-                        fails += int(count)
-                    else:
-                        oks += int(count)
+                if int(field[2:]) > current - BUCKETS_PER_WINDOW and field[0] in counts:
+                    counts[field[0]] += int(count)
             opened = float(record["opened_at"]) if record.get("opened_at") else None
             until = float(record["open_until"]) if record.get("open_until") else None
             found.append(
                 CircuitStatus(
                     downstream=name,
                     state=record.get("state", CLOSED),
-                    failures=fails,
-                    successes=oks,
+                    failures=counts["f"],
+                    successes=counts["s"],
                     window_s=window,
                     opened_at=opened,
                     open_until=until,
+                    started=counts["a"],
                 )
             )
         return found

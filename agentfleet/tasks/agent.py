@@ -7,6 +7,8 @@
   goes back in one user message, each with its ``tool_use_id``;
 - a tool that raises becomes a ``tool_result`` with ``is_error`` (the model sees the error
   and can adapt); only ``BudgetExceeded`` and ``LoopDetected`` stop the agent;
+- a configured credential's value in a tool's output (a server that echoes a header, say) is
+  put back as its ``$CRED{name}`` placeholder before the model, or the result, sees it;
 - the same tool call with the same input ``loop_limit`` times in a row stops the agent with
   ``LoopDetected``; ``max_turns`` model calls without an end, or crossing the task's dollar,
   token or wall-clock budget, stop it with ``BudgetExceeded``.
@@ -15,6 +17,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -24,6 +27,7 @@ from agentfleet.config import get_settings
 from agentfleet.errors import BudgetExceeded, LoopDetected
 from agentfleet.idempotency import canonical_json
 from agentfleet.tasks.context import TaskContext
+from agentfleet.tools.vault import CredentialVault
 
 __all__ = ["AgentResult", "Tool", "ToolCall", "run_agent"]
 
@@ -99,9 +103,9 @@ def _render(result: Any) -> str:
         return str(result)
 
 
-def _run_tool(ctx: TaskContext, tools: dict[str, Tool], block: Any) -> tuple[dict[str, Any], ToolCall]:
-    import time
-
+def _run_tool(
+    ctx: TaskContext, tools: dict[str, Tool], block: Any, scrub: Callable[[str], str]
+) -> tuple[dict[str, Any], ToolCall]:
     started = time.monotonic()
     tool = tools.get(block.name)
     is_error = False
@@ -114,12 +118,18 @@ def _run_tool(ctx: TaskContext, tools: dict[str, Tool], block: Any) -> tuple[dic
     except Exception as exc:
         is_error = True
         content = f"{type(exc).__name__}: {exc}"
+    content = scrub(content)
+    if is_error:
         ctx.log.info("tool %s failed: %s", block.name, content)
     result: dict[str, Any] = {"type": "tool_result", "tool_use_id": block.id, "content": content}
     if is_error:
         result["is_error"] = True
     call = ToolCall(block.name, dict(block.input or {}), is_error, round(time.monotonic() - started, 4))
     return result, call
+
+
+def _unchanged(text: str) -> str:
+    return text
 
 
 def _content_params(content: Sequence[Any]) -> list[dict[str, Any]]:
@@ -155,6 +165,7 @@ def run_agent(
     detector = _LoopDetector(loop_limit or settings.agent.loop_limit)
     workers = max_parallel_tools or settings.agent.max_parallel_tools
     by_name = {tool.name: tool for tool in tools}
+    scrub = CredentialVault(settings.credentials).scrub if settings.credentials else _unchanged
     messages: list[dict[str, Any]] = (
         [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt)
     )
@@ -175,7 +186,7 @@ def run_agent(
             for block in uses:
                 detector.see(block.name, block.input)
             messages.append({"role": "assistant", "content": _content_params(response.content)})
-            outcomes = list(pool.map(lambda block: _run_tool(ctx, by_name, block), uses))
+            outcomes = list(pool.map(lambda block: _run_tool(ctx, by_name, block, scrub), uses))
             calls.extend(call for _, call in outcomes)
             messages.append({"role": "user", "content": [result for result, _ in outcomes]})
     raise BudgetExceeded(f"the agent did not finish within max_turns ({max_turns}) model calls")

@@ -99,7 +99,9 @@ class TransportBreaker:
         if self.guard.probe and downstream == self.guard.downstream:
             return False
         try:
-            return self.guard.breaker.before(downstream)
+            # Each request counts as started, so a burst's first fast failures are weighed
+            # against every call already on its way, not only against calls that came back.
+            return self.guard.breaker.before(downstream, count_attempt=True)
         except redis.RedisError:
             log.warning("circuit of %s unreadable; letting the call through", downstream, exc_info=True)
             return False

@@ -13,6 +13,7 @@ The limiter, circuit breaker, vault and audit log are made once per worker proce
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 from urllib.parse import urlsplit
@@ -42,15 +43,19 @@ ANTHROPIC_API = "https://api.anthropic.com"
 ANTHROPIC_CREDENTIAL = "anthropic"
 
 
-_shared: dict[tuple[str, int], Any] = {}
+# (kind, id(settings)) -> (settings, object). Holding the settings keeps their id from being
+# reused by a later Settings object, which would otherwise be handed this one's objects.
+_shared: dict[tuple[str, int], tuple[Settings, Any]] = {}
+_shared_lock = threading.Lock()
 
 
 def _per_process(kind: str, settings: Settings, make: Callable[[], T]) -> T:
-    # Settings are not hashable; they are one object per process, so their id is the key.
+    # Settings are not hashable; a worker has one object per process, so its id is the key.
     key = (kind, id(settings))
-    if key not in _shared:
-        _shared[key] = make()
-    return cast(T, _shared[key])
+    with _shared_lock:
+        if key not in _shared:
+            _shared[key] = (settings, make())
+        return cast(T, _shared[key][1])
 
 
 def _limiter(settings: Settings) -> Limiter:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -53,6 +54,8 @@ class TaskContext:
     _anthropic_factory: Callable[[TaskContext], anthropic.Anthropic] | None = field(default=None, repr=False)
     _http: Any = field(default=None, repr=False)
     _anthropic: Any = field(default=None, repr=False)
+    # Parallel tool calls may each call a model and report usage from their own thread.
+    _usage_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
     def http(self) -> httpx.Client:
@@ -74,9 +77,10 @@ class TaskContext:
 
     def add_usage(self, *, cost_usd: float = 0.0, input_tokens: int = 0, output_tokens: int = 0) -> None:
         """Add one call's spending (US dollars, tokens) to this execution's totals."""
-        self.cost_usd += cost_usd
-        self.input_tokens += input_tokens
-        self.output_tokens += output_tokens
+        with self._usage_lock:
+            self.cost_usd += cost_usd
+            self.input_tokens += input_tokens
+            self.output_tokens += output_tokens
 
     def check_budget(self) -> None:
         """Raise ``BudgetExceeded`` once this execution crossed its dollar, token or wall budget."""

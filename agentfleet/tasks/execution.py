@@ -46,6 +46,7 @@ from agentfleet.errors import (
     classify,
 )
 from agentfleet.idempotency import stage_key
+from agentfleet.llm.errors import is_anthropic_error, map_anthropic_error
 from agentfleet.models import TaskOutcome
 from agentfleet.redaction import Redactor
 from agentfleet.runs import RunStore
@@ -341,6 +342,11 @@ class _Delivery:
                 f"the soft time limit of {self.task.soft_time_limit} s ran out{where}",
                 downstream=ctx.last_downstream,
             )
+        own_types = (*self.task.retry_on, *self.task.fail_on)
+        if is_anthropic_error(exc) and not (own_types and isinstance(exc, own_types)):
+            # Only the SDK's error body tells a spend limit from a rate limit, and an error
+            # event inside a 200 stream carries its real status in its type.
+            return map_anthropic_error(exc)
         return classify(
             exc,
             retryable=self.task.retry_on,

@@ -16,8 +16,16 @@ from agentfleet.tasks.context import TaskContext
 from agentfleet.tasks.decorator import fleet_task
 from agentfleet.tools.command import RUN_COMMAND_TOOL, run_command
 from agentfleet.tools.fetch import HTTP_FETCH_TOOL, http_fetch
+from agentfleet.tools.vault import CredentialVault
 
-__all__ = ["BUILTIN_TOOLS", "agent", "classify_sentiment", "review_diff"]
+__all__ = [
+    "BUILTIN_TOOLS",
+    "SENTIMENT_MAX_TOKENS",
+    "agent",
+    "classify_sentiment",
+    "review_diff",
+    "sentiment_prompt",
+]
 
 LABELS = ("POSITIVE", "NEGATIVE", "NEUTRAL", "MIXED")
 
@@ -25,12 +33,14 @@ LABELS = ("POSITIVE", "NEGATIVE", "NEUTRAL", "MIXED")
 def _fetch(ctx: TaskContext, args: dict[str, Any]) -> dict[str, Any]:
     from agentfleet.config import get_settings
 
+    settings = get_settings()
     result = http_fetch(
         ctx.http,
         str(args["url"]),
-        settings=get_settings().fetch,
+        settings=settings.fetch,
         method=str(args.get("method", "GET")),
         headers=args.get("headers"),
+        vault=CredentialVault(settings.credentials),
     )
     return result.model_dump()
 
@@ -52,14 +62,22 @@ BUILTIN_TOOLS: dict[str, Tool] = {
 }
 
 
-@fleet_task(name="agentfleet.classify_sentiment")
-def classify_sentiment(ctx: TaskContext, text: str, model: str | None = None) -> dict[str, Any]:
-    """One model call: the sentiment of ``text`` as one of POSITIVE, NEGATIVE, NEUTRAL, MIXED."""
-    prompt = (
+def sentiment_prompt(text: str) -> str:
+    """The prompt ``classify_sentiment`` sends for ``text``."""
+    return (
         "Classify the sentiment of the text. Answer with exactly one word: "
         f"{', '.join(LABELS)}.\n\nText: {text}"
     )
-    result = run_agent(ctx, prompt=prompt, model=model, max_tokens=8, max_turns=1)
+
+
+SENTIMENT_MAX_TOKENS = 8
+
+
+@fleet_task(name="agentfleet.classify_sentiment")
+def classify_sentiment(ctx: TaskContext, text: str, model: str | None = None) -> dict[str, Any]:
+    """One model call: the sentiment of ``text`` as one of POSITIVE, NEGATIVE, NEUTRAL, MIXED."""
+    prompt = sentiment_prompt(text)
+    result = run_agent(ctx, prompt=prompt, model=model, max_tokens=SENTIMENT_MAX_TOKENS, max_turns=1)
     label = result.text.strip().strip(".").upper()
     if label not in LABELS:
         raise BadRequest(f"the model answered {result.text!r}, not one of {', '.join(LABELS)}")

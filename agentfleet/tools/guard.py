@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import ssl
 import threading
 import traceback
 from collections import OrderedDict
@@ -283,6 +284,18 @@ class _ScrubbingStreamCore:
 
 
 @functools.cache
+def _shared_ssl_context(module: ModuleType) -> ssl.SSLContext:
+    # Building a verifying context loads the CA bundle: tens of milliseconds of CPU under the
+    # GIL. Every execution makes its own guard, so the context is made once per process.
+    context: ssl.SSLContext = module.create_ssl_context()
+    return context
+
+
+def _default_transport_factory(module: ModuleType) -> Callable[[], Any]:
+    return lambda: module.HTTPTransport(verify=_shared_ssl_context(module))
+
+
+@functools.cache
 def _classes(module: ModuleType) -> tuple[type[Any], type[Any]]:
     guard = type(
         "GuardTransport",
@@ -313,11 +326,12 @@ def guard_transport(
     placeholders (without one, a request naming a credential is refused);
     ``resolver(host, port)`` returns addresses (``getaddrinfo`` by default);
     ``transport_factory()`` makes the real transport below (``module.HTTPTransport()`` by
-    default; it must not use a proxy, which would resolve names itself). One real transport
-    is made per https host, at most ``max_pools`` kept (least recently used closed first).
+    default, sharing one TLS context per process; it must not use a proxy, which would
+    resolve names itself). One real transport is made per https host, at most ``max_pools``
+    kept (least recently used closed first).
     """
     fetch = settings or FetchSettings()
-    factory = transport_factory or module.HTTPTransport
+    factory = transport_factory or _default_transport_factory(module)
     guard_cls = _classes(module)[0]
     return guard_cls(
         allowlist=Allowlist(fetch.allow_private_hosts),

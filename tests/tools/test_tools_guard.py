@@ -296,3 +296,17 @@ def test_tls_verifies_the_original_name_at_the_pinned_address(tmp_path: Path) ->
     finally:
         threading.Thread(target=httpd.shutdown, daemon=True).start()
         httpd.server_close()
+
+
+@pytest.mark.parametrize("module", [httpx, httpx2], ids=["httpx", "httpx2"])
+def test_every_guard_in_a_process_shares_one_verifying_tls_context(module: Any) -> None:
+    # Each execution builds its own guard; loading the CA bundle for each would cost tens of
+    # milliseconds of CPU per task.
+    first, second = guard_transport(module)._factory(), guard_transport(module)._factory()
+    try:
+        context = first._pool._ssl_context
+        assert context is second._pool._ssl_context
+        assert context.verify_mode == ssl.CERT_REQUIRED and context.check_hostname
+    finally:
+        first.close()
+        second.close()

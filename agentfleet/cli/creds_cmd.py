@@ -1,0 +1,35 @@
+"""``agentfleet creds``: who used which credential, where and when (the audit stream)."""
+
+from __future__ import annotations
+
+import typer
+
+from agentfleet.cli.connect import require_broker
+from agentfleet.cli.output import audit_table, console, print_json
+from agentfleet.config import get_settings
+from agentfleet.dlq import parse_since
+from agentfleet.redis_client import connect
+from agentfleet.tools.audit import AuditLog
+
+__all__ = ["creds_app"]
+
+creds_app = typer.Typer(help="Credentials: the audit of every use.", no_args_is_help=True)
+
+
+@creds_app.command("audit")
+def audit(
+    limit: int = typer.Option(100, "--limit", "-n", min=1, help="At most this many entries."),
+    since: str | None = typer.Option(
+        None, "--since", "-s", help="The first entries from then on: 30m, 6h, 2d or an ISO date."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON document."),
+) -> None:
+    """Uses of credentials, oldest first: the latest --limit, or the first since --since."""
+    start = parse_since(since) if since is not None else None
+    entries = AuditLog(connect(require_broker()), get_settings().key_prefix).read(count=limit, since=start)
+    if as_json:
+        print_json([entry.model_dump(mode="json") for entry in entries])
+    elif not entries:
+        console.print("no credential has been used" + (" since then" if since else ""))
+    else:
+        console.print(audit_table(entries))
