@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 import redis
+from worker_env import cluster_env
 
 from agentfleet.config import reset_settings
 from agentfleet.embedded_redis import EmbeddedRedis, redis_reachable
@@ -43,19 +44,6 @@ def _fresh_settings() -> Iterator[None]:
     reset_settings()
     yield
     reset_settings()
-
-
-TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
-
-
-def cluster_env(**extra: str) -> dict[str, str]:
-    """Environment for test workers: the test task module importable and named."""
-    env = {
-        "PYTHONPATH": TESTS_DIR,
-        "AGENTFLEET_TASK_MODULES": "fleet_test_tasks",
-    }
-    env.update(extra)
-    return env
 
 
 @pytest.fixture(scope="session")

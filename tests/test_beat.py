@@ -8,8 +8,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import cluster_env
 from ops_support import ServiceProcess, wait_for
+from worker_env import cluster_env
 
 from agentfleet import LocalCluster
 from agentfleet.models import RunSummary

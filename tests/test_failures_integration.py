@@ -14,10 +14,10 @@ import failure_test_tasks as ft
 import fleet_test_tasks as tt
 import pytest
 import redis
-from conftest import cluster_env
 from dlq_samples import sample_entry
 from http_scripted import Reply, ScriptedServer
 from typer.testing import CliRunner
+from worker_env import cluster_env
 
 from agentfleet import LocalCluster
 from agentfleet.cli.app import app as cli_app

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 import redis
-from conftest import cluster_env
 from ops_support import wait_for
+from worker_env import cluster_env
 
 from agentfleet import LocalCluster
 

@@ -7,7 +7,7 @@ import signal
 
 import fleet_test_tasks as tt
 import pytest
-from conftest import cluster_env
+from worker_env import cluster_env
 
 from agentfleet import LocalCluster
 from agentfleet.errors import ConfigError

@@ -6,10 +6,10 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from conftest import cluster_env
 from ops_support import wait_for
 from prometheus_client.parser import text_string_to_metric_families
 from starlette.testclient import TestClient
+from worker_env import cluster_env
 
 from agentfleet import LocalCluster
 from agentfleet.config import Settings, load_settings

@@ -10,7 +10,7 @@ from http.server import BaseHTTPRequestHandler
 
 import httpx
 import pytest
-from conftest import Server
+from tool_servers import Server
 
 from agentfleet.config import FetchSettings
 from agentfleet.errors import BadRequest, ConnectionFailed, InvalidInput, TaskTimeout

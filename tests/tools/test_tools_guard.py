@@ -14,7 +14,7 @@ import anthropic
 import httpx
 import httpx2
 import pytest
-from conftest import Server, start_server
+from tool_servers import Server, start_server
 
 from agentfleet.config import FetchSettings
 from agentfleet.errors import ForbiddenDestination, classify

@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterator, Sequence
 
 import httpx
 import pytest
-from conftest import Server
+from tool_servers import Server
 
 from agentfleet.config import FetchSettings
 from agentfleet.errors import ForbiddenDestination

@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 import redis
-from conftest import Server
+from tool_servers import Server
 
 from agentfleet.config import CredentialSpec, FetchSettings
 from agentfleet.errors import ConfigError, ConnectionFailed, ForbiddenDestination
