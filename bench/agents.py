@@ -4,7 +4,7 @@
 ``ctx.anthropic``: fleet transport, limiter, guard, accounting) against the mock Messages API at
 1 s latency, at a total concurrency of 50 (2 worker processes, thread pool, 25 threads each).
 
-The mock server runs in a process of its own (``python -m agentfleet.llm.mock_server``), so its
+The mock server runs in a process of its own (``agentfleet mock-llm``), so its
 CPU does not count against either side. Baselines, measured in the same run against the same
 server:
 
@@ -50,8 +50,8 @@ _PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
 
 @contextmanager
 def mock_server(latency_s: float) -> Iterator[str]:
-    """``python -m agentfleet.llm.mock_server`` on a free port; yields its URL, stops it by pid."""
-    command = [sys.executable, "-m", "agentfleet.llm.mock_server", "--port", "0", "--latency", str(latency_s)]
+    """``agentfleet mock-llm`` on a free port; yields its URL, stops it by pid."""
+    command = [sys.executable, "-m", "agentfleet", "mock-llm", "--port", "0", "--latency", str(latency_s)]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
     try:
         assert process.stdout is not None

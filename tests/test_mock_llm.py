@@ -29,7 +29,7 @@ from agentfleet.errors import (
     TaskTimeout,
 )
 from agentfleet.llm.errors import map_anthropic_error
-from agentfleet.llm.mock_server import MockMessagesServer, main, serve
+from agentfleet.llm.mock_server import MockMessagesServer, serve
 from agentfleet.llm.pricing import cost_usd
 
 KEY = "sk-mock-test"
@@ -566,7 +566,7 @@ def test_serve_runs_until_stopped() -> None:
 
 
 def test_the_command_line_server_is_driven_over_http_and_stops_on_sigterm() -> None:
-    command = [sys.executable, "-m", "agentfleet.llm.mock_server", "--port", "0", "--seed", "3"]
+    command = [sys.executable, "-m", "agentfleet", "mock-llm", "--port", "0", "--seed", "3"]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
     try:
         assert process.stdout is not None
@@ -589,13 +589,12 @@ def test_the_command_line_server_is_driven_over_http_and_stops_on_sigterm() -> N
     "argv",
     [["--error-rate", "529"], ["--latency", "gaussian:1"], ["--error-rate", "529=0.7,500=0.5"]],
 )
-def test_the_command_line_refuses_bad_settings_in_one_line(
-    argv: list[str], capsys: pytest.CaptureFixture[str]
-) -> None:
-    assert main(["--port", "0", *argv]) == 2
-    err = capsys.readouterr().err
-    assert err.startswith("error: ")
-    assert err.count("\n") == 1
+def test_the_command_line_refuses_bad_settings_in_one_line(argv: list[str]) -> None:
+    command = [sys.executable, "-m", "agentfleet", "mock-llm", "--port", "0", *argv]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.startswith("error: ")
+    assert done.stderr.count("\n") == 1
 
 
 def test_cost_of_a_response_is_its_usage_times_the_price_table(client: anthropic.Anthropic) -> None:

@@ -27,17 +27,15 @@ or ``{"replies": [...]}``), ``DELETE /_mock/script``, ``POST /_mock/config`` (an
 
 from __future__ import annotations
 
-import argparse
 import json
 import signal
-import sys
 import threading
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import asdict
 from types import TracebackType
 from typing import Any
 
-from agentfleet.errors import AgentfleetError, BadRequest, ConfigError
+from agentfleet.errors import BadRequest, ConfigError
 from agentfleet.llm.mock_endpoint import MessagesEndpoint, RequestRecord
 from agentfleet.llm.mock_http import Exchange, TrackedHTTPServer
 from agentfleet.llm.mock_policy import ErrorInjector, Latency, ScriptedReply
@@ -46,7 +44,6 @@ __all__ = [
     "DEFAULT_PORT",
     "MockMessagesServer",
     "RequestRecord",
-    "main",
     "parse_error_rates",
     "serve",
 ]
@@ -321,58 +318,3 @@ def serve(
         server.stop()
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="agentfleet mock-llm",
-        description="Serve the mock Anthropic Messages API on loopback until interrupted.",
-    )
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help="0 picks a free port")
-    parser.add_argument(
-        "--latency",
-        default="0",
-        help="seconds, fixed:S, uniform:LO,HI or lognormal:MEDIAN,SIGMA[,MAX] (default 0)",
-    )
-    parser.add_argument("--requests-per-min", type=float)
-    parser.add_argument("--input-tokens-per-min", type=float)
-    parser.add_argument("--output-tokens-per-min", type=float)
-    parser.add_argument("--tokens-per-min", type=float)
-    parser.add_argument(
-        "--error-rate",
-        action="append",
-        default=[],
-        metavar="STATUS=RATE",
-        help="inject an HTTP error at this rate, e.g. 529=0.05 (repeatable)",
-    )
-    parser.add_argument("--api-key", action="append", help="accept only this key (repeatable)")
-    parser.add_argument("--seed", type=int, default=0)
-    return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m agentfleet.llm.mock_server``: serve until Ctrl-C; returns the exit status."""
-    args = _parser().parse_args(argv)
-    try:
-        serve(
-            args.host,
-            args.port,
-            on_ready=lambda s: print(f"mock Messages API on {s.url} (Ctrl-C to stop)", flush=True),
-            latency=args.latency,
-            requests_per_min=args.requests_per_min,
-            input_tokens_per_min=args.input_tokens_per_min,
-            output_tokens_per_min=args.output_tokens_per_min,
-            tokens_per_min=args.tokens_per_min,
-            error_rates=parse_error_rates(args.error_rate),
-            api_key=args.api_key,
-            seed=args.seed,
-        )
-    except AgentfleetError as exc:
-        print(f"error: {exc.message}", file=sys.stderr)
-        return 2
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
