@@ -65,6 +65,7 @@ __all__ = [
     "UnexpectedError",
     "classify",
     "error_for_status",
+    "fleet_error_in_chain",
     "parse_retry_after",
 ]
 
@@ -378,6 +379,18 @@ _CONNECTION_NAMES = {
 }
 
 
+def fleet_error_in_chain(exc: BaseException) -> AgentfleetError | None:
+    """The first fleet error in ``exc`` or its causes (a library may wrap ours), else None."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, AgentfleetError):
+            return current
+        current = current.__cause__ or current.__context__
+    return None
+
+
 def classify(
     exc: BaseException,
     *,
@@ -402,13 +415,9 @@ def classify(
         return PermanentError(text)
     if retryable and isinstance(exc, retryable):
         return RetryableError(text)
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        if isinstance(current, AgentfleetError):
-            return current
-        current = current.__cause__ or current.__context__
+    found = fleet_error_in_chain(exc)
+    if found is not None:
+        return found
 
     names = _mro_names(exc)
     response = _response_of(exc)

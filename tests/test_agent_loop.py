@@ -244,3 +244,24 @@ def test_an_echoed_credential_in_any_tools_output_never_reaches_the_model_or_the
     )
     assert "Bearer $CRED{echo}" in result.text, "the model's summary quotes what the tool returned"
     assert ECHO_SECRET not in json.dumps(result.as_dict())
+
+
+def test_the_run_budget_stops_every_item_once_the_run_has_spent_it(
+    make_ctx: Callable[..., TaskContext], mock: MockMessagesServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agentfleet.runs import RunStore
+
+    monkeypatch.setenv("AGENTFLEET_BUDGETS__RUN_USD", "0.0001")
+    reset_settings()
+    store = RunStore.from_settings(get_settings())
+    store.create_run(
+        "run", name="budgeted", kind="map", task="t", items=[("t0", "k0", "0"), ("t1", "k1", "1")]
+    )
+    first, second = make_ctx(), make_ctx()
+    run_agent(first, prompt="LONG 40", model=MODEL, max_tokens=100)
+    assert store.spent("run") == pytest.approx(first.cost_usd)
+    with pytest.raises(BudgetExceeded, match=r"budgets\.run_usd"):
+        while True:  # each call spends more; the run's cap is crossed within a few
+            run_agent(second, prompt="LONG 40", model=MODEL, max_tokens=100)
+    assert store.get_run("run")["status"] == "failed", "items not yet started will not run"
+    assert store.spent("run") >= 0.0001

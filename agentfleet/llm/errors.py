@@ -30,6 +30,7 @@ from agentfleet.errors import (
     SpendLimitReached,
     classify,
     error_for_status,
+    fleet_error_in_chain,
 )
 
 __all__ = ["anthropic_downstream", "is_anthropic_error", "map_anthropic_error"]
@@ -57,17 +58,6 @@ def is_anthropic_error(exc: BaseException) -> bool:
 def anthropic_downstream(model: str) -> str:
     """The downstream name of an Anthropic model, as used by the limits table."""
     return f"anthropic:{model}"
-
-
-def _fleet_error_in_chain(exc: BaseException) -> AgentfleetError | None:
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        if isinstance(current, AgentfleetError):
-            return current
-        current = current.__cause__ or current.__context__
-    return None
 
 
 def _error_object(exc: BaseException) -> Mapping[str, Any]:
@@ -119,7 +109,7 @@ def map_anthropic_error(exc: BaseException, *, model: str | None = None) -> Agen
     ``classify``'s mapping.
     """
     model = model or _model_of_request(exc)
-    raised = _fleet_error_in_chain(exc)
+    raised = fleet_error_in_chain(exc)
     if raised is not None:
         # The transport already named the downstream it limited; keep its word.
         if raised.downstream is None and model:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from agentfleet.config import get_settings
-from agentfleet.errors import BudgetExceeded, LoopDetected
+from agentfleet.errors import BudgetExceeded, LoopDetected, fleet_error_in_chain
 from agentfleet.idempotency import canonical_json
 from agentfleet.tasks.context import TaskContext
 from agentfleet.tools.vault import CredentialVault
@@ -178,7 +178,14 @@ def run_agent(
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="agent-tool") as pool:
         for turn in range(1, max_turns + 1):
             ctx.check_budget()
-            response = ctx.anthropic.messages.create(messages=cast(Any, messages), **request)
+            try:
+                response = ctx.anthropic.messages.create(messages=cast(Any, messages), **request)
+            except Exception as exc:
+                # The SDK wraps what the fleet transport raised (a budget, a deferral): unwrap it.
+                ours = fleet_error_in_chain(exc)
+                if ours is None:
+                    raise
+                raise ours from None
             uses = [block for block in response.content if block.type == "tool_use"]
             if response.stop_reason != "tool_use" or not uses:
                 text = "".join(block.text for block in response.content if block.type == "text")

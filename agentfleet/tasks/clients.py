@@ -21,10 +21,11 @@ from urllib.parse import urlsplit
 import httpx
 
 from agentfleet.config import CredentialSpec, Settings, get_settings
-from agentfleet.errors import ConfigError, RateLimited, error_for_status
+from agentfleet.errors import BudgetExceeded, ConfigError, RateLimited, error_for_status
 from agentfleet.llm.pricing import cost_usd
 from agentfleet.ratelimit import Limiter
 from agentfleet.redis_client import connect
+from agentfleet.runs import RunStore
 from agentfleet.tools.audit import AuditLog
 from agentfleet.tools.guard import guard_transport
 from agentfleet.tools.transport import CallInfo, FleetHooks, Usage, fleet_transport
@@ -106,20 +107,37 @@ def _hooks(ctx: TaskContext, settings: Settings, llm_hosts: frozenset[str]) -> F
     def on_call(info: CallInfo) -> None:
         ctx.note_downstream(info.downstream)
 
+    run_cap = settings.budgets.run_usd
+    runs = RunStore.from_settings(settings, connect(settings.broker_url)) if run_cap else None
+
     def on_usage(info: CallInfo, usage: Usage) -> None:
         assert info.model is not None
+        spent = cost_usd(info.model, usage.as_dict(), settings.llm.prices)
         ctx.add_usage(
-            cost_usd=cost_usd(info.model, usage.as_dict(), settings.llm.prices),
+            cost_usd=spent,
             input_tokens=usage.input_tokens
             + usage.cache_creation_input_tokens
             + usage.cache_read_input_tokens,
             output_tokens=usage.output_tokens,
         )
+        if runs is not None:
+            runs.add_spend(ctx.run_id, spent)
+
+    def gate() -> None:
+        ctx.check_budget()
+        if runs is not None and run_cap is not None:
+            spent = runs.spent(ctx.run_id)
+            if spent >= run_cap:
+                # The whole run is over budget: items that have not started will not run.
+                runs.fail_fast(ctx.run_id)
+                raise BudgetExceeded(
+                    f"the run spent ${spent:.4f} of its ${run_cap:.4f} budget (budgets.run_usd)"
+                )
 
     return FleetHooks(
         limiter=_limiter(settings),
         breaker=ctx.breaker,
-        gate=ctx.check_budget,
+        gate=gate,
         on_call=on_call,
         on_usage=on_usage,
         llm_hosts=llm_hosts,
