@@ -283,6 +283,20 @@ class _ScrubbingStreamCore:
 
 
 @functools.cache
+def _ssl_context(module: ModuleType) -> Any:
+    # Building a verifying SSL context parses the whole CA bundle: tens of milliseconds of
+    # CPU, more on a busy machine. A guard is made per task execution and makes its pool
+    # lazily, after the limiter has let the call through, so a fresh context per pool would
+    # hold the concurrency slot and skew the admitted rate. One per process serves every
+    # pool (``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` are read once, when it is first needed).
+    return module.create_ssl_context()
+
+
+def _default_factory(module: ModuleType) -> Callable[[], Any]:
+    return functools.partial(module.HTTPTransport, verify=_ssl_context(module))
+
+
+@functools.cache
 def _classes(module: ModuleType) -> tuple[type[Any], type[Any]]:
     guard = type(
         "GuardTransport",
@@ -312,12 +326,13 @@ def guard_transport(
     ``settings`` gives ``allow_private_hosts``; ``vault`` resolves ``$CRED{...}``
     placeholders (without one, a request naming a credential is refused);
     ``resolver(host, port)`` returns addresses (``getaddrinfo`` by default);
-    ``transport_factory()`` makes the real transport below (``module.HTTPTransport()`` by
-    default; it must not use a proxy, which would resolve names itself). One real transport
+    ``transport_factory()`` makes the real transport below (by default a
+    ``module.HTTPTransport`` on one SSL context shared by the process; it must not use a
+    proxy, which would resolve names itself). One real transport
     is made per https host, at most ``max_pools`` kept (least recently used closed first).
     """
     fetch = settings or FetchSettings()
-    factory = transport_factory or module.HTTPTransport
+    factory = transport_factory or _default_factory(module)
     guard_cls = _classes(module)[0]
     return guard_cls(
         allowlist=Allowlist(fetch.allow_private_hosts),
