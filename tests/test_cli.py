@@ -17,6 +17,9 @@ COMMANDS = [
     ["runs", "show"],
     ["dlq"],
     *[["dlq", sub] for sub in ("list", "show", "stats", "requeue", "purge", "export")],
+    ["limits"],
+    ["limits", "show"],
+    ["limits", "plan"],
 ]
 
 

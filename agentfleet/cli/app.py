@@ -6,6 +6,7 @@ import typer
 
 from agentfleet.cli.demo_cmd import demo
 from agentfleet.cli.dlq_cmd import dlq_app
+from agentfleet.cli.limits_cmd import limits_app
 from agentfleet.cli.run_cmd import run
 from agentfleet.cli.runs_cmd import runs_app
 from agentfleet.cli.worker_cmd import worker
@@ -24,3 +25,4 @@ app.command("run")(run)
 app.command("worker")(worker)
 app.add_typer(runs_app, name="runs")
 app.add_typer(dlq_app, name="dlq")
+app.add_typer(limits_app, name="limits")

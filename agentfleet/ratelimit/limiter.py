@@ -242,6 +242,7 @@ class Limiter:
             max_slots=limits.max_concurrency,
             paused_until=state.paused_until,
             paused_for_s=max(0.0, paused_for_s),
+            limits=limits.spec.model_dump(exclude_none=True),
         )
 
     def known_downstreams(self) -> list[str]:
