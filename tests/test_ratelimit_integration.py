@@ -56,10 +56,17 @@ LIMITS: dict[str, dict[str, float]] = {
 }
 
 
+def _queues(prefix: str) -> dict[str, str]:
+    # Queues of its own: other suites' clusters on the same Redis must take none of its tasks.
+    return {name: f"{prefix}.{name}" for name in ("agents", "fanin", "maintenance")}
+
+
 def _env(prefix: str, **extra: str) -> dict[str, str]:
+    queues = {f"AGENTFLEET_QUEUES__{name.upper()}": queue for name, queue in _queues(prefix).items()}
     return cluster_env(
         AGENTFLEET_TASK_MODULES="ratelimit_test_tasks",
         AGENTFLEET_KEY_PREFIX=prefix,
+        **queues,
         AGENTFLEET_LIMITS=json.dumps(LIMITS),
         AGENTFLEET_FETCH__ALLOW_PRIVATE_HOSTS='["127.0.0.0/8"]',
         AGENTFLEET_LIMITER__LEASE_TTL_S=str(LEASE_TTL_S),
@@ -84,7 +91,7 @@ def rcluster(redis_url: str, prefix: str) -> Iterator[LocalCluster]:
         pool="threads",
         broker_url=redis_url,
         env=_env(prefix),
-        settings=load_settings(key_prefix=prefix),
+        settings=load_settings(key_prefix=prefix, queues=_queues(prefix)),
     ) as running:
         yield running
 
@@ -275,25 +282,22 @@ def test_a_burst_of_dispatches_meets_no_429_storm(fleet: Fleet) -> None:
 
 def test_a_killed_worker_gives_its_slot_back_within_the_lease_ttl(redis_url: str) -> None:
     prefix = f"trk{uuid.uuid4().hex[:8]}"
-    # Queues of its own, so the module's cluster (on the same Redis) takes none of its tasks;
-    # a short visibility timeout, so the killed worker's task comes back soon.
-    queues = {name: f"{prefix}.{name}" for name in ("agents", "fanin", "maintenance")}
+    # A short visibility timeout, so the killed worker's task comes back soon.
     env = _env(
         prefix,
         AGENTFLEET_VISIBILITY_TIMEOUT_S="10",
         AGENTFLEET_UNACKED_RESTORE_INTERVAL_S="1",
         AGENTFLEET_TASK_TIME_LIMIT_S="8",
         AGENTFLEET_TASK_SOFT_TIME_LIMIT_S="7",
-        **{f"AGENTFLEET_QUEUES__{name.upper()}": queue for name, queue in queues.items()},
     )
     settings = load_settings(
         key_prefix=prefix,
         visibility_timeout_s=10,
         task_time_limit_s=8,
         task_soft_time_limit_s=7,
-        queues=queues,
+        queues=_queues(prefix),
     )
-    tasks, hold_s = 5, 1.0
+    tasks, hold_s = 4, 0.5
     reply = Reply(200, {"ok": True}, delay_s=hold_s)
     with (
         LocalCluster(
