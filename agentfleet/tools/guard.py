@@ -284,12 +284,15 @@ class _ScrubbingStreamCore:
 
 @functools.cache
 def _ssl_context(module: ModuleType) -> Any:
-    # Building a verifying SSL context parses the whole CA bundle: tens of milliseconds of
-    # CPU, more on a busy machine. A guard is made per task execution and makes its pool
-    # lazily, after the limiter has let the call through, so a fresh context per pool would
-    # hold the concurrency slot and skew the admitted rate. One per process serves every
-    # pool (``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` are read once, when it is first needed).
-    return module.create_ssl_context()
+    # A guard is made per task execution and makes its pool lazily, after the limiter has
+    # let the call through: whatever that costs delays the call past its grant, holds its
+    # concurrency slot and bunches arrivals at the downstream. Two costs are paid here once
+    # per process instead, when the first guard is made: a verifying SSL context (parsing
+    # the CA bundle, tens of milliseconds; ``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` are read
+    # then) and the transport's own imports, which httpx defers to its first transport.
+    context = module.create_ssl_context()
+    module.HTTPTransport(verify=context).close()
+    return context
 
 
 def _default_factory(module: ModuleType) -> Callable[[], Any]:
