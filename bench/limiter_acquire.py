@@ -33,6 +33,7 @@ LIMITS = {
 }
 # label: (downstream, input tokens, output tokens, max_parallelism)
 SCENARIOS: dict[str, tuple[str, int, int, int | None]] = {
+    "no limit (pause check)": ("free.example", 0, 0, None),
     "rate bucket": ("host.example", 0, 0, None),
     "3 LLM buckets": ("anthropic:bench", 1500, 512, None),
     "bucket + lease + fleet": ("capped.example", 0, 0, 10**9),
@@ -60,7 +61,6 @@ def _admit_call(
     """One store-level acquire (exactly one EVALSHA), and an untimed cleanup for its lease."""
     # The store call alone, so the figure is the round trip and nothing of the waiting loop.
     plan = limiter._plan((name,))
-    assert plan is not None
     admission: Admission = plan.admission
     costs = plan.costs(inp, out)
     semaphores = [sem for sem, _ in admission.semaphores]

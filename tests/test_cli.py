@@ -20,6 +20,9 @@ COMMANDS = [
     ["mock-llm"],
     ["creds"],
     ["creds", "audit"],
+    ["limits"],
+    ["limits", "show"],
+    ["limits", "plan"],
 ]
 
 

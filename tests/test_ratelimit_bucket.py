@@ -55,14 +55,14 @@ def test_after_the_burst_grants_follow_the_rate(client: redis.Redis, key_prefix:
     limiter = make_limiter(client, key_prefix, {"v.example": LimitSpec(rate_per_s=20, burst=5)})
     start = time.monotonic()
     grants = []
-    for _ in range(15):
-        limiter.acquire("v.example", max_wait_s=1)
+    for n in range(15):
+        # The burst is granted at once: with no wait allowed, however slow the machine.
+        limiter.acquire("v.example", max_wait_s=0 if n < 5 else 1)
         grants.append(time.monotonic() - start)
-    assert grants[4] < 0.05, "the burst is granted at once"
     # The n-th grant after the burst needs n / rate seconds of refill, never less.
     for n, at in enumerate(grants[5:], start=1):
         assert at >= n / 20 - 0.005
-    assert grants[-1] < 10 / 20 + 0.1
+    assert grants[-1] < 10 / 20 + 0.3
 
 
 def test_a_bucket_refills_no_further_than_its_burst(client: redis.Redis, key_prefix: str) -> None:

@@ -109,15 +109,21 @@ def test_a_pause_only_ever_lengthens(redis_client: redis.Redis, key_prefix: str)
     assert limiter.status("v.example").paused_for_s > 4
 
 
-def test_a_pause_of_an_unlimited_downstream_holds_in_this_process(
-    counting_client: CountingRedis, key_prefix: str
-) -> None:
-    limiter = make_limiter(counting_client, key_prefix)
-    limiter.pause("free.example", 0.3)
+def test_a_pause_of_an_unlimited_downstream_reaches_every_worker(redis_url: str, key_prefix: str) -> None:
+    workers = [redis.Redis.from_url(redis_url, decode_responses=True) for _ in range(2)]
+    first, second = (make_limiter(c, key_prefix) for c in workers)
+    paused_at = time.monotonic()
+    first.pause("free.example", 0.5)
     with pytest.raises(Deferred) as refused:
-        limiter.acquire("free.example", max_wait_s=0)
-    assert refused.value.wait_s == pytest.approx(0.3, abs=0.05)
-    assert "free.example" in limiter.known_downstreams()
+        second.acquire("free.example", max_wait_s=0)
+    since_s = time.monotonic() - paused_at
+    assert refused.value.downstream == "free.example"
+    assert 0.5 - since_s - 0.001 <= refused.value.wait_s <= 0.5 + 0.001
+    assert "free.example" in second.known_downstreams()
+    second.acquire("free.example", max_wait_s=1).release()
+    assert time.monotonic() - paused_at >= 0.5 - 0.001
+    for client in workers:
+        client.close()
 
 
 def test_with_a_fleet_ceiling_a_pause_of_an_unlimited_downstream_reaches_every_worker(
@@ -159,14 +165,18 @@ def test_acquire_survives_a_script_flush(redis_client: redis.Redis, key_prefix: 
     assert redis_client.script_exists(sha) == [True]
 
 
-def test_an_unlimited_downstream_makes_no_redis_call(counting_client: CountingRedis, key_prefix: str) -> None:
-    limiter = make_limiter(counting_client, key_prefix, {"capped.example": LimitSpec(rate_per_s=9)})
+def test_an_unlimited_downstream_costs_one_round_trip_and_holds_nothing(
+    counting_client: CountingRedis, key_prefix: str
+) -> None:
+    limiter = make_limiter(counting_client, key_prefix, {"capped.example": LimitSpec(max_concurrency=1)})
+    limiter.acquire("free.example").release()  # loads the script, whatever Redis had cached
+    counting_client.commands = 0
     for _ in range(100):
         with limiter.acquire("free.example", input_tokens=10, output_tokens=10) as permit:
+            assert not permit.holds_lease
             permit.reconcile(actual_input_tokens=3, actual_output_tokens=4)
-    assert counting_client.commands == 0
-    limiter.acquire("capped.example")
-    assert counting_client.commands >= 1
+    assert counting_client.commands == 100
+    assert limiter.status("free.example").slots_in_use == 0
 
 
 def test_the_default_limits_apply_to_unknown_downstreams(redis_client: redis.Redis, key_prefix: str) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from agentfleet.tasks.retry_policy import backoff_s, cap_countdown
+from agentfleet.tasks.retry_policy import backoff_s, cap_countdown, deferral_s
 
 
 def test_full_jitter_stays_under_the_exponential_ceiling() -> None:
@@ -26,3 +26,13 @@ def test_retry_after_is_a_floor_with_a_little_jitter() -> None:
 def test_countdowns_never_exceed_the_cap() -> None:
     assert cap_countdown(5000.0, 3240.0) == 3240.0
     assert cap_countdown(-1.0, 3240.0) == 0.0
+
+
+def test_a_deferral_never_returns_early_and_spreads_a_crowd() -> None:
+    rng = random.Random(3)
+    draws = [deferral_s(2.0, rng=rng) for _ in range(200)]
+    assert min(draws) >= 2.0
+    assert max(draws) <= 2.2
+    assert max(draws) - min(draws) > 0.15, "tasks deferred by one pause come back apart"
+    assert max(deferral_s(60.0, rng=rng) for _ in range(200)) <= 61.0
+    assert deferral_s(-1.0, rng=rng) == 0.0

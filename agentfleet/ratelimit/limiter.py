@@ -71,7 +71,8 @@ class Limiter:
     """Cluster-wide rate limits, concurrency caps and pauses, kept in Redis.
 
     ``limits`` maps a downstream to its ``LimitSpec``; any other downstream gets ``default``.
-    A downstream with no limit at all (and no ``max_parallelism``) costs no Redis round trip.
+    A downstream with no limit at all still costs one round trip, which checks its pause: a
+    429 seen by one worker holds every worker off it.
     ``lease_ttl_s`` (seconds) is how long a slot outlives a worker that died holding it;
     ``short_wait_s`` (seconds) is how long ``acquire`` may wait inline by default.
     ``idle_ttl_s`` (seconds) is how long statistics and the registry of seen downstreams are
@@ -101,10 +102,7 @@ class Limiter:
         self.lease_ttl_s = lease_ttl_s
         self.short_wait_s = short_wait_s
         self._renewer = renewer if renewer is not None else default_renewer()
-        self._plans: dict[tuple[str, ...], _Plan | None] = {}
-        # Monotonic deadlines of pauses of unlimited downstreams: those never ask Redis, so a
-        # pause reaches only this process (give a downstream a limit for cluster-wide pauses).
-        self._local_pauses: dict[str, float] = {}
+        self._plans: dict[tuple[str, ...], _Plan] = {}
 
     @classmethod
     def from_settings(cls, settings: Settings, client: redis.Redis | None = None) -> Limiter:
@@ -144,9 +142,6 @@ class Limiter:
         names = (downstream, *also)
         budget_s = self.short_wait_s if max_wait_s is None else max_wait_s
         plan = self._plan(names)
-        if plan is None:
-            waited_s = self._wait_local_pause(names, budget_s)
-            return Permit(names, input_tokens=input_tokens, output_tokens=output_tokens, waited_s=waited_s)
         costs = plan.costs(input_tokens, output_tokens)
         lease_id = _lease_ids.next() if plan.admission.semaphores else ""
         started = time.monotonic()
@@ -177,7 +172,7 @@ class Limiter:
             waited_s=time.monotonic() - started,
         )
 
-    def _plan(self, names: tuple[str, ...]) -> _Plan | None:
+    def _plan(self, names: tuple[str, ...]) -> _Plan:
         if names in self._plans:
             return self._plans[names]
         unique = tuple(dict.fromkeys(names))
@@ -188,18 +183,17 @@ class Limiter:
         self._plans[names] = plan
         return plan
 
-    def _build_plan(self, names: tuple[str, ...], limited: list[DownstreamLimits]) -> _Plan | None:
+    def _build_plan(self, names: tuple[str, ...], limited: list[DownstreamLimits]) -> _Plan:
         semaphores: list[tuple[str, int]] = []
         if self.max_parallelism is not None:
             semaphores.append((FLEET, self.max_parallelism))
-        if not limited and not semaphores:
-            return None
         semaphores += [(lim.name, lim.max_concurrency) for lim in limited if lim.max_concurrency]
         groups = tuple(BucketGroup(lim.name, lim.buckets) for lim in limited if lim.buckets)
         units = [bucket.unit for group in groups for bucket in group.buckets]
         return _Plan(
             admission=Admission(
-                # Once Redis is asked anyway, a pause of an unlimited downstream is honoured too.
+                # Every downstream's pause is checked, limited or not: a 429 is the vendor's
+                # limit, whatever ours says, and the same script call costs nothing more.
                 pauses=names,
                 groups=groups,
                 semaphores=tuple(semaphores),
@@ -209,19 +203,6 @@ class Limiter:
                 group for group in groups if any(b.unit is not Unit.REQUEST for b in group.buckets)
             ),
         )
-
-    def _wait_local_pause(self, names: tuple[str, ...], budget_s: float) -> float:
-        if not self._local_pauses:
-            return 0.0
-        now = time.monotonic()
-        until = max((self._local_pauses.get(name, 0.0) for name in names), default=0.0)
-        wait_s = until - now
-        if wait_s <= 0:
-            return 0.0
-        if wait_s > budget_s:
-            raise Deferred(wait_s, f"{names[0]} is paused; ready in {wait_s:.3f} s", downstream=names[0])
-        time.sleep(wait_s)
-        return wait_s
 
     # Pauses and status -------------------------------------------------------------------
 
@@ -233,11 +214,7 @@ class Limiter:
         """
         if seconds <= 0:
             return time.time()
-        paused_until = self.store.pause(downstream, seconds)
-        if self._plan((downstream,)) is None:
-            deadline = time.monotonic() + seconds
-            self._local_pauses[downstream] = max(deadline, self._local_pauses.get(downstream, 0))
-        return paused_until
+        return self.store.pause(downstream, seconds)
 
     def status(self, downstream: str) -> LimitStatus:
         """``downstream`` as every worker sees it now (``FLEET`` for the fleet ceiling)."""
@@ -265,6 +242,7 @@ class Limiter:
             max_slots=limits.max_concurrency,
             paused_until=state.paused_until,
             paused_for_s=max(0.0, paused_for_s),
+            limits=limits.spec.model_dump(exclude_none=True),
         )
 
     def known_downstreams(self) -> list[str]:

@@ -28,9 +28,11 @@ class BucketStatus:
 class LimitStatus:
     """A downstream now, as every worker sees it.
 
-    ``slots_in_use`` counts unexpired leases, ``max_slots`` is its ``max_concurrency`` (None
-    when uncapped), ``paused_until`` is epoch seconds (None when not paused) and
-    ``paused_for_s`` the seconds of pause left.
+    ``limits`` holds the limits that apply (the ``LimitSpec`` fields that are set: rates per
+    second or per minute as named, counts of requests or tokens); ``configured`` is False
+    when they are the default's. ``slots_in_use`` counts unexpired leases, ``max_slots`` is
+    its ``max_concurrency`` (None when uncapped), ``paused_until`` is epoch seconds (None
+    when not paused) and ``paused_for_s`` the seconds of pause left.
     """
 
     downstream: str
@@ -40,6 +42,7 @@ class LimitStatus:
     max_slots: int | None
     paused_until: float | None
     paused_for_s: float
+    limits: dict[str, float] = dataclasses.field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         """Plain JSON-ready data."""

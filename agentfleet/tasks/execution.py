@@ -54,7 +54,7 @@ from agentfleet.tasks import clients, failures
 from agentfleet.tasks.circuit_guard import CircuitGuard
 from agentfleet.tasks.context import TaskContext
 from agentfleet.tasks.meta import META_KWARG, ItemMeta
-from agentfleet.tasks.retry_policy import backoff_s, cap_countdown
+from agentfleet.tasks.retry_policy import backoff_s, cap_countdown, deferral_s
 
 if TYPE_CHECKING:
     from celery.app.task import Context
@@ -394,7 +394,7 @@ class _Delivery:
         if isinstance(err, Deferred):
             self.store.clear_deliveries(self.task_id)
             self.store.incr(self.meta.run, "deferrals")
-            countdown = cap_countdown(err.wait_s, self.settings.max_countdown_s)
+            countdown = cap_countdown(deferral_s(err.wait_s), self.settings.max_countdown_s)
             nxt = self.meta.model_copy(
                 update={"deferrals": self.meta.deferrals + 1, "elapsed_s": spent_s, "cost_usd": cost}
             )

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import copy
 import functools
-import ssl
 import threading
 import traceback
 from collections import OrderedDict
@@ -284,15 +283,20 @@ class _ScrubbingStreamCore:
 
 
 @functools.cache
-def _shared_ssl_context(module: ModuleType) -> ssl.SSLContext:
-    # Building a verifying context loads the CA bundle: tens of milliseconds of CPU under the
-    # GIL. Every execution makes its own guard, so the context is made once per process.
-    context: ssl.SSLContext = module.create_ssl_context()
+def _ssl_context(module: ModuleType) -> Any:
+    # A guard is made per task execution and makes its pool lazily, after the limiter has
+    # let the call through: whatever that costs delays the call past its grant, holds its
+    # concurrency slot and bunches arrivals at the downstream. Two costs are paid here once
+    # per process instead, when the first guard is made: a verifying SSL context (parsing
+    # the CA bundle, tens of milliseconds; ``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` are read
+    # then) and the transport's own imports, which httpx defers to its first transport.
+    context = module.create_ssl_context()
+    module.HTTPTransport(verify=context).close()
     return context
 
 
-def _default_transport_factory(module: ModuleType) -> Callable[[], Any]:
-    return lambda: module.HTTPTransport(verify=_shared_ssl_context(module))
+def _default_factory(module: ModuleType) -> Callable[[], Any]:
+    return functools.partial(module.HTTPTransport, verify=_ssl_context(module))
 
 
 @functools.cache
@@ -325,13 +329,13 @@ def guard_transport(
     ``settings`` gives ``allow_private_hosts``; ``vault`` resolves ``$CRED{...}``
     placeholders (without one, a request naming a credential is refused);
     ``resolver(host, port)`` returns addresses (``getaddrinfo`` by default);
-    ``transport_factory()`` makes the real transport below (``module.HTTPTransport()`` by
-    default, sharing one TLS context per process; it must not use a proxy, which would
-    resolve names itself). One real transport is made per https host, at most ``max_pools``
-    kept (least recently used closed first).
+    ``transport_factory()`` makes the real transport below (by default a
+    ``module.HTTPTransport`` on one SSL context shared by the process; it must not use a
+    proxy, which would resolve names itself). One real transport
+    is made per https host, at most ``max_pools`` kept (least recently used closed first).
     """
     fetch = settings or FetchSettings()
-    factory = transport_factory or _default_transport_factory(module)
+    factory = transport_factory or _default_factory(module)
     guard_cls = _classes(module)[0]
     return guard_cls(
         allowlist=Allowlist(fetch.allow_private_hosts),

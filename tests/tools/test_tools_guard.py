@@ -18,6 +18,7 @@ from tool_servers import Server, start_server
 
 from agentfleet.config import FetchSettings
 from agentfleet.errors import ForbiddenDestination, classify
+from agentfleet.tools import guard as guard_module
 from agentfleet.tools.guard import guard_transport, httpx2_guard, httpx_guard
 
 
@@ -298,15 +299,27 @@ def test_tls_verifies_the_original_name_at_the_pinned_address(tmp_path: Path) ->
         httpd.server_close()
 
 
-@pytest.mark.parametrize("module", [httpx, httpx2], ids=["httpx", "httpx2"])
-def test_every_guard_in_a_process_shares_one_verifying_tls_context(module: Any) -> None:
-    # Each execution builds its own guard; loading the CA bundle for each would cost tens of
-    # milliseconds of CPU per task.
-    first, second = guard_transport(module)._factory(), guard_transport(module)._factory()
+def test_one_ssl_context_per_process_made_before_any_request(
+    canary: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Parsing the CA bundle is the costly part of a transport; the fleet transport calls
+    # the guard only after the limiter's grant, so it must not happen per request or per pool.
+    parsed: list[ssl.SSLContext] = []
+    real = ssl.create_default_context
+
+    def counting(*args: Any, **kwargs: Any) -> ssl.SSLContext:
+        parsed.append(real(*args, **kwargs))
+        return parsed[-1]
+
+    monkeypatch.setattr(ssl, "create_default_context", counting)
+    guard_module._ssl_context.cache_clear()
     try:
-        context = first._pool._ssl_context
-        assert context is second._pool._ssl_context
-        assert context.verify_mode == ssl.CERT_REQUIRED and context.check_hostname
+        settings = FetchSettings(allow_private_hosts=["127.0.0.1"])
+        guards = [httpx_guard(settings=settings) for _ in range(3)]
+        assert len(parsed) == 1, "made with the first guard"
+        for guard in guards:
+            with httpx.Client(transport=guard, trust_env=False) as client:
+                assert client.get(canary.url("/shared")).text == "canary"
+        assert len(parsed) == 1
     finally:
-        first.close()
-        second.close()
+        guard_module._ssl_context.cache_clear()

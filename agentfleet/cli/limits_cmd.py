@@ -1,0 +1,64 @@
+"""``agentfleet limits``: the cluster's rate limits now, and sizing a concurrency cap."""
+
+from __future__ import annotations
+
+import typer
+
+from agentfleet.cli.connect import require_broker
+from agentfleet.cli.limits_tables import limits_table, plan_view
+from agentfleet.cli.output import console, print_json
+from agentfleet.config import get_settings
+from agentfleet.ratelimit import FLEET, Limiter, concurrency_plan
+from agentfleet.redis_client import connect
+
+__all__ = ["limits_app"]
+
+limits_app = typer.Typer(
+    help="Cluster-wide rate limits: what each downstream has left, and how to size a cap.",
+    no_args_is_help=True,
+)
+
+_JSON = typer.Option(False, "--json", help="Print one JSON document.")
+_DOWNSTREAMS = typer.Argument(
+    None, help="Only these downstreams (a host, or provider:model). Default: every one known."
+)
+
+
+@limits_app.command("show")
+def show(
+    downstreams: list[str] | None = _DOWNSTREAMS,
+    as_json: bool = _JSON,
+) -> None:
+    """Each downstream's limits, tokens left, slots in use and pause, as workers see them now.
+
+    Known downstreams are those in the limits table and those called or paused in the last
+    hour; with max_parallelism set, the fleet-wide ceiling is shown too.
+    """
+    limiter = Limiter.from_settings(get_settings(), connect(require_broker()))
+    names = list(downstreams) if downstreams else limiter.known_downstreams()
+    statuses = [limiter.status(name) for name in names]
+    if limiter.max_parallelism is not None and not downstreams:
+        statuses.append(limiter.status(FLEET))
+    if as_json:
+        print_json({"downstreams": [s.as_dict() for s in statuses]})
+    elif not statuses:
+        console.print("no downstreams yet: none is in the limits table and none has been called lately")
+    else:
+        console.print(limits_table(statuses))
+
+
+@limits_app.command("plan")
+def plan(
+    rps: float = typer.Option(..., "--rps", help="Requests a second the downstream allows."),
+    latency_s: float = typer.Option(..., "--latency-s", help="Seconds one call takes, on average."),
+    headroom: float = typer.Option(
+        0.2, "--headroom", help="Extra slots for slow calls, as a fraction: 0.2 is 20%."
+    ),
+    as_json: bool = _JSON,
+) -> None:
+    """Size max_concurrency with Little's law: calls in flight = rate x latency, plus headroom."""
+    found = concurrency_plan(rps, latency_s, headroom)
+    if as_json:
+        print_json(found.as_dict())
+    else:
+        console.print(plan_view(found))
