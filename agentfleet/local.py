@@ -122,8 +122,15 @@ class LocalCluster:
         return self._fleet
 
     def worker_env(self) -> dict[str, str]:
-        """The environment every worker process gets."""
+        """The environment every worker process gets.
+
+        The workers use this cluster's queue names and key prefix (from its settings), so a
+        cluster with queues of its own shares a Redis with others without taking their tasks.
+        """
         env = dict(os.environ)
+        for name, queue in self.settings.queues.model_dump().items():
+            env[f"AGENTFLEET_QUEUES__{name.upper()}"] = queue
+        env["AGENTFLEET_KEY_PREFIX"] = self.settings.key_prefix
         env.update(self.extra_env)
         paths = [os.getcwd(), *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]]
         extra = self.extra_env.get("PYTHONPATH")

@@ -10,7 +10,7 @@ import pytest
 import redis
 from worker_env import cluster_env
 
-from agentfleet.config import reset_settings
+from agentfleet.config import load_settings, reset_settings
 from agentfleet.embedded_redis import EmbeddedRedis, redis_reachable
 from agentfleet.local import LocalCluster
 
@@ -49,7 +49,14 @@ def _fresh_settings() -> Iterator[None]:
 @pytest.fixture(scope="session")
 def cluster(redis_url: str) -> Iterator[LocalCluster]:
     """Two real worker processes (threads pool) on the session's Redis."""
+    # Queues of its own: other suites' clusters on this Redis never lose tasks to it.
+    queues = {"agents": "session.agents", "fanin": "session.fanin", "maintenance": "session.maintenance"}
     with LocalCluster(
-        workers=2, concurrency=8, pool="threads", broker_url=redis_url, env=cluster_env()
+        workers=2,
+        concurrency=8,
+        pool="threads",
+        broker_url=redis_url,
+        env=cluster_env(),
+        settings=load_settings(queues=queues),
     ) as running:
         yield running
