@@ -72,3 +72,13 @@ def maybe_fail_slowly(ctx: TaskContext, n: int, fail: bool = False, sleep_s: flo
         raise PermanentError(f"item {n} is broken")
     time.sleep(sleep_s)
     return {"n": n}
+
+
+@fleet_task
+def use_workdir(ctx: TaskContext, write: bool) -> dict[str, Any]:
+    """Writes a file in the scratch directory when asked; reports whether one was made."""
+    if not write:
+        return {"made": ctx.workdir_path is not None}
+    (ctx.workdir / "note.txt").write_text("scratch")
+    path = ctx.workdir
+    return {"made": path.is_dir(), "path": str(path)}

@@ -62,7 +62,7 @@ def make_ctx(
             item_key="item",
             idempotency_key="key",
             attempt=0,
-            workdir=tmp_path,
+            workdir_path=tmp_path,
             log=logging.LoggerAdapter(logging.getLogger("test.agent"), {}),
             _http_factory=clients.http_client,
             _anthropic_factory=clients.anthropic_client,

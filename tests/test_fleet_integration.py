@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 
 import fleet_test_tasks as tt
 import pytest
@@ -145,3 +146,12 @@ def test_fail_fast_cancels_what_has_not_started_and_the_aggregate(cluster: Local
     assert summary.succeeded + summary.failed + summary.cancelled == 40
     with pytest.raises(RunError, match="fails fast"):
         run.result(timeout_s=30)
+
+
+def test_a_workdir_is_made_only_when_used_and_removed_after(cluster: LocalCluster) -> None:
+    run = cluster.fleet().map(tt.use_workdir, [{"write": True}, {"write": False}])
+    assert run.wait(timeout_s=30).succeeded == 2
+    used, unused = (o.result for o in run.outcomes())
+    assert used["made"], "made on first use"
+    assert not Path(used["path"]).exists(), "removed when the task ended"
+    assert not unused["made"]

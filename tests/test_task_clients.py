@@ -69,7 +69,7 @@ def test_the_api_key_travels_as_an_audited_credential(
         item_key="i",
         idempotency_key="k",
         attempt=0,
-        workdir=tmp_path,
+        workdir_path=tmp_path,
         log=logging.LoggerAdapter(logging.getLogger("test"), {}),
         _anthropic_factory=clients.anthropic_client,
     )

@@ -30,7 +30,7 @@ def _latency(distribution: str, latency_s: float, jitter_s: float, rng: random.R
     return latency_s
 
 
-@fleet_task(name="agentfleet.simulated_agent", downstream="simulated")
+@fleet_task(name="agentfleet.simulated_agent")
 def simulated_agent(
     ctx: TaskContext,
     item: Any = None,

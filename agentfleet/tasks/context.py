@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import shutil
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -36,7 +38,6 @@ class TaskContext:
     item_key: str
     idempotency_key: str
     attempt: int
-    workdir: Path
     log: logging.LoggerAdapter[logging.Logger]
     task_name: str = ""
     downstream: str | None = None
@@ -50,12 +51,24 @@ class TaskContext:
     budget_wall_s: float | None = None
     started_at: float = field(default_factory=time.monotonic)
     breaker: Any = field(default=None, repr=False)
+    workdir_path: Path | None = field(default=None, repr=False)
+    workdir_root: str | None = field(default=None, repr=False)
+    _made_workdir: bool = field(default=False, repr=False)
     _http_factory: Callable[[TaskContext], httpx.Client] | None = field(default=None, repr=False)
     _anthropic_factory: Callable[[TaskContext], anthropic.Anthropic] | None = field(default=None, repr=False)
     _http: Any = field(default=None, repr=False)
     _anthropic: Any = field(default=None, repr=False)
     # Parallel tool calls may each call a model and report usage from their own thread.
     _usage_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @property
+    def workdir(self) -> Path:
+        """A scratch directory of this execution's own, made on first use (under
+        ``workdir_root``) and removed when the execution ends."""
+        if self.workdir_path is None:
+            self.workdir_path = Path(tempfile.mkdtemp(prefix="af-", dir=self.workdir_root))
+            self._made_workdir = True
+        return self.workdir_path
 
     @property
     def http(self) -> httpx.Client:
@@ -103,7 +116,7 @@ class TaskContext:
         return self.downstreams_called[-1] if self.downstreams_called else self.downstream
 
     def close(self) -> None:
-        """Close the clients this execution opened."""
+        """Close the clients this execution opened, and remove the scratch directory it made."""
         for client in (self._anthropic, self._http):
             if client is not None:
                 try:
@@ -111,3 +124,6 @@ class TaskContext:
                 except Exception:  # closing must never mask the task's own outcome
                     self.log.debug("closing a client failed", exc_info=True)
         self._anthropic = self._http = None
+        if self._made_workdir and self.workdir_path is not None:
+            shutil.rmtree(self.workdir_path, ignore_errors=True)
+            self.workdir_path, self._made_workdir = None, False

@@ -23,12 +23,9 @@ from __future__ import annotations
 
 import json
 import logging
-import shutil
-import tempfile
 import time
 import traceback
 from functools import cached_property
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from celery.exceptions import SoftTimeLimitExceeded
@@ -310,7 +307,7 @@ class _Delivery:
             )
         return self._execute(values, attempts)
 
-    def _context(self, workdir: Path, guard: CircuitGuard) -> TaskContext:
+    def _context(self, guard: CircuitGuard) -> TaskContext:
         budget, caps = self.task.budget, self.settings.budgets
         logger = logging.LoggerAdapter(
             logging.getLogger(f"agentfleet.tasks.{self.task.name}"),
@@ -322,7 +319,7 @@ class _Delivery:
             item_key=self.meta.item,
             idempotency_key=self.meta.key,
             attempt=self.meta.attempt,
-            workdir=workdir,
+            workdir_root=self.settings.workdir_root,
             log=logger,
             task_name=self.task.name,
             downstream=self.task.downstream,
@@ -355,9 +352,8 @@ class _Delivery:
         )
 
     def _execute(self, values: dict[str, Any], attempts: int) -> dict[str, Any]:
-        workdir = Path(tempfile.mkdtemp(prefix="af-", dir=self.settings.workdir_root))
         guard = CircuitGuard(self.settings, self.store.client, self.task.downstream)
-        ctx = self._context(workdir, guard)
+        ctx = self._context(guard)
         started = time.monotonic()
         try:
             guard.enter()
@@ -369,7 +365,6 @@ class _Delivery:
             return self._after_error(err, ctx, elapsed, attempts, traceback.format_exc())
         finally:
             ctx.close()
-            shutil.rmtree(workdir, ignore_errors=True)
         elapsed = time.monotonic() - started
         guard.succeeded()
         outcome = _outcome(
