@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -60,3 +61,18 @@ def test_a_bad_setting_is_one_line_naming_it() -> None:
     assert out.returncode == 2
     assert "AGENTFLEET_VISIBILITY_TIMEOUT_S" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_run_reads_json_lines_and_names_the_first_bad_line(tmp_path: Path) -> None:
+    from agentfleet.cli.run_cmd import read_inputs
+    from agentfleet.errors import DispatchError
+
+    good = tmp_path / "good.jsonl"
+    good.write_text('{"text": "a"}\n\n{"text": "b"}\n')
+    assert read_inputs(str(good)) == [{"text": "a"}, {"text": "b"}]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"text": "a"}\n[1, 2]\n')
+    with pytest.raises(DispatchError, match=r"bad\.jsonl line 2: each line must be a JSON object"):
+        read_inputs(str(bad))
+    with pytest.raises(DispatchError, match="no such file"):
+        read_inputs(str(tmp_path / "absent.jsonl"))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -13,32 +12,19 @@ from agentfleet.cli.connect import fleet_for_work
 from agentfleet.cli.output import console, err_console, outcomes_table, print_json, summary_table
 from agentfleet.cli.progress import follow
 from agentfleet.errors import DispatchError
+from agentfleet.orchestration.named import parse_jsonl
 
 __all__ = ["read_inputs", "run"]
 
 
 def read_inputs(path: str) -> list[dict[str, Any]]:
     """Inputs from a JSON Lines file (``-`` for stdin): one JSON object a line."""
-    handle = sys.stdin if path == "-" else None
-    if handle is None:
-        file = Path(path)
-        if not file.is_file():
-            raise DispatchError(f"--inputs {path}: no such file")
-        lines = file.read_text().splitlines()
-    else:
-        lines = handle.read().splitlines()
-    items = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            value = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DispatchError(f"{path} line {number}: not JSON ({exc.msg})") from None
-        if not isinstance(value, dict):
-            raise DispatchError(f"{path} line {number}: each line must be a JSON object of inputs")
-        items.append(value)
-    return items
+    if path == "-":
+        return parse_jsonl(sys.stdin.read(), source="stdin")
+    file = Path(path)
+    if not file.is_file():
+        raise DispatchError(f"--inputs {path}: no such file")
+    return parse_jsonl(file.read_text(), source=path)
 
 
 def run(

@@ -16,7 +16,7 @@ from agentfleet.errors import DispatchError
 from agentfleet.orchestration.fleet import Fleet
 from agentfleet.orchestration.run import Run
 
-__all__ = ["load_inputs", "resolve_inputs_path", "start_named"]
+__all__ = ["load_inputs", "parse_jsonl", "resolve_inputs_path", "start_named"]
 
 
 def resolve_inputs_path(path: str) -> Path:
@@ -28,21 +28,29 @@ def resolve_inputs_path(path: str) -> Path:
     return (config.parent if config is not None else Path.cwd()) / candidate
 
 
-def _read_jsonl(name: str, path: Path) -> list[dict[str, Any]]:
-    if not path.is_file():
-        raise DispatchError(f"fan-out {name!r}: its inputs file {path} does not exist")
+def parse_jsonl(text: str, *, source: str) -> list[dict[str, Any]]:
+    """Inputs from JSON Lines: one JSON object of keyword inputs a line, blank lines skipped.
+
+    Raises ``DispatchError`` naming ``source`` and the line of the first bad one.
+    """
     items = []
-    for number, line in enumerate(path.read_text().splitlines(), start=1):
+    for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
             value = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise DispatchError(f"fan-out {name!r}: {path} line {number} is not JSON ({exc.msg})") from None
+            raise DispatchError(f"{source} line {number}: not JSON ({exc.msg})") from None
         if not isinstance(value, dict):
-            raise DispatchError(f"fan-out {name!r}: {path} line {number} must be a JSON object of inputs")
+            raise DispatchError(f"{source} line {number}: each line must be a JSON object of inputs")
         items.append(value)
     return items
+
+
+def _read_jsonl(name: str, path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        raise DispatchError(f"fan-out {name!r}: its inputs file {path} does not exist")
+    return parse_jsonl(path.read_text(), source=f"fan-out {name!r}: {path}")
 
 
 def load_inputs(name: str, spec: FanoutSpec) -> list[dict[str, Any]]:
