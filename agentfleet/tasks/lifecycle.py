@@ -28,8 +28,17 @@ def _warm_imports() -> None:
         log.warning("could not preload the Anthropic SDK", exc_info=True)
 
 
+def _llm_configured() -> bool:
+    from agentfleet.config import get_settings
+
+    llm = get_settings().llm
+    return bool(llm.base_url or llm.api_key or os.environ.get("ANTHROPIC_API_KEY"))
+
+
 def _warm_in_background() -> None:
-    threading.Thread(target=_warm_imports, name="agentfleet-warm-imports", daemon=True).start()
+    # Only where LLM calls are configured: every prefork child would otherwise carry the SDK.
+    if _llm_configured():
+        threading.Thread(target=_warm_imports, name="agentfleet-warm-imports", daemon=True).start()
 
 
 @worker_process_init.connect
