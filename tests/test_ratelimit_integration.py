@@ -249,7 +249,7 @@ def test_waiting_does_not_use_up_retries(fleet: Fleet, redis_url: str, prefix: s
 def test_a_burst_of_dispatches_meets_no_429_storm(fleet: Fleet) -> None:
     # The vendor refuses anything above its limit in a sliding second. Without the limiter the
     # cluster would pour the burst in as fast as it can; a per-worker limit would triple it.
-    tasks, observe_s = 400, 3.0
+    tasks, observe_s = 1000, 3.0
     vendor_limit = STORM_RATE + STORM_BURST + ARRIVAL_JITTER_S * STORM_RATE
 
     def configure(server: ScriptedServer) -> None:
