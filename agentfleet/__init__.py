@@ -53,6 +53,9 @@ _EXPORTS = {
     "LoopDetected": "agentfleet.errors",
     "ForbiddenDestination": "agentfleet.errors",
     "PoisonMessage": "agentfleet.errors",
+    "UnexpectedError": "agentfleet.errors",
+    "Limiter": "agentfleet.ratelimit",
+    "MockMessagesServer": "agentfleet.llm.mock_server",
     "TaskTimeLimit": "agentfleet.errors",
     "DeadLetterNotFound": "agentfleet.errors",
 }
@@ -79,7 +82,9 @@ __all__ = [
     "ForbiddenDestination",
     "InvalidInput",
     "LocalCluster",
+    "Limiter",
     "LoopDetected",
+    "MockMessagesServer",
     "Overloaded",
     "PermanentError",
     "PoisonMessage",
@@ -96,6 +101,7 @@ __all__ = [
     "TaskTimeLimit",
     "TaskTimeout",
     "Tool",
+    "UnexpectedError",
     "fleet_task",
     "get_settings",
     "merge",
@@ -129,13 +135,16 @@ if TYPE_CHECKING:
         SpendLimitReached,
         TaskTimeLimit,
         TaskTimeout,
+        UnexpectedError,
     )
+    from agentfleet.llm.mock_server import MockMessagesServer
     from agentfleet.local import LocalCluster
     from agentfleet.models import RunSummary, TaskOutcome
     from agentfleet.orchestration import merge
     from agentfleet.orchestration.dead_letters import DeadLetterQueue, RequeueResult
     from agentfleet.orchestration.fleet import Fleet
     from agentfleet.orchestration.run import Run
+    from agentfleet.ratelimit import Limiter
     from agentfleet.ratelimit.circuit import CircuitBreaker
     from agentfleet.redaction import redact
     from agentfleet.tasks.agent import AgentResult, Tool, run_agent
