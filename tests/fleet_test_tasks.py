@@ -82,3 +82,11 @@ def use_workdir(ctx: TaskContext, write: bool) -> dict[str, Any]:
     (ctx.workdir / "note.txt").write_text("scratch")
     path = ctx.workdir
     return {"made": path.is_dir(), "path": str(path)}
+
+
+@fleet_task
+def timed(ctx: TaskContext, n: int, sleep_s: float) -> dict[str, Any]:
+    """Sleeps; reports when it ran (Unix seconds), to measure how many ran at once."""
+    started = time.time()
+    time.sleep(sleep_s)
+    return {"n": n, "start": started, "end": time.time()}

@@ -155,3 +155,14 @@ def test_a_workdir_is_made_only_when_used_and_removed_after(cluster: LocalCluste
     assert used["made"], "made on first use"
     assert not Path(used["path"]).exists(), "removed when the task ended"
     assert not unused["made"]
+
+
+def test_a_pool_run_never_has_more_than_max_in_flight_items_executing(cluster: LocalCluster) -> None:
+    run = cluster.fleet().map(tt.timed, [{"n": i, "sleep_s": 0.4} for i in range(12)], max_in_flight=3)
+    summary = run.wait(timeout_s=60)
+    assert summary.succeeded == 12 and summary.retries == 0
+    spans = [(o.result["start"], o.result["end"]) for o in run.outcomes()]
+    overlap = max(sum(1 for s, e in spans if s <= t < e) for t, _ in spans)
+    assert overlap <= 3, f"{overlap} items ran at once"
+    assert overlap == 3, "the pool's three slots were used"
+    assert summary.deferrals > 0, "the items beyond the pool waited without using retries"

@@ -92,6 +92,7 @@ class Fleet:
         aggregate: Callable[..., Any] | str | None = None,
         stagger_s: float = 0.0,
         fail_fast: bool | None = None,
+        max_in_flight: int | None = None,
     ) -> Run:
         """Run ``task`` once per input, in parallel; with ``aggregate``, fan in as a chord.
 
@@ -99,6 +100,9 @@ class Fleet:
         ``aggregate`` (a module-level function, or its ``module:name``) runs once on the list
         of successful results in input order. ``stagger_s`` spreads the starts over that many
         seconds, with jitter. ``fail_fast`` cancels the rest of the run at the first failure.
+        ``max_in_flight`` makes the run a pool: at most that many of its items execute at
+        once, across the cluster, whatever the workers' sizes (the others wait in the queue
+        without using retries).
         """
         task_name = _task_name(task)
         items = _inputs(inputs)
@@ -106,7 +110,7 @@ class Fleet:
         fn = _callable_path(aggregate) if aggregate is not None else None
         countdowns = self._stagger(len(items), stagger_s)
         queue = getattr(task, "queue", None) or self.settings.queues.agents
-        metas = self._metas(run_id, items, key, stages=1)
+        metas = self._metas(run_id, items, key, stages=1, max_in_flight=max_in_flight)
         self._create_run(run_id, name or task_name, "map", task_name, metas, fn, fail_fast)
         sigs = [
             self._signature(task_name, {**item, META_KWARG: meta.to_kwarg()}, meta, queue, countdown)
@@ -133,18 +137,20 @@ class Fleet:
         name: str | None = None,
         key: KeyFn | None = None,
         stagger_s: float = 0.0,
+        max_in_flight: int | None = None,
     ) -> Run:
         """Run the stages in order for each item, the items in parallel (a chain per item).
 
         Each stage returns a dict, the next stage's keyword input; an item's outcome carries
         the last stage's result. A failed stage ends that item with a failed outcome.
+        ``max_in_flight`` caps the stages executing at once across the run, as in ``map``.
         """
         if not stages:
             raise DispatchError("a pipeline needs at least one stage")
         names = [_task_name(stage) for stage in stages]
         items = _inputs(inputs)
         run_id = self._new_run_id()
-        metas = self._metas(run_id, items, key, stages=len(names))
+        metas = self._metas(run_id, items, key, stages=len(names), max_in_flight=max_in_flight)
         label = name or " -> ".join(names)
         self._create_run(run_id, label, "pipeline", ",".join(names), metas, None, None)
         queues = [getattr(s, "queue", None) or self.settings.queues.agents for s in stages]
@@ -211,16 +217,34 @@ class Fleet:
         return [cap_countdown(i * step + random.uniform(0, step * 0.5), cap) for i in range(count)]
 
     @staticmethod
-    def _metas(run_id: str, items: list[dict[str, Any]], key: KeyFn | None, *, stages: int) -> list[ItemMeta]:
+    def _metas(
+        run_id: str,
+        items: list[dict[str, Any]],
+        key: KeyFn | None,
+        *,
+        stages: int,
+        max_in_flight: int | None = None,
+    ) -> list[ItemMeta]:
+        if max_in_flight is not None and max_in_flight < 1:
+            raise DispatchError("max_in_flight must be at least 1")
         metas = []
         for i, item in enumerate(items):
             if key is not None:
                 custom = str(key(item))
-                metas.append(ItemMeta(run=run_id, idx=i, key=custom, item=custom, stages=stages))
+                metas.append(
+                    ItemMeta(
+                        run=run_id, idx=i, key=custom, item=custom, stages=stages, max_in_flight=max_in_flight
+                    )
+                )
             else:
                 metas.append(
                     ItemMeta(
-                        run=run_id, idx=i, key=default_item_key(run_id, i, item), item=str(i), stages=stages
+                        run=run_id,
+                        idx=i,
+                        key=default_item_key(run_id, i, item),
+                        item=str(i),
+                        stages=stages,
+                        max_in_flight=max_in_flight,
                     )
                 )
         if key is not None:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from agentfleet.config import LimitSpec
 from agentfleet.ratelimit.bucket import BucketSpec, buckets_for
+from agentfleet.ratelimit.names import pool_size
 
 __all__ = ["DownstreamLimits", "LimitsTable"]
 
@@ -41,6 +42,10 @@ class LimitsTable:
         if found is None:
             spec = self._specs.get(downstream)
             configured = spec is not None
+            slots = pool_size(downstream)
+            if spec is None and slots is not None:
+                # A run's own cap travels in its name, so every worker knows it unconfigured.
+                spec, configured = LimitSpec(max_concurrency=slots), True
             spec = spec if spec is not None else self._default
             found = DownstreamLimits(
                 name=downstream,

@@ -23,7 +23,8 @@ import httpx
 from agentfleet.config import CredentialSpec, Settings, get_settings
 from agentfleet.errors import BudgetExceeded, ConfigError, RateLimited, error_for_status
 from agentfleet.llm.pricing import cost_usd
-from agentfleet.ratelimit import Limiter
+from agentfleet.ratelimit import Limiter, Permit
+from agentfleet.ratelimit.names import pool_downstream
 from agentfleet.redis_client import connect
 from agentfleet.runs import RunStore
 from agentfleet.tools.audit import AuditLog
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
 
     from agentfleet.tasks.context import TaskContext
 
-__all__ = ["ANTHROPIC_CREDENTIAL", "anthropic_client", "http_client", "llm_endpoint"]
+__all__ = ["ANTHROPIC_CREDENTIAL", "anthropic_client", "http_client", "llm_endpoint", "pool_slot"]
 
 T = TypeVar("T")
 
@@ -63,6 +64,15 @@ def _limiter(settings: Settings) -> Limiter:
     return _per_process(
         "limiter", settings, lambda: Limiter.from_settings(settings, connect(settings.broker_url))
     )
+
+
+def pool_slot(settings: Settings, run_id: str, slots: int) -> Permit:
+    """One of run ``run_id``'s ``slots`` execution slots, held until released.
+
+    Waits up to ``limiter.short_wait_s`` seconds, then raises ``Deferred`` with the wait. The
+    lease is renewed while held and comes back by itself if the worker dies.
+    """
+    return _limiter(settings).acquire(pool_downstream(run_id, slots))
 
 
 def _audit(settings: Settings) -> AuditLog:

@@ -355,7 +355,11 @@ class _Delivery:
         guard = CircuitGuard(self.settings, self.store.client, self.task.downstream)
         ctx = self._context(guard)
         started = time.monotonic()
+        slot = None
         try:
+            if self.meta.max_in_flight:
+                # The run is a pool: wait briefly for one of its slots, else defer (no retry used).
+                slot = clients.pool_slot(self.settings, self.meta.run, self.meta.max_in_flight)
             guard.enter()
             result = _jsonable(self.task.fn(ctx, **values))
         except Exception as exc:
@@ -365,6 +369,8 @@ class _Delivery:
             return self._after_error(err, ctx, elapsed, attempts, traceback.format_exc())
         finally:
             ctx.close()
+            if slot is not None:
+                slot.release()
         elapsed = time.monotonic() - started
         guard.succeeded()
         outcome = _outcome(

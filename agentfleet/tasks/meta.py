@@ -16,7 +16,8 @@ class ItemMeta(BaseModel):
 
     ``attempt`` counts failed executions so far (0 on the first); ``deferrals`` counts waits for
     limits, which never use up retries; ``elapsed_s`` and ``cost_usd`` carry what earlier
-    attempts of this stage spent, in seconds and US dollars.
+    attempts of this stage spent, in seconds and US dollars. ``max_in_flight`` is the run's own
+    cap on items executing at once (a pool), if it has one.
     """
 
     model_config = ConfigDict(extra="ignore")
@@ -32,6 +33,7 @@ class ItemMeta(BaseModel):
     requeues: int = 0
     elapsed_s: float = 0.0
     cost_usd: float = 0.0
+    max_in_flight: int | None = None
 
     @property
     def last_stage(self) -> bool:
