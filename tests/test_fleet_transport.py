@@ -205,3 +205,11 @@ def test_the_gate_runs_before_anything_is_acquired() -> None:
     with pytest.raises(RuntimeError, match="over budget"):
         client.get("https://vendor-a.example/")
     assert limiter.log == []
+
+
+def test_a_429_without_retry_after_pauses_for_the_configured_default() -> None:
+    limiter = RecordingLimiter()
+    hooks = FleetHooks(limiter=limiter, default_pause_s=2.5)
+    client = _client(httpx, lambda r: httpx.Response(529), hooks)
+    client.get("https://vendor-a.example/")
+    assert limiter.paused == [("vendor-a.example", 2.5)]

@@ -66,12 +66,17 @@ class LimitSpec(_Section):
 
 
 class LimiterSettings(_Section):
-    """How the cluster-wide limiter waits and leases."""
+    """How the cluster-wide limiter waits and leases (seconds).
+
+    ``pause_without_retry_after_s`` is how long a 429 or 529 that names no wait pauses its
+    downstream for every worker.
+    """
 
     default: LimitSpec = LimitSpec()
     max_parallelism: int | None = Field(default=None, ge=1)
     short_wait_s: float = Field(default=1.0, ge=0)
     lease_ttl_s: float = Field(default=30.0, gt=0)
+    pause_without_retry_after_s: float = Field(default=1.0, ge=0)
 
 
 class RetrySettings(_Section):

@@ -151,6 +151,7 @@ def _hooks(ctx: TaskContext, settings: Settings, llm_hosts: frozenset[str]) -> F
         on_call=on_call,
         on_usage=on_usage,
         llm_hosts=llm_hosts,
+        default_pause_s=settings.limiter.pause_without_retry_after_s,
     )
 
 

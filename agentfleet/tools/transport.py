@@ -48,9 +48,6 @@ __all__ = [
     "fleet_transport",
 ]
 
-# Seconds to pause a downstream whose 429 or 529 carried no retry-after.
-_DEFAULT_PAUSE_S = {429: 1.0, 529: 1.0}
-
 
 class Permit(Protocol):
     def release(self) -> None: ...
@@ -122,7 +119,8 @@ class FleetHooks:
     ``gate()`` runs before anything else (a budget check that raises ``BudgetExceeded``);
     ``on_call(info)`` notes the downstream a task called; ``on_usage(info, usage)`` prices and
     records a Messages reply's tokens. ``llm_hosts`` are the hosts whose ``/v1/messages``
-    calls are LLM calls.
+    calls are LLM calls; ``default_pause_s`` is how long a 429 or 529 without ``retry-after``
+    pauses its downstream (seconds).
     """
 
     limiter: Limiter | None = None
@@ -131,6 +129,7 @@ class FleetHooks:
     on_call: Callable[[CallInfo], None] | None = None
     on_usage: Callable[[CallInfo, Usage], None] | None = None
     llm_hosts: frozenset[str] = field(default_factory=lambda: frozenset({"api.anthropic.com"}))
+    default_pause_s: float = 1.0
     provider: str = "anthropic"
 
 
@@ -164,13 +163,13 @@ def _describe(request: Any, hooks: FleetHooks) -> CallInfo:
     return CallInfo(downstream=host, host=host)
 
 
-def _pause_for(response: Any) -> float:
+def _pause_for(response: Any, default_s: float) -> float:
     hinted = parse_retry_after(response.headers.get("retry-after"))
     ms = response.headers.get("retry-after-ms")
     if ms:
         with contextlib.suppress(ValueError):
             hinted = float(ms) / 1000.0
-    return hinted if hinted is not None else _DEFAULT_PAUSE_S[response.status_code]
+    return hinted if hinted is not None else default_s
 
 
 class _Settlement:
@@ -304,7 +303,7 @@ class _FleetCore:
     def _after(self, info: CallInfo, response: Any) -> None:
         status = response.status_code
         if status in (429, 529) and self.hooks.limiter is not None:
-            self.hooks.limiter.pause(info.downstream, _pause_for(response))
+            self.hooks.limiter.pause(info.downstream, _pause_for(response, self.hooks.default_pause_s))
         if self.hooks.breaker is not None:
             if status >= 500:
                 self.hooks.breaker.record_failure(info.downstream)
