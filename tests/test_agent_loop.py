@@ -20,7 +20,7 @@ import pytest
 from http_scripted import Reply, ScriptedServer
 
 from agentfleet.config import get_settings, reset_settings
-from agentfleet.errors import BudgetExceeded, LoopDetected
+from agentfleet.errors import BudgetExceeded, Deferred, LoopDetected, RateLimited
 from agentfleet.llm.mock_server import MockMessagesServer
 from agentfleet.tasks import clients
 from agentfleet.tasks.agent import Tool, run_agent
@@ -112,6 +112,44 @@ def test_a_failing_tool_becomes_an_error_result_not_a_crash(make_ctx: Callable[.
     ctx = make_ctx()
     result = run_agent(ctx, prompt='CALL lookup {"q": "x"}', tools=[_tool("lookup", broken)], model=MODEL)
     assert result.stop_reason == "end_turn"
+    assert [(c.name, c.is_error) for c in result.tool_calls] == [("lookup", True)]
+
+
+def test_a_rate_limited_tool_waits_and_tries_again_instead_of_failing(
+    make_ctx: Callable[..., TaskContext],
+) -> None:
+    tries: list[float] = []
+
+    def throttled(ctx: TaskContext, args: dict[str, Any]) -> Any:
+        tries.append(time.monotonic())
+        if len(tries) == 1:
+            raise Deferred(0.3, "no slot free", downstream="vendor-a.example")
+        if len(tries) == 2:
+            raise RateLimited("429", retry_after_s=0.2, downstream="vendor-a.example")
+        return {"answer": 42}
+
+    result = run_agent(
+        make_ctx(), prompt='CALL lookup {"q": "x"}', tools=[_tool("lookup", throttled)], model=MODEL
+    )
+    assert [(c.name, c.is_error) for c in result.tool_calls] == [("lookup", False)]
+    assert len(tries) == 3
+    assert tries[1] - tries[0] >= 0.3 and tries[2] - tries[1] >= 0.2, "each wait was honoured"
+
+
+def test_a_tool_waits_no_longer_than_agent_tool_wait_s(
+    make_ctx: Callable[..., TaskContext], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AGENTFLEET_AGENT__TOOL_WAIT_S", "0.5")
+    reset_settings()
+
+    def always_throttled(ctx: TaskContext, args: dict[str, Any]) -> Any:
+        raise Deferred(5.0, "paused after a 429", downstream="vendor-a.example")
+
+    started = time.monotonic()
+    result = run_agent(
+        make_ctx(), prompt='CALL lookup {"q": "x"}', tools=[_tool("lookup", always_throttled)], model=MODEL
+    )
+    assert time.monotonic() - started < 3.0, "a wait longer than the budget is not taken"
     assert [(c.name, c.is_error) for c in result.tool_calls] == [("lookup", True)]
 
 

@@ -263,11 +263,17 @@ class CredentialSpec(_Section):
 
 
 class AgentSettings(_Section):
-    """The agent loop: model calls per task, the loop detector, tools run at once."""
+    """The agent loop: model calls per task, the loop detector, tools run at once.
+
+    ``tool_wait_s`` is how long (seconds) a tool call may wait for a rate-limited downstream
+    (a limiter deferral or a 429's retry-after) before the model is told it failed: an agent's
+    conversation is worth a short wait more than a reschedule that would start it over.
+    """
 
     max_turns: int = Field(default=10, ge=1)
     loop_limit: int = Field(default=5, ge=2)
     max_parallel_tools: int = Field(default=8, ge=1)
+    tool_wait_s: float = Field(default=30.0, ge=0)
 
 
 class CommandToolSettings(_Section):

@@ -6,7 +6,9 @@
 - when one response asks for several tools, they run concurrently and every ``tool_result``
   goes back in one user message, each with its ``tool_use_id``;
 - a tool that raises becomes a ``tool_result`` with ``is_error`` (the model sees the error
-  and can adapt); only ``BudgetExceeded`` and ``LoopDetected`` stop the agent;
+  and can adapt); only ``BudgetExceeded`` and ``LoopDetected`` stop the agent; a tool held up
+  by a rate limit (a limiter deferral, a 429) waits and tries again for up to
+  ``agent.tool_wait_s`` seconds first, so the conversation is not lost to a short wait;
 - a configured credential's value in a tool's output (a server that echoes a header, say) is
   put back as its ``$CRED{name}`` placeholder before the model, or the result, sees it;
 - the same tool call with the same input ``loop_limit`` times in a row stops the agent with
@@ -24,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from agentfleet.config import get_settings
-from agentfleet.errors import BudgetExceeded, LoopDetected, fleet_error_in_chain
+from agentfleet.errors import BudgetExceeded, Deferred, LoopDetected, RateLimited, fleet_error_in_chain
 from agentfleet.idempotency import canonical_json
 from agentfleet.tasks.context import TaskContext
 from agentfleet.tools.vault import CredentialVault
@@ -103,8 +105,22 @@ def _render(result: Any) -> str:
         return str(result)
 
 
+def _call_waiting(ctx: TaskContext, tool: Tool, args: dict[str, Any], wait_s: float) -> Any:
+    """``tool.fn``, called again after a rate limit's wait while ``wait_s`` seconds last."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            return tool.fn(ctx, dict(args))
+        except (Deferred, RateLimited) as exc:
+            pause = exc.wait_s if isinstance(exc, Deferred) else (exc.retry_after_s or 1.0)
+            if time.monotonic() + pause > deadline:
+                raise
+            ctx.log.info("tool %s waits %.2f s for %s", tool.name, pause, exc.downstream or "a limit")
+            time.sleep(pause)
+
+
 def _run_tool(
-    ctx: TaskContext, tools: dict[str, Tool], block: Any, scrub: Callable[[str], str]
+    ctx: TaskContext, tools: dict[str, Tool], block: Any, scrub: Callable[[str], str], wait_s: float
 ) -> tuple[dict[str, Any], ToolCall]:
     started = time.monotonic()
     tool = tools.get(block.name)
@@ -112,7 +128,7 @@ def _run_tool(
     try:
         if tool is None:
             raise KeyError(f"no tool named {block.name!r}")
-        content = _render(tool.fn(ctx, dict(block.input or {})))
+        content = _render(_call_waiting(ctx, tool, dict(block.input or {}), wait_s))
     except _STOPPING:
         raise
     except Exception as exc:
@@ -164,6 +180,7 @@ def run_agent(
     max_turns = max_turns or settings.agent.max_turns
     detector = _LoopDetector(loop_limit or settings.agent.loop_limit)
     workers = max_parallel_tools or settings.agent.max_parallel_tools
+    tool_wait_s = settings.agent.tool_wait_s
     by_name = {tool.name: tool for tool in tools}
     scrub = CredentialVault(settings.credentials).scrub if settings.credentials else _unchanged
     messages: list[dict[str, Any]] = (
@@ -193,7 +210,7 @@ def run_agent(
             for block in uses:
                 detector.see(block.name, block.input)
             messages.append({"role": "assistant", "content": _content_params(response.content)})
-            outcomes = list(pool.map(lambda block: _run_tool(ctx, by_name, block, scrub), uses))
+            outcomes = list(pool.map(lambda block: _run_tool(ctx, by_name, block, scrub, tool_wait_s), uses))
             calls.extend(call for _, call in outcomes)
             messages.append({"role": "user", "content": [result for result, _ in outcomes]})
     raise BudgetExceeded(f"the agent did not finish within max_turns ({max_turns}) model calls")
