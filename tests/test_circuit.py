@@ -134,7 +134,7 @@ def _guard(redis_client: redis.Redis, key_prefix: str) -> CircuitGuard:
         key_prefix=key_prefix,
         dlq={"vendor_issue_failures": 3, "circuit_cooldown_s": 0.5, "circuit_probe_ttl_s": 30},
     )
-    return CircuitGuard(settings, redis_client, VENDOR)
+    return CircuitGuard(CircuitBreaker.from_settings(settings, redis_client), VENDOR)
 
 
 def test_a_probe_answered_with_a_4xx_closes_the_circuit(redis_client: redis.Redis, key_prefix: str) -> None:

@@ -12,7 +12,7 @@ import redis
 from agentfleet.config import load_settings, reset_settings
 from agentfleet.errors import ConfigError
 from agentfleet.llm.mock_server import MockMessagesServer
-from agentfleet.tasks import clients
+from agentfleet.tasks import clients, shared
 from agentfleet.tasks.context import TaskContext
 from agentfleet.tools.audit import AuditLog
 
@@ -40,8 +40,13 @@ def test_the_endpoint_is_the_mock_by_url_or_the_real_api_by_key(
 
 def test_per_process_objects_belong_to_one_settings_object_even_when_ids_are_reused() -> None:
     # Settings made and dropped in turn tend to land at the same address.
-    made = [clients._per_process("test", load_settings(key_prefix=f"p{i}"), object) for i in range(20)]
+    made = [shared.per_process("test", load_settings(key_prefix=f"p{i}"), object) for i in range(20)]
     assert len({id(obj) for obj in made}) == 20
+
+
+def test_each_settings_object_gets_the_run_store_of_its_own_prefix() -> None:
+    stores = [shared.run_store(load_settings(key_prefix=f"q{i}")) for i in range(20)]
+    assert [store.prefix for store in stores] == [f"q{i}" for i in range(20)]
 
 
 @pytest.fixture

@@ -11,10 +11,10 @@ from typing import Any, Literal
 from agentfleet.celery_app import app
 from agentfleet.config import get_settings
 from agentfleet.errors import DownstreamError, InvalidInput
-from agentfleet.runs import RunStore
 from agentfleet.tasks import lifecycle  # noqa: F401  (connects worker signals)
 from agentfleet.tasks.context import TaskContext
 from agentfleet.tasks.decorator import fleet_task
+from agentfleet.tasks.shared import run_store
 
 __all__ = ["aggregate", "resolve_callable", "simulated_agent"]
 
@@ -72,7 +72,7 @@ def resolve_callable(path: str) -> Any:
 @app.task(name="agentfleet.aggregate", acks_late=True, reject_on_worker_lost=True)
 def aggregate(outcomes: list[dict[str, Any]], run_id: str, fn: str) -> Any:
     """The chord callback: ``fn`` over the successful items' results, in input order."""
-    store = RunStore.from_settings(get_settings())
+    store = run_store(get_settings())
     store.mark_aggregate_started(run_id)
     if store.get_run(run_id).get("status") == "failed":
         store.set_aggregate(run_id, ok=False, error="an item failed and the run fails fast")

@@ -10,11 +10,9 @@ advice, so it fails open and logs.
 from __future__ import annotations
 
 import logging
-from functools import cached_property
 
 import redis
 
-from agentfleet.config import Settings
 from agentfleet.errors import AgentfleetError
 from agentfleet.ratelimit.circuit import CircuitBreaker
 
@@ -26,16 +24,11 @@ log = logging.getLogger("agentfleet.task")
 class CircuitGuard:
     """Circuit checks and reports for one attempt of a task that declares ``downstream``."""
 
-    def __init__(self, settings: Settings, client: redis.Redis, downstream: str | None) -> None:
-        self.settings = settings
-        self.client = client
+    def __init__(self, breaker: CircuitBreaker, downstream: str | None) -> None:
+        self.breaker = breaker
         self.downstream = downstream
         self.probe = False
         self.reported: set[str] = set()
-
-    @cached_property
-    def breaker(self) -> CircuitBreaker:
-        return CircuitBreaker.from_settings(self.settings, self.client)
 
     def enter(self) -> None:
         """Raise ``Deferred`` while the declared downstream's circuit is open."""

@@ -13,9 +13,7 @@ The limiter, circuit breaker, vault and audit log are made once per worker proce
 from __future__ import annotations
 
 import os
-import threading
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
 import httpx
@@ -23,10 +21,10 @@ import httpx
 from agentfleet.config import CredentialSpec, Settings, get_settings
 from agentfleet.errors import BudgetExceeded, ConfigError, RateLimited, error_for_status
 from agentfleet.llm.pricing import cost_usd
-from agentfleet.ratelimit import Limiter, Permit
+from agentfleet.ratelimit import Permit
 from agentfleet.ratelimit.names import pool_downstream
 from agentfleet.redis_client import connect
-from agentfleet.runs import RunStore
+from agentfleet.tasks.shared import limiter, per_process, run_store
 from agentfleet.tools.audit import AuditLog
 from agentfleet.tools.guard import guard_transport
 from agentfleet.tools.transport import CallInfo, FleetHooks, Usage, fleet_transport
@@ -45,40 +43,17 @@ ANTHROPIC_API = "https://api.anthropic.com"
 ANTHROPIC_CREDENTIAL = "anthropic"
 
 
-# (kind, id(settings)) -> (settings, object). Holding the settings keeps their id from being
-# reused by a later Settings object, which would otherwise be handed this one's objects.
-_shared: dict[tuple[str, int], tuple[Settings, Any]] = {}
-_shared_lock = threading.Lock()
-
-
-def _per_process(kind: str, settings: Settings, make: Callable[[], T]) -> T:
-    # Settings are not hashable; a worker has one object per process, so its id is the key.
-    key = (kind, id(settings))
-    with _shared_lock:
-        if key not in _shared:
-            _shared[key] = (settings, make())
-        return cast(T, _shared[key][1])
-
-
-def _limiter(settings: Settings) -> Limiter:
-    return _per_process(
-        "limiter", settings, lambda: Limiter.from_settings(settings, connect(settings.broker_url))
-    )
-
-
 def pool_slot(settings: Settings, run_id: str, slots: int) -> Permit:
     """One of run ``run_id``'s ``slots`` execution slots, held until released.
 
     Waits up to ``limiter.short_wait_s`` seconds, then raises ``Deferred`` with the wait. The
     lease is renewed while held and comes back by itself if the worker dies.
     """
-    return _limiter(settings).acquire(pool_downstream(run_id, slots))
+    return limiter(settings).acquire(pool_downstream(run_id, slots))
 
 
 def _audit(settings: Settings) -> AuditLog:
-    return _per_process(
-        "audit", settings, lambda: AuditLog(connect(settings.broker_url), settings.key_prefix)
-    )
+    return per_process("audit", settings, lambda: AuditLog(connect(settings.broker_url), settings.key_prefix))
 
 
 def llm_endpoint(settings: Settings) -> tuple[str, str | None]:
@@ -118,7 +93,7 @@ def _hooks(ctx: TaskContext, settings: Settings, llm_hosts: frozenset[str]) -> F
         ctx.note_downstream(info.downstream)
 
     run_cap = settings.budgets.run_usd
-    runs = RunStore.from_settings(settings, connect(settings.broker_url)) if run_cap else None
+    runs = run_store(settings) if run_cap else None
 
     def on_usage(info: CallInfo, usage: Usage) -> None:
         assert info.model is not None
@@ -145,7 +120,7 @@ def _hooks(ctx: TaskContext, settings: Settings, llm_hosts: frozenset[str]) -> F
                 )
 
     return FleetHooks(
-        limiter=_limiter(settings),
+        limiter=limiter(settings),
         breaker=ctx.breaker,
         gate=gate,
         on_call=on_call,

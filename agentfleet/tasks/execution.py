@@ -46,12 +46,12 @@ from agentfleet.idempotency import stage_key
 from agentfleet.llm.errors import is_anthropic_error, map_anthropic_error
 from agentfleet.models import TaskOutcome
 from agentfleet.redaction import Redactor
-from agentfleet.runs import RunStore
 from agentfleet.tasks import clients, failures
 from agentfleet.tasks.circuit_guard import CircuitGuard
 from agentfleet.tasks.context import TaskContext
 from agentfleet.tasks.meta import META_KWARG, ItemMeta
 from agentfleet.tasks.retry_policy import backoff_s, cap_countdown, deferral_s
+from agentfleet.tasks.shared import circuit_breaker, run_store
 
 if TYPE_CHECKING:
     from celery.app.task import Context
@@ -125,17 +125,6 @@ class _Rescheduled(Exception):
     """The item was sent again from outside its task (after a hard time limit)."""
 
 
-_stores: dict[int, RunStore] = {}
-
-
-def _store(settings: Settings) -> RunStore:
-    # One store (and one set of registered scripts) per process; settings are one object.
-    store = _stores.get(id(settings))
-    if store is None:
-        store = _stores[id(settings)] = RunStore.from_settings(settings)
-    return store
-
-
 class _Delivery:
     """The state of one delivery; ``run()`` returns the outcome dict or raises Celery's Retry.
 
@@ -154,7 +143,7 @@ class _Delivery:
         self.task = task
         self.request = request
         self.settings: Settings = get_settings()
-        self.store = _store(self.settings)
+        self.store = run_store(self.settings)
         self.kwargs = dict(kwargs)
         own_id = (request.id if request is not None else task.request.id) or None
         self.meta = _meta_for(self.kwargs, own_id)
@@ -352,7 +341,7 @@ class _Delivery:
         )
 
     def _execute(self, values: dict[str, Any], attempts: int) -> dict[str, Any]:
-        guard = CircuitGuard(self.settings, self.store.client, self.task.downstream)
+        guard = CircuitGuard(circuit_breaker(self.settings), self.task.downstream)
         ctx = self._context(guard)
         started = time.monotonic()
         slot = None

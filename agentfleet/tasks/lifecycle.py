@@ -76,13 +76,13 @@ def _on_worker_ready(**_: Any) -> None:
 def _record_revoked(request: Any = None, **_: Any) -> None:
     # A revoked item never runs its body; count it as cancelled so its run still completes.
     from agentfleet.config import get_settings
-    from agentfleet.runs import RunStore
     from agentfleet.tasks.execution import cancelled_outcome
     from agentfleet.tasks.meta import META_KWARG, ItemMeta
+    from agentfleet.tasks.shared import run_store
 
     raw = (getattr(request, "kwargs", None) or {}).get(META_KWARG)
     if not raw:
         return
     meta = ItemMeta.model_validate(raw)
-    store = RunStore.from_settings(get_settings())
+    store = run_store(get_settings())
     store.finish(cancelled_outcome(meta, str(request.id)), store=False, record=True)

@@ -1,0 +1,53 @@
+"""What a worker process makes once and shares: the run store, limiter and circuit breaker.
+
+Each holds registered Lua scripts and a connection pool, so making one per delivery would
+repeat that work on the hot path. They are keyed by the settings object they were made from;
+settings are not hashable, so the key is the object's id, and the settings are kept alive with
+their objects so that id is never handed to a later ``Settings``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
+
+from agentfleet.config import Settings
+from agentfleet.ratelimit import Limiter
+from agentfleet.ratelimit.circuit import CircuitBreaker
+from agentfleet.redis_client import connect
+from agentfleet.runs import RunStore
+
+__all__ = ["circuit_breaker", "limiter", "per_process", "run_store"]
+
+T = TypeVar("T")
+
+_made: dict[tuple[str, int], tuple[Settings, Any]] = {}
+_lock = threading.Lock()
+
+
+def per_process(kind: str, settings: Settings, make: Callable[[], T]) -> T:
+    """The ``kind`` object for ``settings``, made by ``make()`` the first time it is asked for."""
+    key = (kind, id(settings))
+    with _lock:
+        if key not in _made:
+            _made[key] = (settings, make())
+        return cast(T, _made[key][1])
+
+
+def run_store(settings: Settings) -> RunStore:
+    return per_process(
+        "runs", settings, lambda: RunStore.from_settings(settings, connect(settings.broker_url))
+    )
+
+
+def limiter(settings: Settings) -> Limiter:
+    return per_process(
+        "limiter", settings, lambda: Limiter.from_settings(settings, connect(settings.broker_url))
+    )
+
+
+def circuit_breaker(settings: Settings) -> CircuitBreaker:
+    return per_process(
+        "circuits", settings, lambda: CircuitBreaker.from_settings(settings, connect(settings.broker_url))
+    )
