@@ -67,6 +67,7 @@ __all__ = [
     "error_for_status",
     "fleet_error_in_chain",
     "parse_retry_after",
+    "retry_after_from_headers",
 ]
 
 
@@ -297,7 +298,8 @@ def parse_retry_after(value: str | None, *, now: float | None = None) -> float |
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
-def _retry_after_from_headers(headers: Mapping[str, str] | None) -> float | None:
+def retry_after_from_headers(headers: Mapping[str, str] | None) -> float | None:
+    """Seconds to wait from response headers: ``retry-after-ms``, else ``retry-after``, else None."""
     if not headers:
         return None
     lowered = {str(k).lower(): str(v) for k, v in headers.items()}
@@ -328,7 +330,7 @@ def error_for_status(
     if status < 400:
         return None
     text = message or f"HTTP {status}"
-    retry_after = _retry_after_from_headers(headers)
+    retry_after = retry_after_from_headers(headers)
     kw: dict[str, Any] = {"status_code": status, "downstream": downstream}
     if status == 429:
         if any(marker in body.lower() for marker in _SPEND_LIMIT_MARKERS):

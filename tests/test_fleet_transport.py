@@ -213,3 +213,12 @@ def test_a_429_without_retry_after_pauses_for_the_configured_default() -> None:
     client = _client(httpx, lambda r: httpx.Response(529), hooks)
     client.get("https://vendor-a.example/")
     assert limiter.paused == [("vendor-a.example", 2.5)]
+
+
+def test_a_retry_after_ms_header_sets_the_pause_in_milliseconds() -> None:
+    limiter = RecordingLimiter()
+    client = _client(
+        httpx, lambda r: httpx.Response(429, headers={"retry-after-ms": "1500"}), FleetHooks(limiter=limiter)
+    )
+    client.get("https://vendor-a.example/")
+    assert limiter.paused == [("vendor-a.example", 1.5)]

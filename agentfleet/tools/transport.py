@@ -26,7 +26,6 @@ the pricing (they are its siblings); ``agentfleet.tasks.clients`` wires them tog
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
 import math
@@ -35,7 +34,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Protocol
 
-from agentfleet.errors import AgentfleetError, parse_retry_after
+from agentfleet.errors import AgentfleetError, retry_after_from_headers
 
 __all__ = [
     "Breaker",
@@ -164,11 +163,7 @@ def _describe(request: Any, hooks: FleetHooks) -> CallInfo:
 
 
 def _pause_for(response: Any, default_s: float) -> float:
-    hinted = parse_retry_after(response.headers.get("retry-after"))
-    ms = response.headers.get("retry-after-ms")
-    if ms:
-        with contextlib.suppress(ValueError):
-            hinted = float(ms) / 1000.0
+    hinted = retry_after_from_headers(response.headers)
     return hinted if hinted is not None else default_s
 
 
