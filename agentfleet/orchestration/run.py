@@ -18,6 +18,14 @@ __all__ = ["Run"]
 _POLL_MS = 1000
 
 
+def _block_ms(deadline: float | None) -> int:
+    """How long the next read of the run's events may block, in ms: 0 once ``deadline`` passed."""
+    if deadline is None:
+        return _POLL_MS
+    left = deadline - time.monotonic()
+    return 0 if left <= 0 else max(1, min(_POLL_MS, int(left * 1000)))
+
+
 class Run:
     """One run's handle. Cheap to create again from its id (``Fleet.get_run``)."""
 
@@ -44,12 +52,9 @@ class Run:
         while True:
             complete = len(seen) >= self.total
             # Once complete, one last look without waiting: a reopen may follow the last outcome.
-            block_ms: int | None = None if complete else _POLL_MS
-            if deadline is not None and not complete:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return
-                block_ms = max(1, min(_POLL_MS, int(left * 1000)))
+            block_ms = None if complete else _block_ms(deadline)
+            if block_ms == 0:
+                return
             batch = self._store.events(self.id, last, block_ms=block_ms)
             if complete and not batch:
                 return
@@ -121,12 +126,9 @@ class Run:
                 if not found["ok"]:
                     raise RunError(f"the aggregate of run {self.id} failed: {found['error']}")
                 return found["value"]
-            block = _POLL_MS
-            if deadline is not None:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise RunError(f"the aggregate of run {self.id} was not ready in {timeout_s} s")
-                block = max(1, min(_POLL_MS, int(left * 1000)))
+            block = _block_ms(deadline)
+            if block == 0:
+                raise RunError(f"the aggregate of run {self.id} was not ready in {timeout_s} s")
             for entry_id, _ in self._store.events(self.id, last, block_ms=block):
                 last = entry_id
 
