@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 from celery import Task
 from pydantic import BaseModel
@@ -47,4 +47,3 @@ class FleetTask(Task):
     retry_on: tuple[type[BaseException], ...] = ()
     fail_on: tuple[type[BaseException], ...] = ()
     budget: TaskBudget = TaskBudget()
-    fleet_options: ClassVar[dict[str, Any]] = {}

@@ -148,10 +148,6 @@ class CredentialVault:
         """The configured credential names."""
         return sorted(self._specs)
 
-    def allowed_domains(self, name: str) -> list[str]:
-        """The canonical domain rules of ``name``."""
-        return list(self._rules.get(name, []))
-
     def authorize(self, names: Iterable[str], host: str, *, secure: bool, task_id: str | None = None) -> None:
         """Check that every credential in ``names`` may go to ``host``, then audit each use.
 
