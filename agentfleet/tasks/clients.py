@@ -82,9 +82,9 @@ def _vault(settings: Settings, *, llm_host: str | None, key_env: str | None) -> 
     if llm_host and key_env and ANTHROPIC_CREDENTIAL not in specs:
         # The LLM key travels like any credential: filled in at the wire, audited per use.
         specs[ANTHROPIC_CREDENTIAL] = CredentialSpec(env=key_env, domains=[llm_host])
-    environ: dict[str, str] = dict(os.environ)
+    environ: dict[str, str] | None = None  # None: the vault reads os.environ at each use
     if settings.llm.api_key is not None:
-        environ["AGENTFLEET_LLM__API_KEY"] = settings.llm.api_key.get_secret_value()
+        environ = {**os.environ, "AGENTFLEET_LLM__API_KEY": settings.llm.api_key.get_secret_value()}
     return CredentialVault(specs, audit=_audit(settings), environ=environ)
 
 
