@@ -14,12 +14,14 @@ from __future__ import annotations
 
 from datetime import timedelta
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from celery import Celery
 from celery.schedules import crontab
 from kombu import Queue
 
 from agentfleet.config import Settings, get_settings
+from agentfleet.redis_client import sentinel_hosts
 
 __all__ = [
     "BUILTIN_TASK_MODULES",
@@ -94,6 +96,35 @@ def redbeat_key_prefix(settings: Settings) -> str:
     return f"{settings.key_prefix}:redbeat:"
 
 
+def _sentinel_options(settings: Settings) -> dict[str, Any]:
+    """Transport options that point kombu and Celery's result backend at the Sentinels' master."""
+    if not settings.broker_url.startswith("sentinel://"):
+        return {}
+    options: dict[str, Any] = {"master_name": settings.sentinel_master}
+    if settings.sentinel_password is not None:
+        options["sentinel_kwargs"] = {"password": settings.sentinel_password.get_secret_value()}
+    return options
+
+
+def _redbeat_options(settings: Settings) -> dict[str, Any]:
+    """Where beat keeps its schedule and lock: the broker's Redis, through Sentinel if it is."""
+    common = {"socket_connect_timeout": 5, "socket_keepalive": True, "health_check_interval": 30}
+    if not settings.broker_url.startswith("sentinel://"):
+        return {"redbeat_redis_url": settings.broker_url, "redbeat_redis_options": common}
+    first = urlsplit(settings.broker_url.split(";")[0])
+    options: dict[str, Any] = {
+        "sentinels": sentinel_hosts(settings.broker_url),
+        "service_name": settings.sentinel_master,
+        "db": int(first.path.strip("/") or 0),
+        "socket_timeout": 5,
+    }
+    if first.password:
+        options["password"] = unquote(first.password)
+    if settings.sentinel_password is not None:
+        options["sentinel_kwargs"] = {"password": settings.sentinel_password.get_secret_value()}
+    return {"redbeat_redis_url": "redis-sentinel://", "redbeat_redis_options": options}
+
+
 def celery_config(settings: Settings) -> dict[str, Any]:
     """Celery settings for agentfleet's delivery semantics (see DESIGN.md)."""
     queues = settings.queues
@@ -107,12 +138,16 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "unacked_restore_throttle": 1,
         "socket_keepalive": True,
         "health_check_interval": 30,
+        **_sentinel_options(settings),
     }
+    backend_options: dict[str, Any] = {"visibility_timeout": settings.visibility_timeout_s}
+    if settings.backend_url.startswith("sentinel://"):
+        backend_options.update(_sentinel_options(settings))
     return {
         "broker_url": settings.broker_url,
         "result_backend": settings.backend_url,
         "broker_transport_options": transport_options,
-        "result_backend_transport_options": {"visibility_timeout": settings.visibility_timeout_s},
+        "result_backend_transport_options": backend_options,
         "broker_connection_retry_on_startup": True,
         "task_serializer": "json",
         "result_serializer": "json",
@@ -152,14 +187,9 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "beat_scheduler": "redbeat.RedBeatScheduler",
         "beat_schedule": beat_schedule(settings),
         "beat_max_loop_interval": settings.beat.max_loop_interval_s,
-        "redbeat_redis_url": settings.broker_url,
         "redbeat_key_prefix": redbeat_key_prefix(settings),
         "redbeat_lock_timeout": settings.beat.lock_timeout_s,
-        "redbeat_redis_options": {
-            "socket_connect_timeout": 5,
-            "socket_keepalive": True,
-            "health_check_interval": 30,
-        },
+        **_redbeat_options(settings),
     }
 
 

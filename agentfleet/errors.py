@@ -7,6 +7,7 @@
     ├── DispatchError           a fan-out could not be sent (inputs not JSON, unknown task)
     ├── RunError                a run's outcome cannot be given (aggregate failed, run cancelled)
     ├── DeadLetterNotFound      no dead letter has that id (requeued or purged already?)
+    ├── BrokerUnavailable       Redis did not answer for longer than the outage allowed
     ├── Deferred                not a failure: run again after ``wait_s`` (limits, open circuit)
     ├── RetryableError          a later attempt may succeed
     │   ├── RateLimited         429 from a downstream, or a limiter said no (``retry_after_s``)
@@ -43,6 +44,7 @@ __all__ = [
     "AgentfleetError",
     "AuthError",
     "BadRequest",
+    "BrokerUnavailable",
     "BudgetExceeded",
     "ConfigError",
     "ConnectionFailed",
@@ -130,6 +132,16 @@ class DeadLetterNotFound(AgentfleetError):
     """No dead letter has the id asked for: it may have been requeued or purged already."""
 
     category = "not_found"
+
+
+class BrokerUnavailable(AgentfleetError):
+    """Redis (broker and state) did not answer for longer than the outage a call rides out.
+
+    The message names the broker with its password masked. Nothing was lost: a run goes on
+    in the workers, and its handle can be asked again once Redis is back.
+    """
+
+    category = "broker_unavailable"
 
 
 class Deferred(AgentfleetError):

@@ -38,8 +38,9 @@ class RunSummary(BaseModel):
     """A run's totals. ``wall_clock_s`` runs from dispatch to the last outcome (or to now).
 
     ``timed_out`` counts the items that had no outcome when ``Run.wait`` gave up; their task
-    ids are in ``timed_out_ids``. ``success_rate`` is ``succeeded / tasks_total`` (1.0 for an
-    empty run).
+    ids are in ``timed_out_ids``. ``recovered`` counts the messages the reconciler published
+    again for items that had lost theirs (a worker or Redis died at the wrong moment).
+    ``success_rate`` is ``succeeded / tasks_total`` (1.0 for an empty run).
     """
 
     run_id: str
@@ -51,6 +52,7 @@ class RunSummary(BaseModel):
     timed_out: int = 0
     cancelled: int = 0
     redelivered: int = 0
+    recovered: int = 0
     retries: int = 0
     deferrals: int = 0
     wall_clock_s: float = 0.0

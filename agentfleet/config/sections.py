@@ -22,6 +22,7 @@ __all__ = [
     "CommandToolSettings",
     "CredentialSpec",
     "DLQSettings",
+    "DeliverySettings",
     "FanoutSpec",
     "FetchSettings",
     "FlowerSettings",
@@ -86,6 +87,29 @@ class RetrySettings(_Section):
     backoff_base_s: float = Field(default=1.0, gt=0)
     backoff_cap_s: float = Field(default=300.0, gt=0)
     unknown_is_retryable: bool = True
+
+
+class DeliverySettings(_Section):
+    """How every dispatched item is brought to exactly one outcome (seconds).
+
+    A running item holds a claim that its worker renews every third of ``claim_ttl_s``; a
+    dead worker's claim lapses after at most ``claim_ttl_s``. Every ``reconcile_interval_s``
+    one worker (a Redis lock picks it) looks for items of running runs with no outcome, no
+    live claim and no message waiting; one still in that state ``reconcile_grace_s`` later is
+    published again. A pass reads at most ``reconcile_max_scan`` waiting messages; beyond
+    that, recovery waits until the queues are shorter. ``redis_retry_s`` is how long a
+    worker's own bookkeeping retries a Redis that does not answer before it hands the message
+    back; ``client_outage_s`` is how long ``Run`` and ``Fleet`` calls ride out a broker outage
+    before they raise; ``pool_timeout_s`` is how long a command waits for a free connection.
+    """
+
+    claim_ttl_s: float = Field(default=20.0, ge=1)
+    reconcile_interval_s: float = Field(default=5.0, gt=0)
+    reconcile_grace_s: float = Field(default=10.0, ge=0)
+    reconcile_max_scan: int = Field(default=200_000, ge=1000)
+    redis_retry_s: float = Field(default=30.0, ge=0)
+    client_outage_s: float = Field(default=60.0, ge=0)
+    pool_timeout_s: float = Field(default=20.0, gt=0)
 
 
 class WorkerSettings(_Section):

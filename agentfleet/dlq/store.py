@@ -117,7 +117,7 @@ class DLQStore:
 
     @classmethod
     def from_settings(cls, settings: Settings, client: redis.Redis | None = None) -> DLQStore:
-        return cls(client or connect(settings.broker_url), prefix=settings.key_prefix)
+        return cls(client or connect(settings.redis_target()), prefix=settings.key_prefix)
 
     # Keys ----------------------------------------------------------------------------------
 

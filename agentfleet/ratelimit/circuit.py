@@ -184,7 +184,8 @@ class CircuitBreaker:
 
     @classmethod
     def from_settings(cls, settings: Settings, client: redis.Redis | None = None) -> CircuitBreaker:
-        return cls(client or connect(settings.broker_url), prefix=settings.key_prefix, settings=settings.dlq)
+        client = client or connect(settings.redis_target())
+        return cls(client, prefix=settings.key_prefix, settings=settings.dlq)
 
     def _key(self, downstream: str) -> str:
         return f"{self.prefix}:{downstream}"

@@ -70,14 +70,22 @@ def resolve_callable(path: str) -> Any:
 
 
 @app.task(name="agentfleet.aggregate", acks_late=True, reject_on_worker_lost=True)
-def aggregate(outcomes: list[dict[str, Any]], run_id: str, fn: str) -> Any:
-    """The chord callback: ``fn`` over the successful items' results, in input order."""
+def aggregate(run_id: str, fn: str) -> Any:
+    """The fan-in: ``fn`` over the successful items' results, in input order.
+
+    Sent by the worker that records a run's last outcome (or by the reconciler, if that worker
+    died first). A second copy finds the stored aggregate and returns it.
+    """
     store = run_store(get_settings())
+    found = store.get_aggregate(run_id)
+    if found is not None:
+        return found.get("value")
     store.mark_aggregate_started(run_id)
     if store.get_run(run_id).get("status") == "failed":
         store.set_aggregate(run_id, ok=False, error="an item failed and the run fails fast")
         return None
-    results = [o.get("result") for o in outcomes if isinstance(o, dict) and o.get("ok")]
+    outcomes = store.outcomes(run_id)
+    results = [outcomes[i].result for i in sorted(outcomes) if outcomes[i].ok]
     started = time.monotonic()
     try:
         value = resolve_callable(fn)(results)

@@ -53,7 +53,9 @@ def pool_slot(settings: Settings, run_id: str, slots: int) -> Permit:
 
 
 def _audit(settings: Settings) -> AuditLog:
-    return per_process("audit", settings, lambda: AuditLog(connect(settings.broker_url), settings.key_prefix))
+    return per_process(
+        "audit", settings, lambda: AuditLog(connect(settings.redis_target()), settings.key_prefix)
+    )
 
 
 def llm_endpoint(settings: Settings) -> tuple[str, str | None]:

@@ -26,7 +26,7 @@ log = logging.getLogger("agentfleet.maintenance")
 
 def dlq_stats(settings: Settings, client: redis.Redis | None = None) -> DLQStats:
     """The queue's stats with ``vendor_issues``: from recent dead letters and the circuit breakers."""
-    client = client or connect(settings.broker_url)
+    client = client or connect(settings.redis_target())
     stats = DLQStore.from_settings(settings, client).stats(window_s=settings.dlq.vendor_issue_window_s)
     statuses = CircuitBreaker.from_settings(settings, client).statuses()
     failing = {
