@@ -178,13 +178,6 @@ class Settings(BaseSettings):
                 "broker_url names Sentinels, which need the name of the master they watch. "
                 "Set AGENTFLEET_SENTINEL_MASTER (sentinel_master in agentfleet.toml)."
             )
-        if self.delivery.claim_ttl_s * 3 > self.visibility_timeout_s:
-            raise ValueError(
-                f"delivery.claim_ttl_s ({self.delivery.claim_ttl_s}) must be at most a third of "
-                f"visibility_timeout_s ({self.visibility_timeout_s}): a dead worker's items come "
-                "back through their lapsed claims, and the visibility timeout is the backstop. "
-                "Lower AGENTFLEET_DELIVERY__CLAIM_TTL_S."
-            )
         if self.retry.backoff_base_s > self.retry.backoff_cap_s:
             raise ValueError(
                 "retry.backoff_base_s must not exceed retry.backoff_cap_s. "
