@@ -18,10 +18,12 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
+from urllib.parse import quote
 
 import redis
 
 from agentfleet.errors import ConfigError
+from agentfleet.redis_client import RedisTarget, connect
 
 __all__ = ["EmbeddedRedis", "free_port", "redis_reachable", "redis_server_binary"]
 
@@ -52,15 +54,23 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def redis_reachable(url: str, timeout_s: float = 0.5) -> bool:
-    """True when a Redis at ``url`` answers PING within ``timeout_s`` seconds."""
-    client = redis.Redis.from_url(url, socket_connect_timeout=timeout_s, socket_timeout=timeout_s)
+def redis_reachable(url: str, timeout_s: float = 0.5, *, sentinel_master: str | None = None) -> bool:
+    """True when a Redis at ``url`` answers PING within ``timeout_s`` seconds (for Sentinel
+    URLs: when the Sentinels name a master for ``sentinel_master`` and it answers)."""
+    if url.startswith("sentinel://"):
+        if not sentinel_master:
+            return False
+        target = RedisTarget(url, sentinel_master=sentinel_master, pool_timeout_s=timeout_s)
+        client = connect(target)
+    else:
+        client = redis.Redis.from_url(url, socket_connect_timeout=timeout_s, socket_timeout=timeout_s)
     try:
         return bool(client.ping())
     except (redis.RedisError, OSError):
         return False
     finally:
-        client.close()
+        if not url.startswith("sentinel://"):
+            client.close()
 
 
 class EmbeddedRedis:
@@ -72,9 +82,11 @@ class EmbeddedRedis:
         port: int | None = None,
         startup_timeout_s: float = 10.0,
         appendonly: bool = False,
+        password: str | None = None,
         args: Sequence[str] = (),
     ) -> None:
         self.port = port or free_port()
+        self.password = password
         self.startup_timeout_s = startup_timeout_s
         self.appendonly = appendonly
         self.extra_args = list(args)
@@ -83,7 +95,8 @@ class EmbeddedRedis:
 
     @property
     def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
+        auth = f":{quote(self.password, safe='')}@" if self.password else ""
+        return f"redis://{auth}127.0.0.1:{self.port}/0"
 
     @property
     def pid(self) -> int | None:
@@ -114,6 +127,7 @@ class EmbeddedRedis:
             "warning",
             "--logfile",
             os.path.join(self._dir, "redis.log"),
+            *(["--requirepass", self.password, "--masterauth", self.password] if self.password else []),
             *self.extra_args,
         ]
         self.process = subprocess.Popen(

@@ -104,7 +104,9 @@ def test_overlapping_copies_of_one_message_run_the_body_once(
         queue = cluster.settings.queues.agents
         for idx, (_, key, item) in fleet.store.items(run.id).items():
             meta = ItemMeta(run=run.id, idx=idx, key=key, item=item)
-            item_signature(fleet.app, names=[tt.effect.name], queues=[queue], meta=meta, inputs=inputs[idx]).apply_async()
+            item_signature(
+                fleet.app, names=[tt.effect.name], queues=[queue], meta=meta, inputs=inputs[idx]
+            ).apply_async()
         summary = run.wait(timeout_s=90)
     assert (summary.succeeded, summary.timed_out, summary.retries) == (10, 0, 0)
     assert effects.executions() == {f"dup-{i}": 1 for i in range(10)}
@@ -116,7 +118,9 @@ def test_one_gevent_worker_runs_300_items_at_once_without_errors(
 ) -> None:
     with fault_cluster(private_redis.url, effects, workers=1, concurrency=300, pool="gevent") as cluster:
         started = time.monotonic()
-        run = cluster.fleet().map("agentfleet.simulated_agent", [{"item": i, "latency_s": 1.0} for i in range(300)])
+        run = cluster.fleet().map(
+            "agentfleet.simulated_agent", [{"item": i, "latency_s": 1.0} for i in range(300)]
+        )
         summary = run.wait(timeout_s=120)
         took = time.monotonic() - started
         log = cluster.workers[0].log_text()
@@ -147,7 +151,9 @@ def test_items_of_a_sigkilled_worker_run_again_within_a_minute_by_default(
     _assert_each_once(outcome_events(run), effects, 8, "kill")
 
 
-def test_1000_items_survive_five_sigkills_of_whole_workers(private_redis: EmbeddedRedis, effects: Effects) -> None:
+def test_1000_items_survive_five_sigkills_of_whole_workers(
+    private_redis: EmbeddedRedis, effects: Effects
+) -> None:
     slots = 8
     with fault_cluster(private_redis.url, effects, workers=3, concurrency=slots) as cluster:
         run = cluster.fleet().map(tt.effect, tokens("storm", 1000, sleep_s=0.15))
@@ -164,7 +170,9 @@ def test_1000_items_survive_five_sigkills_of_whole_workers(private_redis: Embedd
     _assert_each_once(outcome_events(run), effects, 1000, "storm")
 
 
-def test_a_run_survives_kill_9_of_its_append_only_redis(private_redis: EmbeddedRedis, effects: Effects) -> None:
+def test_a_run_survives_kill_9_of_its_append_only_redis(
+    private_redis: EmbeddedRedis, effects: Effects
+) -> None:
     with fault_cluster(private_redis.url, effects, workers=2, concurrency=4) as cluster:
         run = cluster.fleet().map(tt.effect, tokens("aof", 40, sleep_s=0.5))
         wait_until(lambda: len(effects.executions()) >= 10, 30, "a quarter of the run to start")
