@@ -74,7 +74,7 @@ def fan_in_latencies(cluster: LocalCluster, chords: int, width: int) -> list[flo
         run = fleet.map(
             "agentfleet.simulated_agent",
             [{"item": i, "latency_s": 0.0} for i in range(width)],
-            aggregate="agentfleet.orchestration.merge:concat",
+            aggregate="agentfleet.merge:concat",
         )
         run.result(timeout_s=60)
         record = fleet.store.get_run(run.id)
