@@ -27,7 +27,7 @@ from celery import group
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from agentfleet.celery_app import make_app  # noqa: E402
+from agentfleet.celery_config import make_app  # noqa: E402
 from agentfleet.local import LocalCluster  # noqa: E402
 
 

@@ -12,7 +12,7 @@ import pytest
 from celery.schedules import crontab
 
 from agentfleet.autoscale import FleetAutoscaler
-from agentfleet.celery_app import RUN_SCHEDULE_TASK, beat_schedule, celery_config
+from agentfleet.celery_config import RUN_SCHEDULE_TASK, beat_schedule, celery_config
 from agentfleet.cli.flower_cmd import flower_launch, is_loopback
 from agentfleet.cli.worker_cmd import resolve_queues
 from agentfleet.config import load_settings

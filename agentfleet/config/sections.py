@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic import model_validator as _model_validator
 from pydantic_settings import NoDecode
 
+from agentfleet.config.cron import cron_schedule
 from agentfleet.redaction import DEFAULT_SECRET_KEYS
 
 __all__ = [
@@ -164,16 +165,8 @@ class DLQSettings(_Section):
     @field_validator("digest_cron")
     @classmethod
     def _cron_shape(cls, value: str) -> str:
-        from celery.schedules import crontab
-
-        fields = value.split()
-        if len(fields) != 5:
-            raise ValueError("must be a cron expression of 5 fields: minute hour day month weekday")
-        try:
-            crontab(*fields[:2], day_of_month=fields[2], month_of_year=fields[3], day_of_week=fields[4])
-        except (ValueError, TypeError) as exc:
-            raise ValueError(f"is not a valid cron expression ({exc})") from None
-        return value
+        cron_schedule(value)
+        return " ".join(value.split())
 
     @field_validator("webhook_url")
     @classmethod
@@ -316,18 +309,8 @@ class ScheduleSpec(FanoutSpec):
     def _cron_shape(cls, value: str | None) -> str | None:
         if value is None:
             return None
-        fields = value.split()
-        if len(fields) != 5:
-            raise ValueError(
-                "must have five fields (minute hour day-of-month month day-of-week), e.g. '0 6 * * *'"
-            )
-        from celery.schedules import crontab
-
-        try:
-            crontab.from_string(" ".join(fields))
-        except (ValueError, TypeError) as exc:
-            raise ValueError(f"is not a cron expression celery accepts: {exc}") from None
-        return " ".join(fields)
+        cron_schedule(value)
+        return " ".join(value.split())
 
     @_model_validator(mode="after")
     def _one_trigger(self) -> ScheduleSpec:

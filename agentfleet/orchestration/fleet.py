@@ -11,7 +11,7 @@ from typing import Any
 from celery import chain, chord, group
 from celery.canvas import Signature
 
-from agentfleet.celery_app import make_app
+from agentfleet.celery_config import make_app
 from agentfleet.config import Settings, get_settings
 from agentfleet.errors import DispatchError
 from agentfleet.idempotency import canonical_json, default_item_key
