@@ -26,13 +26,11 @@ from agentfleet.config import Settings
 from agentfleet.dlq.filters import DLQFilter
 from agentfleet.dlq.fingerprint import normalise_message
 from agentfleet.dlq.model import DeadLetter
-from agentfleet.dlq.stats import DLQStats, FingerprintCount
+from agentfleet.dlq.stats import NO_DOWNSTREAM, DLQStats, FingerprintCount, stats_of_entries
 from agentfleet.lua import ScriptSet
 from agentfleet.redis_client import connect
 
 __all__ = ["DLQ_LUA", "NO_DOWNSTREAM", "DLQStore"]
-
-NO_DOWNSTREAM = "-"
 
 DLQ_LUA = ScriptSet("agentfleet.dlq", "scripts", libraries=("indexes",))
 _PAGE = 500
@@ -153,11 +151,17 @@ class DLQStore:
             return [e.id for e in self.scan(flt)]
         return self._stream_ids(since=flt.since, newest_first=False, limit=None)
 
-    def stats(self, *, window_s: float, top: int = 10, now: float | None = None) -> DLQStats:
+    def stats(
+        self, *, window_s: float, top: int = 10, now: float | None = None, flt: DLQFilter | None = None
+    ) -> DLQStats:
         """Depth, counts by category and downstream, the ``top`` fingerprints, the oldest
         entry's age, and what was dead-lettered per downstream in the last ``window_s`` seconds.
+
+        Of the whole queue (from the counters), or of the entries matching ``flt``.
         """
         now = time.time() if now is None else now
+        if flt is not None and not flt.empty:
+            return stats_of_entries(list(self.scan(flt)), window_s=window_s, top=top, now=now)
         pipe = self.client.pipeline(transaction=False)
         pipe.xlen(self.stream_key)
         pipe.hgetall(f"{self.prefix}:n:category")

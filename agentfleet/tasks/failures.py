@@ -10,7 +10,14 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from agentfleet.config import Settings
-from agentfleet.dlq import AttemptRecord, DeadLetter, DLQStore, PreviousStage, dead_letter_id, fingerprint
+from agentfleet.dlq import (
+    AttemptRecord,
+    DeadLetter,
+    DLQStore,
+    PreviousStage,
+    dead_letter_id,
+    error_fingerprint,
+)
 from agentfleet.errors import AgentfleetError
 from agentfleet.models import TaskOutcome
 from agentfleet.redaction import Redactor
@@ -74,7 +81,7 @@ def build_dead_letter(
         error_type=type(error).__name__,
         error=message,
         category=error.category,
-        fingerprint=fingerprint(type(error).__name__, message),
+        fingerprint=error_fingerprint(type(error).__name__, message),
         status_code=error.status_code,
         downstream=downstream,
         attempts=attempts,
