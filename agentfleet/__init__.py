@@ -54,7 +54,7 @@ _EXPORTS = {
     "PoisonMessage": "agentfleet.errors",
     "UnexpectedError": "agentfleet.errors",
     "Limiter": "agentfleet.ratelimit",
-    "MockMessagesServer": "agentfleet.llm.mock_server",
+    "MockMessagesServer": "agentfleet.mock_llm",
     "TaskTimeLimit": "agentfleet.errors",
     "DeadLetterNotFound": "agentfleet.errors",
 }
@@ -140,8 +140,8 @@ if TYPE_CHECKING:
         TaskTimeout,
         UnexpectedError,
     )
-    from agentfleet.llm.mock_server import MockMessagesServer
     from agentfleet.local import LocalCluster
+    from agentfleet.mock_llm import MockMessagesServer
     from agentfleet.models import RunSummary, TaskOutcome
     from agentfleet.orchestration.dead_letters import DeadLetterQueue, RequeueResult
     from agentfleet.orchestration.fleet import Fleet

@@ -14,7 +14,7 @@ from agentfleet.errors import (
     BadRequest,
 )
 from agentfleet.llm.errors import map_anthropic_error
-from agentfleet.llm.mock_server import MockMessagesServer
+from agentfleet.mock_llm import MockMessagesServer
 
 
 @pytest.fixture

@@ -31,8 +31,8 @@ from agentfleet.errors import (
     TaskTimeout,
 )
 from agentfleet.llm.errors import map_anthropic_error
-from agentfleet.llm.mock_server import MockMessagesServer, serve
 from agentfleet.llm.pricing import cost_usd
+from agentfleet.mock_llm.server import MockMessagesServer, serve
 
 
 @pytest.fixture

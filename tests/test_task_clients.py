@@ -11,7 +11,7 @@ import redis
 
 from agentfleet.config import load_settings, reset_settings
 from agentfleet.errors import ConfigError
-from agentfleet.llm.mock_server import MockMessagesServer
+from agentfleet.mock_llm import MockMessagesServer
 from agentfleet.tasks import clients, shared
 from agentfleet.tasks.context import TaskContext
 from agentfleet.tools.audit import AuditLog
