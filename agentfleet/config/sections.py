@@ -205,16 +205,20 @@ def _default_prices() -> dict[str, ModelPrice]:
 
 
 class LLMSettings(_Section):
-    """The Anthropic client. With no ``api_key`` (nor ``ANTHROPIC_API_KEY``) the mock is used."""
+    """The LLM clients. ``base_url``: the Messages API ``ctx.anthropic`` calls (with no
+    ``api_key`` nor ``ANTHROPIC_API_KEY``, it must be set: the mock, say). ``openai_base_url``:
+    an OpenAI-compatible server whose chat completions are limited, accounted and priced like
+    ``api.openai.com``'s (``openai:<model>``)."""
 
     base_url: str | None = None
+    openai_base_url: str | None = None
     api_key: SecretStr | None = None
     default_model: str = "claude-haiku-4-5"
     timeout_s: float = Field(default=60.0, gt=0)
     connect_timeout_s: float = Field(default=5.0, gt=0)
     prices: dict[str, ModelPrice] = Field(default_factory=_default_prices)
 
-    @field_validator("api_key", "base_url", mode="before")
+    @field_validator("api_key", "base_url", "openai_base_url", mode="before")
     @classmethod
     def _empty_is_unset(cls, value: Any) -> Any:
         # docker compose passes an unset ${VAR:-} as an empty string.

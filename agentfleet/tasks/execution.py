@@ -43,7 +43,7 @@ from agentfleet.errors import (
     classify,
 )
 from agentfleet.idempotency import stage_key
-from agentfleet.llm.errors import is_anthropic_error, map_anthropic_error
+from agentfleet.llm.vendors import map_vendor_error, vendors_for
 from agentfleet.models import TaskOutcome
 from agentfleet.redaction import Redactor
 from agentfleet.tasks import clients, failures
@@ -329,10 +329,12 @@ class _Delivery:
                 downstream=ctx.last_downstream,
             )
         own_types = (*self.task.retry_on, *self.task.fail_on)
-        if is_anthropic_error(exc) and not (own_types and isinstance(exc, own_types)):
-            # Only the SDK's error body tells a spend limit from a rate limit, and an error
+        if not (own_types and isinstance(exc, own_types)):
+            # Only the vendor's error body tells a spend limit from a rate limit, and an error
             # event inside a 200 stream carries its real status in its type.
-            return map_anthropic_error(exc)
+            mapped = map_vendor_error(exc, vendors_for(self.settings))
+            if mapped is not None:
+                return mapped
         return classify(
             exc,
             retryable=self.task.retry_on,
