@@ -36,7 +36,7 @@ from agentfleet.tools.vault import CredentialVault, placeholder
 if TYPE_CHECKING:
     import anthropic
 
-    from agentfleet.tasks.context import TaskContext
+    from agentfleet.tasks.execution_state import ExecutionState
 
 __all__ = ["ANTHROPIC_CREDENTIAL", "anthropic_client", "http_client", "llm_endpoint", "pool_slot"]
 
@@ -90,9 +90,9 @@ def _vault(settings: Settings, *, llm_host: str | None, key_env: str | None) -> 
     return CredentialVault(specs, audit=_audit(settings), environ=environ)
 
 
-def _hooks(ctx: TaskContext, settings: Settings, vendors: Sequence[VendorAdapter]) -> FleetHooks:
+def _hooks(state: ExecutionState, settings: Settings, vendors: Sequence[VendorAdapter]) -> FleetHooks:
     def on_call(info: CallInfo) -> None:
-        ctx.note_downstream(info.downstream)
+        state.note_downstream(info.downstream)
 
     run_cap = settings.budgets.run_usd
     runs = run_store(settings) if run_cap else None
@@ -101,24 +101,24 @@ def _hooks(ctx: TaskContext, settings: Settings, vendors: Sequence[VendorAdapter
         assert info.model is not None
         # The vendor is one of ``vendors``: the transport only knows it by its protocol.
         spent = cast(VendorAdapter, info.vendor).cost_usd(info.model, usage, settings.llm.prices)
-        ctx.add_usage(cost_usd=spent, input_tokens=usage.total_input, output_tokens=usage.output_tokens)
+        state.add_usage(cost_usd=spent, input_tokens=usage.total_input, output_tokens=usage.output_tokens)
         if runs is not None:
-            runs.add_spend(ctx.run_id, spent)
+            runs.add_spend(state.run_id, spent)
 
     def gate() -> None:
-        ctx.check_budget()
+        state.check_budget()
         if runs is not None and run_cap is not None:
-            spent = runs.spent(ctx.run_id)
+            spent = runs.spent(state.run_id)
             if spent >= run_cap:
                 # The whole run is over budget: items that have not started will not run.
-                runs.fail_fast(ctx.run_id)
+                runs.fail_fast(state.run_id)
                 raise BudgetExceeded(
                     f"the run spent ${spent:.4f} of its ${run_cap:.4f} budget (budgets.run_usd)"
                 )
 
     return FleetHooks(
         limiter=limiter(settings),
-        breaker=ctx.breaker,
+        breaker=state.breaker,
         gate=gate,
         on_call=on_call,
         on_usage=on_usage,
@@ -155,13 +155,13 @@ def _rate_limit_raiser(vendors: Sequence[VendorAdapter]) -> Any:
     return raise_for_rate_limit
 
 
-def http_client(ctx: TaskContext) -> httpx.Client:
+def http_client(state: ExecutionState) -> httpx.Client:
     """An ``httpx.Client`` for one execution, on the fleet transport and the guard."""
     settings = get_settings()
     vault = _vault(settings, llm_host=None, key_env=None)
-    guard = guard_transport(httpx, settings=settings.fetch, vault=vault, task_id=ctx.task_id)
+    guard = guard_transport(httpx, settings=settings.fetch, vault=vault, task_id=state.task_id)
     vendors = vendors_for(settings)
-    transport = fleet_transport(httpx, guard, _hooks(ctx, settings, vendors))
+    transport = fleet_transport(httpx, guard, _hooks(state, settings, vendors))
     return httpx.Client(
         transport=transport,
         timeout=httpx.Timeout(settings.fetch.timeout_s, connect=settings.llm.connect_timeout_s),
@@ -171,7 +171,7 @@ def http_client(ctx: TaskContext) -> httpx.Client:
     )
 
 
-def anthropic_client(ctx: TaskContext) -> anthropic.Anthropic:
+def anthropic_client(state: ExecutionState) -> anthropic.Anthropic:
     """An ``anthropic.Anthropic`` for one execution: ``max_retries=0``, on the fleet transport."""
     import anthropic
     import httpx2
@@ -184,8 +184,8 @@ def anthropic_client(ctx: TaskContext) -> anthropic.Anthropic:
     fetch = settings.fetch.model_copy(
         update={"allow_private_hosts": [*settings.fetch.allow_private_hosts, host]}
     )
-    guard = guard_transport(httpx2, settings=fetch, vault=vault, task_id=ctx.task_id)
-    transport = fleet_transport(httpx2, guard, _hooks(ctx, settings, vendors_for(settings)))
+    guard = guard_transport(httpx2, settings=fetch, vault=vault, task_id=state.task_id)
+    transport = fleet_transport(httpx2, guard, _hooks(state, settings, vendors_for(settings)))
     timeout = httpx2.Timeout(settings.llm.timeout_s, connect=settings.llm.connect_timeout_s)
     http = httpx2.Client(transport=transport, timeout=timeout, trust_env=False)
     uses_credential = key_env is not None or ANTHROPIC_CREDENTIAL in settings.credentials

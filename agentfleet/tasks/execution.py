@@ -49,6 +49,7 @@ from agentfleet.redaction import Redactor
 from agentfleet.tasks import clients, failures
 from agentfleet.tasks.circuit_guard import CircuitGuard
 from agentfleet.tasks.context import TaskContext
+from agentfleet.tasks.execution_state import new_context
 from agentfleet.tasks.meta import META_KWARG, ItemMeta
 from agentfleet.tasks.retry_policy import backoff_s, cap_countdown, deferral_s
 from agentfleet.tasks.shared import circuit_breaker, run_store
@@ -302,14 +303,14 @@ class _Delivery:
             logging.getLogger(f"agentfleet.tasks.{self.task.name}"),
             {"task_id": self.task_id, "run_id": self.meta.run, "item_key": self.meta.item},
         )
-        return TaskContext(
+        return new_context(
             task_id=self.task_id,
             run_id=self.meta.run,
             item_key=self.meta.item,
             idempotency_key=self.meta.key,
             attempt=self.meta.attempt,
-            workdir_root=self.settings.workdir_root,
             log=logger,
+            workdir_root=self.settings.workdir_root,
             task_name=self.task.name,
             downstream=self.task.downstream,
             index=self.meta.idx,
@@ -317,8 +318,8 @@ class _Delivery:
             budget_tokens=budget.tokens if budget.tokens is not None else caps.task_tokens,
             budget_wall_s=budget.wall_s if budget.wall_s is not None else caps.task_wall_s,
             breaker=guard.for_transport(),
-            _http_factory=clients.http_client,
-            _anthropic_factory=clients.anthropic_client,
+            http_factory=clients.http_client,
+            anthropic_factory=clients.anthropic_client,
         )
 
     def _classify(self, exc: Exception, ctx: TaskContext) -> AgentfleetError:
