@@ -60,7 +60,7 @@ _EXPORTS = {
 }
 
 # Public modules reached as attributes of the package (``agentfleet.merge.concat``).
-_SUBMODULES = frozenset({"merge"})
+_SUBMODULES = frozenset({"merge", "testing"})
 
 __all__ = [
     "AgentResult",

@@ -12,6 +12,7 @@ The limiter, circuit breaker, vault and audit log are made once per worker proce
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, cast
@@ -38,7 +39,15 @@ if TYPE_CHECKING:
 
     from agentfleet.tasks.execution_state import ExecutionState
 
-__all__ = ["ANTHROPIC_CREDENTIAL", "anthropic_client", "http_client", "llm_endpoint", "pool_slot"]
+__all__ = [
+    "ANTHROPIC_CREDENTIAL",
+    "accounting_hooks",
+    "anthropic_client",
+    "http_client",
+    "llm_endpoint",
+    "pool_slot",
+    "rate_limit_raiser",
+]
 
 T = TypeVar("T")
 
@@ -90,36 +99,23 @@ def _vault(settings: Settings, *, llm_host: str | None, key_env: str | None) -> 
     return CredentialVault(specs, audit=_audit(settings), environ=environ)
 
 
-def _hooks(state: ExecutionState, settings: Settings, vendors: Sequence[VendorAdapter]) -> FleetHooks:
+def accounting_hooks(
+    state: ExecutionState, settings: Settings, vendors: Sequence[VendorAdapter]
+) -> FleetHooks:
+    """What every execution's transport does, Redis or not: note each downstream, read LLM
+    usage with its vendor's adapter, price it, and check the execution's budgets first."""
+
     def on_call(info: CallInfo) -> None:
         state.note_downstream(info.downstream)
-
-    run_cap = settings.budgets.run_usd
-    runs = run_store(settings) if run_cap else None
 
     def on_usage(info: CallInfo, usage: TokenUsage) -> None:
         assert info.model is not None
         # The vendor is one of ``vendors``: the transport only knows it by its protocol.
         spent = cast(VendorAdapter, info.vendor).cost_usd(info.model, usage, settings.llm.prices)
         state.add_usage(cost_usd=spent, input_tokens=usage.total_input, output_tokens=usage.output_tokens)
-        if runs is not None:
-            runs.add_spend(state.run_id, spent)
-
-    def gate() -> None:
-        state.check_budget()
-        if runs is not None and run_cap is not None:
-            spent = runs.spent(state.run_id)
-            if spent >= run_cap:
-                # The whole run is over budget: items that have not started will not run.
-                runs.fail_fast(state.run_id)
-                raise BudgetExceeded(
-                    f"the run spent ${spent:.4f} of its ${run_cap:.4f} budget (budgets.run_usd)"
-                )
 
     return FleetHooks(
-        limiter=limiter(settings),
-        breaker=state.breaker,
-        gate=gate,
+        gate=state.check_budget,
         on_call=on_call,
         on_usage=on_usage,
         vendors=vendors,
@@ -127,7 +123,35 @@ def _hooks(state: ExecutionState, settings: Settings, vendors: Sequence[VendorAd
     )
 
 
-def _rate_limit_raiser(vendors: Sequence[VendorAdapter]) -> Any:
+def _hooks(state: ExecutionState, settings: Settings, vendors: Sequence[VendorAdapter]) -> FleetHooks:
+    """``accounting_hooks`` plus the cluster: limiter, circuit breaker and the run's budget."""
+    hooks = accounting_hooks(state, settings, vendors)
+    run_cap = settings.budgets.run_usd
+    if not run_cap:
+        return dataclasses.replace(hooks, limiter=limiter(settings), breaker=state.breaker)
+    runs = run_store(settings)
+    price = hooks.on_usage
+    assert price is not None
+
+    def on_usage(info: CallInfo, usage: TokenUsage) -> None:
+        before = state.cost_usd
+        price(info, usage)
+        runs.add_spend(state.run_id, state.cost_usd - before)
+
+    def gate() -> None:
+        state.check_budget()
+        spent = runs.spent(state.run_id)
+        if spent >= run_cap:
+            # The whole run is over budget: items that have not started will not run.
+            runs.fail_fast(state.run_id)
+            raise BudgetExceeded(f"the run spent ${spent:.4f} of its ${run_cap:.4f} budget (budgets.run_usd)")
+
+    return dataclasses.replace(
+        hooks, limiter=limiter(settings), breaker=state.breaker, gate=gate, on_usage=on_usage
+    )
+
+
+def rate_limit_raiser(vendors: Sequence[VendorAdapter]) -> Any:
     """The response hook of ``ctx.http``: a 429 or 529 raises at once (the fleet owns retries),
     mapped by the call's vendor when it is an LLM call (a spend limit is then permanent)."""
 
@@ -167,7 +191,7 @@ def http_client(state: ExecutionState) -> httpx.Client:
         timeout=httpx.Timeout(settings.fetch.timeout_s, connect=settings.llm.connect_timeout_s),
         follow_redirects=False,
         trust_env=False,
-        event_hooks={"response": [_rate_limit_raiser(vendors)]},
+        event_hooks={"response": [rate_limit_raiser(vendors)]},
     )
 
 

@@ -40,10 +40,8 @@ from agentfleet.errors import (
     PoisonMessage,
     RetryableError,
     TaskTimeLimit,
-    classify,
 )
 from agentfleet.idempotency import stage_key
-from agentfleet.llm.vendors import map_vendor_error, vendors_for
 from agentfleet.models import TaskOutcome
 from agentfleet.redaction import Redactor
 from agentfleet.tasks import clients, failures
@@ -329,19 +327,7 @@ class _Delivery:
                 f"the soft time limit of {self.task.soft_time_limit} s ran out{where}",
                 downstream=ctx.last_downstream,
             )
-        own_types = (*self.task.retry_on, *self.task.fail_on)
-        if not (own_types and isinstance(exc, own_types)):
-            # Only the vendor's error body tells a spend limit from a rate limit, and an error
-            # event inside a 200 stream carries its real status in its type.
-            mapped = map_vendor_error(exc, vendors_for(self.settings))
-            if mapped is not None:
-                return mapped
-        return classify(
-            exc,
-            retryable=self.task.retry_on,
-            permanent=self.task.fail_on,
-            unknown_is_retryable=self.settings.retry.unknown_is_retryable,
-        )
+        return failures.classify_failure(self.task, exc, self.settings)
 
     def _execute(self, values: dict[str, Any], attempts: int) -> dict[str, Any]:
         guard = CircuitGuard(circuit_breaker(self.settings), self.task.downstream)

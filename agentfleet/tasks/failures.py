@@ -18,7 +18,8 @@ from agentfleet.dlq import (
     dead_letter_id,
     error_fingerprint,
 )
-from agentfleet.errors import AgentfleetError
+from agentfleet.errors import AgentfleetError, classify
+from agentfleet.llm.vendors import map_vendor_error, vendors_for
 from agentfleet.models import TaskOutcome
 from agentfleet.redaction import Redactor
 from agentfleet.tasks.meta import ItemMeta
@@ -26,9 +27,29 @@ from agentfleet.tasks.meta import ItemMeta
 if TYPE_CHECKING:
     from agentfleet.tasks.base import FleetTask
 
-__all__ = ["build_dead_letter", "on_final_failure"]
+__all__ = ["build_dead_letter", "classify_failure", "on_final_failure"]
 
 log = logging.getLogger("agentfleet.failures")
+
+
+def classify_failure(task: FleetTask, exc: BaseException, settings: Settings) -> AgentfleetError:
+    """The fleet error an exception from ``task``'s body stands for.
+
+    The task's own ``retry_on`` / ``fail_on`` types come first; then a vendor's error (only its
+    body tells a spend limit from a rate limit, and an error event inside a 200 stream carries
+    its real status in its type); then the tree's ``classify``.
+    """
+    own_types = (*task.retry_on, *task.fail_on)
+    if not (own_types and isinstance(exc, own_types)):
+        mapped = map_vendor_error(exc, vendors_for(settings))
+        if mapped is not None:
+            return mapped
+    return classify(
+        exc,
+        retryable=task.retry_on,
+        permanent=task.fail_on,
+        unknown_is_retryable=settings.retry.unknown_is_retryable,
+    )
 
 
 def _worker_name(task: FleetTask) -> str:
