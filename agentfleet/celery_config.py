@@ -141,7 +141,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
             "agentfleet.maintenance.*": {"queue": queues.maintenance},
         },
         "worker_max_tasks_per_child": settings.worker.max_tasks_per_child,
-        "worker_autoscaler": "agentfleet.autoscale:FleetAutoscaler",
+        "worker_autoscaler": "agentfleet.tasks.autoscale:FleetAutoscaler",
         "agentfleet_autoscale_keepalive_s": settings.worker.autoscale_keepalive_s,
         "worker_hijack_root_logger": False,
         "enable_utc": True,
