@@ -80,7 +80,8 @@ def maybe_fail_slowly(ctx: TaskContext, n: int, fail: bool = False, sleep_s: flo
 def use_workdir(ctx: TaskContext, write: bool) -> dict[str, Any]:
     """Writes a file in the scratch directory when asked; reports whether one was made."""
     if not write:
-        return {"made": ctx.workdir_path is not None}
+        # Internal state on purpose: reading ``ctx.workdir`` would make the directory.
+        return {"made": ctx._execution.workdir_path is not None}
     (ctx.workdir / "note.txt").write_text("scratch")
     path = ctx.workdir
     return {"made": path.is_dir(), "path": str(path)}

@@ -13,26 +13,27 @@ import pytest
 from fault_support import Effects, fault_cluster, outcome_events, tokens, wait_until
 from sentinel_support import MASTER_NAME, sentinel_group
 
-from agentfleet.celery_app import celery_config
+from agentfleet.celery_config import celery_config
 from agentfleet.config import load_settings
-
-pytestmark = pytest.mark.slow
 
 # A password with characters that must be percent-encoded in a URL (the group's URL is).
 PASSWORD = "s3cret/pa+ss=word"
 
 
+@pytest.mark.slow
 def test_a_run_finishes_through_a_sentinel_failover(tmp_path: Path) -> None:
     effects = Effects(tmp_path / "effects")
-    with sentinel_group(PASSWORD) as group:
-        with fault_cluster(group.url, effects, workers=2, concurrency=4, sentinel_master=MASTER_NAME) as cluster:
-            run = cluster.fleet().map(tt.effect, tokens("ha", 30, sleep_s=1.0))
-            wait_until(lambda: len(effects.executions()) >= 8, 30, "the run to get going")
-            old = group.master_port()
-            group.master.kill()
-            assert group.wait_failover(old) != old
-            summary = run.wait(timeout_s=180)
-            counts = outcome_events(run)
+    with (
+        sentinel_group(PASSWORD) as group,
+        fault_cluster(group.url, effects, workers=2, concurrency=4, sentinel_master=MASTER_NAME) as cluster,
+    ):
+        run = cluster.fleet().map(tt.effect, tokens("ha", 30, sleep_s=1.0))
+        wait_until(lambda: len(effects.executions()) >= 8, 30, "the run to get going")
+        old = group.master_port()
+        group.master.kill()
+        assert group.wait_failover(old) != old
+        summary = run.wait(timeout_s=180)
+        counts = outcome_events(run)
     assert (summary.succeeded, summary.timed_out) == (30, 0)
     assert sorted(counts) == list(range(30)) and set(counts.values()) == {1}
     assert set(effects.applied().values()) == {1}

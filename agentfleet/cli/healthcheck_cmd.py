@@ -49,7 +49,7 @@ def worker(
     """The worker NODE answers a ping."""
     from kombu.exceptions import OperationalError
 
-    from agentfleet.celery_app import make_app
+    from agentfleet.celery_config import make_app
 
     name = node.replace("%h", socket.gethostname())
     app = make_app(get_settings())
@@ -68,7 +68,7 @@ def worker(
 @healthcheck_app.command("beat")
 def beat() -> None:
     """A beat holds the schedule lock (it renews it on every wake)."""
-    from agentfleet.celery_app import redbeat_key_prefix
+    from agentfleet.celery_config import redbeat_key_prefix
 
     settings = get_settings()
     ttl_ms = int(connect(settings.redis_target()).pttl(redbeat_key_prefix(settings) + ":lock"))

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 from celery.canvas import Signature
 
-from agentfleet.celery_app import make_app
+from agentfleet.celery_config import make_app
 from agentfleet.config import Settings, get_settings
 from agentfleet.errors import BrokerUnavailable, DispatchError
 from agentfleet.idempotency import canonical_json, default_item_key
@@ -21,6 +21,7 @@ from agentfleet.orchestration.dead_letters import DeadLetterQueue
 from agentfleet.orchestration.run import Run
 from agentfleet.outages import patient, ride_out
 from agentfleet.redis_client import connect
+from agentfleet.references import callable_path
 from agentfleet.runs import RunStore
 from agentfleet.tasks.meta import META_KWARG, ItemMeta
 from agentfleet.tasks.redispatch import aggregate_signature, item_signature
@@ -44,16 +45,11 @@ def _task_name(task: TaskRef) -> str:
 
 
 def _callable_path(fn: Callable[..., Any] | str) -> str:
-    if isinstance(fn, str):
-        return fn
-    module = getattr(fn, "__module__", None)
-    qualname = getattr(fn, "__qualname__", "")
-    if not module or module == "__main__" or "<" in qualname:
-        raise DispatchError(
-            f"aggregate {fn!r} must be a module-level function in an importable module "
-            "(workers import it by name)"
-        )
-    return f"{module}:{qualname}"
+    """The aggregate's ``module:qualname``, imported here so a wrong one fails before any item runs."""
+    try:
+        return callable_path(fn)
+    except DispatchError as exc:
+        raise DispatchError(f"aggregate {exc}") from None
 
 
 def _inputs(inputs: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:

@@ -46,12 +46,14 @@ from typing import Any, Literal
 import redis
 
 from agentfleet.config import Settings
+from agentfleet.lua import ScriptSet
 from agentfleet.models import RunSummary, TaskOutcome
 from agentfleet.redis_client import connect
-from agentfleet.runs.scripts import RunScripts
 from agentfleet.runs.summary import CompletionStats, summary_from_record
 
-__all__ = ["BeginState", "FinishState", "RunStore"]
+__all__ = ["RUNS_LUA", "BeginState", "FinishState", "RunStore"]
+
+RUNS_LUA = ScriptSet("agentfleet.runs", "scripts")
 
 log = logging.getLogger("agentfleet.runs")
 
@@ -100,7 +102,7 @@ class RunStore:
         self.client: Any = client
         self.prefix = prefix
         self.ttl_s = ttl_s
-        self._scripts = RunScripts.register(client)
+        self._scripts = RUNS_LUA.register(client, "begin", "finish", "reopen", "release", "renew")
 
     @classmethod
     def from_settings(cls, settings: Settings, client: redis.Redis | None = None) -> RunStore:
@@ -299,7 +301,7 @@ class RunStore:
     ) -> BeginState:
         """Start a delivery: read run status and any stored outcome; claim the item for
         ``claim_ttl_s`` seconds under ``token``; count the delivery (one round trip)."""
-        status, stored, deliveries, verdict, left_ms = self._scripts.begin(
+        status, stored, deliveries, verdict, left_ms = self._scripts["begin"](
             keys=[
                 self.run_key(run_id),
                 self.outcome_key(key),
@@ -329,7 +331,7 @@ class RunStore:
         else:
             kind = "failed"
         now = time.time()
-        recorded, done, total, ended, aggregate = self._scripts.finish(
+        recorded, done, total, ended, aggregate = self._scripts["finish"](
             keys=[
                 self.run_key(outcome.run_id),
                 self.run_key(outcome.run_id, "done"),
@@ -366,19 +368,19 @@ class RunStore:
 
     def release_claim(self, key: str, token: str) -> bool:
         """Give up the claim on ``key`` if ``token`` holds it."""
-        return bool(self._scripts.release(keys=[self.claim_key(key)], args=[token, "exact"]))
+        return bool(self._scripts["release"](keys=[self.claim_key(key)], args=[token, "exact"]))
 
     def release_claim_of(self, key: str, owner_prefix: str) -> bool:
         """Give up the claim on ``key`` if a token starting with ``owner_prefix`` holds it (the
         worker's main process releasing the claim of a pool process that died)."""
-        return bool(self._scripts.release(keys=[self.claim_key(key)], args=[owner_prefix, "prefix"]))
+        return bool(self._scripts["release"](keys=[self.claim_key(key)], args=[owner_prefix, "prefix"]))
 
     def renew_claims(self, held: Mapping[str, str], ttl_s: float) -> dict[str, bool]:
         """Extend each claim ``key -> token`` still held; which ones were (True) or were lost."""
         keys = list(held)
         if not keys:
             return {}
-        kept = self._scripts.renew(
+        kept = self._scripts["renew"](
             keys=[self.claim_key(k) for k in keys],
             args=[max(1, int(ttl_s * 1000)), *[held[k] for k in keys]],
         )
@@ -424,7 +426,7 @@ class RunStore:
         next outcome; the run becomes active again.
         """
         return bool(
-            self._scripts.reopen(
+            self._scripts["reopen"](
                 keys=[
                     self.run_key(run_id),
                     self.run_key(run_id, "done"),

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import logging
 import random
 import time
@@ -11,12 +10,13 @@ from typing import Any, Literal
 from agentfleet.celery_app import app
 from agentfleet.config import get_settings
 from agentfleet.errors import DownstreamError, InvalidInput
+from agentfleet.references import resolve_callable
 from agentfleet.tasks import lifecycle  # noqa: F401  (connects worker signals)
 from agentfleet.tasks.context import TaskContext
 from agentfleet.tasks.decorator import fleet_task
 from agentfleet.tasks.shared import run_store
 
-__all__ = ["aggregate", "resolve_callable", "simulated_agent"]
+__all__ = ["aggregate", "simulated_agent"]
 
 log = logging.getLogger("agentfleet.tasks")
 
@@ -56,17 +56,6 @@ def simulated_agent(
     if failure_rate and rng.random() < failure_rate:
         raise DownstreamError("simulated transient failure", status_code=503, downstream="simulated")
     return {"item": item, "slept_s": round(slept, 4), "attempt": ctx.attempt}
-
-
-def resolve_callable(path: str) -> Any:
-    """Import ``module:qualname`` (or ``module.name``) and return the object."""
-    module_name, _, qualname = path.partition(":")
-    if not qualname:
-        module_name, _, qualname = path.rpartition(".")
-    target: Any = importlib.import_module(module_name)
-    for part in qualname.split("."):
-        target = getattr(target, part)
-    return target
 
 
 @app.task(name="agentfleet.aggregate", acks_late=True, reject_on_worker_lost=True)

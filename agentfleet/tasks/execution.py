@@ -47,10 +47,8 @@ from agentfleet.errors import (
     PoisonMessage,
     RetryableError,
     TaskTimeLimit,
-    classify,
 )
 from agentfleet.idempotency import stage_key
-from agentfleet.llm.errors import is_anthropic_error, map_anthropic_error
 from agentfleet.models import TaskOutcome
 from agentfleet.outages import patient, ride_out
 from agentfleet.redaction import Redactor
@@ -59,6 +57,7 @@ from agentfleet.runs.claims import claim_owner_prefix
 from agentfleet.tasks import clients, failures
 from agentfleet.tasks.circuit_guard import CircuitGuard
 from agentfleet.tasks.context import TaskContext
+from agentfleet.tasks.execution_state import new_context
 from agentfleet.tasks.item import (
     cancelled_outcome,
     jsonable,
@@ -319,14 +318,14 @@ class _Delivery:
             logging.getLogger(f"agentfleet.tasks.{self.task.name}"),
             {"task_id": self.task_id, "run_id": self.meta.run, "item_key": self.meta.item},
         )
-        return TaskContext(
+        return new_context(
             task_id=self.task_id,
             run_id=self.meta.run,
             item_key=self.meta.item,
             idempotency_key=self.meta.key,
             attempt=self.meta.attempt,
-            workdir_root=self.settings.workdir_root,
             log=logger,
+            workdir_root=self.settings.workdir_root,
             task_name=self.task.name,
             downstream=self.task.downstream,
             index=self.meta.idx,
@@ -334,8 +333,8 @@ class _Delivery:
             budget_tokens=budget.tokens if budget.tokens is not None else caps.task_tokens,
             budget_wall_s=budget.wall_s if budget.wall_s is not None else caps.task_wall_s,
             breaker=guard.for_transport(),
-            _http_factory=clients.http_client,
-            _anthropic_factory=clients.anthropic_client,
+            http_factory=clients.http_client,
+            anthropic_factory=clients.anthropic_client,
         )
 
     def _classify(self, exc: Exception, ctx: TaskContext) -> AgentfleetError:
@@ -345,17 +344,7 @@ class _Delivery:
                 f"the soft time limit of {self.task.soft_time_limit} s ran out{where}",
                 downstream=ctx.last_downstream,
             )
-        own_types = (*self.task.retry_on, *self.task.fail_on)
-        if is_anthropic_error(exc) and not (own_types and isinstance(exc, own_types)):
-            # Only the SDK's error body tells a spend limit from a rate limit, and an error
-            # event inside a 200 stream carries its real status in its type.
-            return map_anthropic_error(exc)
-        return classify(
-            exc,
-            retryable=self.task.retry_on,
-            permanent=self.task.fail_on,
-            unknown_is_retryable=self.settings.retry.unknown_is_retryable,
-        )
+        return failures.classify_failure(self.task, exc, self.settings)
 
     def _execute(self, values: dict[str, Any], attempts: int) -> dict[str, Any]:
         guard = CircuitGuard(circuit_breaker(self.settings), self.task.downstream)
