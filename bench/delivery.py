@@ -55,7 +55,7 @@ def _cluster(effects: Path, *, workers: int = 2, concurrency: int = 4, pool: str
         pool="threads",
         env=env,
         loglevel="WARNING",
-        settings=load_settings(**settings),
+        settings=load_settings(),
     )
 
 
