@@ -238,12 +238,14 @@ class FetchSettings(_Section):
 
 
 class BudgetSettings(_Section):
-    """Spending caps. Unset means no cap. Dollars are US dollars."""
+    """Spending caps (unset means no cap), in US dollars; ``ledger_days`` is how many days the
+    spend ledger keeps each day's spend by downstream."""
 
     run_usd: float | None = Field(default=None, gt=0)
     task_usd: float | None = Field(default=None, gt=0)
     task_tokens: int | None = Field(default=None, ge=1)
     task_wall_s: float | None = Field(default=None, gt=0)
+    ledger_days: int = Field(default=35, ge=1)
 
 
 class CredentialSpec(_Section):

@@ -24,7 +24,7 @@ from agentfleet.llm.pricing import cost_usd
 from agentfleet.ratelimit import Permit
 from agentfleet.ratelimit.names import pool_downstream
 from agentfleet.redis_client import connect
-from agentfleet.tasks.shared import limiter, per_process, run_store
+from agentfleet.tasks.shared import limiter, per_process, run_store, spend_ledger
 from agentfleet.tools.audit import AuditLog
 from agentfleet.tools.guard import guard_transport
 from agentfleet.tools.transport import CallInfo, FleetHooks, Usage, fleet_transport
@@ -94,6 +94,7 @@ def _hooks(ctx: TaskContext, settings: Settings, llm_hosts: frozenset[str]) -> F
 
     run_cap = settings.budgets.run_usd
     runs = run_store(settings) if run_cap else None
+    ledger = spend_ledger(settings)
 
     def on_usage(info: CallInfo, usage: Usage) -> None:
         assert info.model is not None
@@ -105,6 +106,7 @@ def _hooks(ctx: TaskContext, settings: Settings, llm_hosts: frozenset[str]) -> F
             + usage.cache_read_input_tokens,
             output_tokens=usage.output_tokens,
         )
+        ledger.record(ctx.run_id, info.downstream, spent)
         if runs is not None:
             runs.add_spend(ctx.run_id, spent)
 
