@@ -371,6 +371,8 @@ class ServiceSettings(_Section):
     ``/health`` says ``stale`` when work is queued and no item has completed for
     ``stale_after_s`` seconds. ``ping_timeout_s`` is how long it waits for workers to answer.
     ``max_inputs`` caps the inputs one ``POST /runs`` may carry, ``max_body_bytes`` its body.
+    The console at ``/console`` signs in with the same token; a session lasts
+    ``console_session_s`` seconds.
     """
 
     host: str = "127.0.0.1"
@@ -380,6 +382,7 @@ class ServiceSettings(_Section):
     ping_timeout_s: float = Field(default=1.0, gt=0)
     max_inputs: int = Field(default=10_000, ge=1)
     max_body_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
+    console_session_s: float = Field(default=8 * 3600.0, ge=60)
 
 
 class FlowerSettings(_Section):
