@@ -11,6 +11,8 @@ Layout under the key prefix ``p``:
                            ``result_ttl_s`` seconds after its last change, like the run
 - ``p:spend:day:{date}``   hash: downstream -> US dollars spent on that UTC day
                            (``2026-01-31``); expires ``budgets.ledger_days`` days after the day
+- ``p:spend:budget:{id}``  string: a budget in US dollars given to that one run when it was
+                           started (over ``budgets.run_usd``); expires with the run
 
 Amounts move only by ``HINCRBYFLOAT``: any number of workers record at once without a
 read-modify-write.
@@ -78,6 +80,22 @@ class SpendLedger:
 
     def day_key(self, day: str) -> str:
         return f"{self.prefix}:day:{day}"
+
+    def budget_key(self, run_id: str) -> str:
+        return f"{self.prefix}:budget:{run_id}"
+
+    def set_budget(self, run_id: str, usd: float) -> None:
+        """Give run ``run_id`` a budget of its own, in US dollars."""
+        self.client.set(self.budget_key(run_id), repr(float(usd)), ex=self.run_ttl_s)
+
+    def standing(self, run_id: str) -> tuple[float, float | None]:
+        """What run ``run_id`` has spent so far and its own budget (None: it has none), in US
+        dollars, in one round trip."""
+        pipe = self.client.pipeline(transaction=False)
+        pipe.hvals(self.run_key(run_id))
+        pipe.get(self.budget_key(run_id))
+        spent, budget = pipe.execute()
+        return sum(float(v) for v in spent), (float(budget) if budget is not None else None)
 
     def record(self, run_id: str, downstream: str, usd: float, *, at: float | None = None) -> None:
         """Add ``usd`` US dollars spent by run ``run_id`` on ``downstream`` at Unix time ``at``."""

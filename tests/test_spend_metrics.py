@@ -137,3 +137,12 @@ def test_head_tag_reads_kombus_delivery_tag_and_tolerates_junk() -> None:
     assert head_tag(None) == ""
     assert head_tag("not json") == ""
     assert head_tag(json.dumps([1, 2])) == ""
+
+
+def test_a_runs_own_budget_stands_beside_what_it_spent() -> None:
+    ledger = SpendLedger(fakeredis.FakeRedis(decode_responses=True), prefix="t")
+    assert ledger.standing("r1") == (0.0, None)
+    ledger.set_budget("r1", 0.5)
+    ledger.record("r1", "anthropic:claude-haiku-4-5", 0.25)
+    ledger.record("r1", "anthropic:claude-sonnet-4-5", 0.125)
+    assert ledger.standing("r1") == (0.375, 0.5)

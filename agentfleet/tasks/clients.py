@@ -92,9 +92,8 @@ def _hooks(ctx: TaskContext, settings: Settings, llm_hosts: frozenset[str]) -> F
     def on_call(info: CallInfo) -> None:
         ctx.note_downstream(info.downstream)
 
-    run_cap = settings.budgets.run_usd
-    runs = run_store(settings) if run_cap else None
     ledger = spend_ledger(settings)
+    runs = run_store(settings) if settings.budgets.run_usd else None
 
     def on_usage(info: CallInfo, usage: Usage) -> None:
         assert info.model is not None
@@ -112,14 +111,13 @@ def _hooks(ctx: TaskContext, settings: Settings, llm_hosts: frozenset[str]) -> F
 
     def gate() -> None:
         ctx.check_budget()
-        if runs is not None and run_cap is not None:
-            spent = runs.spent(ctx.run_id)
-            if spent >= run_cap:
-                # The whole run is over budget: items that have not started will not run.
-                runs.fail_fast(ctx.run_id)
-                raise BudgetExceeded(
-                    f"the run spent ${spent:.4f} of its ${run_cap:.4f} budget (budgets.run_usd)"
-                )
+        spent, own_cap = ledger.standing(ctx.run_id)
+        run_cap = own_cap if own_cap is not None else settings.budgets.run_usd
+        if run_cap is not None and spent >= run_cap:
+            # The whole run is over budget: items that have not started will not run.
+            run_store(settings).fail_fast(ctx.run_id)
+            source = "given when it started" if own_cap is not None else "budgets.run_usd"
+            raise BudgetExceeded(f"the run spent ${spent:.4f} of its ${run_cap:.4f} budget ({source})")
 
     return FleetHooks(
         limiter=limiter(settings),
