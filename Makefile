@@ -16,7 +16,7 @@ demo: $(STAMP)
 	$(BIN)/agentfleet demo
 
 lint: $(STAMP)
-	$(BIN)/ruff check agentfleet tests bench
+	$(BIN)/ruff check agentfleet tests bench examples
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
