@@ -67,7 +67,10 @@ def exported(redis_url: str) -> set[str]:
     )
     store.finish(TaskOutcome(task_id="t-0", run_id="budgeted", item_key="0", ok=True, idempotency_key="k0"))
     CircuitBreaker.from_settings(settings).record_failure("vendor-a.example")
-    with TestClient(create_app(settings)) as client:
+    app = create_app(settings)
+    # No workers here, and a Celery ping in this process would break later tests' forked children.
+    app.state.service.ping_workers = lambda timeout_s: []
+    with TestClient(app) as client:
         text = client.get("/metrics").text
     return {sample.name for family in text_string_to_metric_families(text) for sample in family.samples}
 
