@@ -69,7 +69,7 @@ class SpendLedger:
     @classmethod
     def from_settings(cls, settings: Settings, client: redis.Redis | None = None) -> SpendLedger:
         return cls(
-            client or connect(settings.broker_url),
+            client or connect(settings.redis_target()),
             prefix=settings.key_prefix,
             run_ttl_s=settings.result_ttl_s,
             keep_days=settings.budgets.ledger_days,

@@ -21,10 +21,11 @@ from http_scripted import Reply, ScriptedServer
 
 from agentfleet.config import get_settings, reset_settings
 from agentfleet.errors import BudgetExceeded, Deferred, LoopDetected, RateLimited
-from agentfleet.llm.mock_server import MockMessagesServer
+from agentfleet.mock_llm import MockMessagesServer
 from agentfleet.tasks import clients
 from agentfleet.tasks.agent import Tool, run_agent
 from agentfleet.tasks.context import TaskContext
+from agentfleet.tasks.execution_state import new_context
 from agentfleet.tasks.llm_tasks import BUILTIN_TOOLS
 
 MODEL = "claude-haiku-4-5"
@@ -56,7 +57,7 @@ def make_ctx(
     made: list[TaskContext] = []
 
     def make(**budgets: Any) -> TaskContext:
-        ctx = TaskContext(
+        ctx = new_context(
             task_id=f"task-{len(made)}",
             run_id="run",
             item_key="item",
@@ -64,8 +65,8 @@ def make_ctx(
             attempt=0,
             workdir_path=tmp_path,
             log=logging.LoggerAdapter(logging.getLogger("test.agent"), {}),
-            _http_factory=clients.http_client,
-            _anthropic_factory=clients.anthropic_client,
+            http_factory=clients.http_client,
+            anthropic_factory=clients.anthropic_client,
             **budgets,
         )
         made.append(ctx)

@@ -20,7 +20,7 @@ from ops_support import BIN
 from worker_env import cluster_env
 
 from agentfleet import LocalCluster
-from agentfleet.llm.mock_server import MockMessagesServer
+from agentfleet.mock_llm import MockMessagesServer
 
 pytestmark = pytest.mark.slow
 

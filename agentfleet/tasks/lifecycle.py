@@ -1,4 +1,5 @@
-"""Worker process hooks: fresh Redis pools after fork, and exit when the parent is gone."""
+"""Worker process hooks: fresh Redis pools after fork, the reconciler in the main process,
+and exit when the parent is gone."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import threading
 import time
 from typing import Any
 
-from celery.signals import task_revoked, worker_process_init, worker_ready
+from celery.signals import task_revoked, worker_process_init, worker_ready, worker_shutdown
 
 from agentfleet.redis_client import reset_connections
 
@@ -17,6 +18,7 @@ __all__ = ["PARENT_PID_ENV"]
 
 PARENT_PID_ENV = "AGENTFLEET_PARENT_PID"
 log = logging.getLogger("agentfleet.worker")
+_reconciler_stop: threading.Event | None = None
 
 
 def _warm_imports() -> None:
@@ -61,9 +63,28 @@ def _watch_parent(parent_pid: int, interval_s: float) -> None:
             return
 
 
+def _start_reconciler(node: str) -> None:
+    global _reconciler_stop
+    from agentfleet.celery_app import app
+    from agentfleet.config import get_settings
+    from agentfleet.tasks.reconciler import start_reconciler
+    from agentfleet.tasks.shared import run_store
+
+    settings = get_settings()
+    _reconciler_stop = start_reconciler(settings, app, run_store(settings), node=node)
+
+
+@worker_shutdown.connect
+def _stop_reconciler(**_: Any) -> None:
+    if _reconciler_stop is not None:
+        _reconciler_stop.set()
+
+
 @worker_ready.connect
-def _on_worker_ready(**_: Any) -> None:
+def _on_worker_ready(sender: Any = None, **_: Any) -> None:
     _warm_in_background()
+    # Every worker runs the reconciler; a lock in Redis lets one of them act at a time.
+    _start_reconciler(str(getattr(sender, "hostname", None) or "worker"))
     # LocalCluster sets the variable so a worker never outlives the process that started it.
     raw = os.environ.get(PARENT_PID_ENV)
     if raw and raw.isdigit():

@@ -39,23 +39,23 @@ def per_process(kind: str, settings: Settings, make: Callable[[], T]) -> T:
 
 def run_store(settings: Settings) -> RunStore:
     return per_process(
-        "runs", settings, lambda: RunStore.from_settings(settings, connect(settings.broker_url))
+        "runs", settings, lambda: RunStore.from_settings(settings, connect(settings.redis_target()))
     )
 
 
 def limiter(settings: Settings) -> Limiter:
     return per_process(
-        "limiter", settings, lambda: Limiter.from_settings(settings, connect(settings.broker_url))
+        "limiter", settings, lambda: Limiter.from_settings(settings, connect(settings.redis_target()))
     )
 
 
 def circuit_breaker(settings: Settings) -> CircuitBreaker:
     return per_process(
-        "circuits", settings, lambda: CircuitBreaker.from_settings(settings, connect(settings.broker_url))
+        "circuits", settings, lambda: CircuitBreaker.from_settings(settings, connect(settings.redis_target()))
     )
 
 
 def spend_ledger(settings: Settings) -> SpendLedger:
     return per_process(
-        "spend", settings, lambda: SpendLedger.from_settings(settings, connect(settings.broker_url))
+        "spend", settings, lambda: SpendLedger.from_settings(settings, connect(settings.redis_target()))
     )

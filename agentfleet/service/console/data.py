@@ -15,7 +15,7 @@ from agentfleet.config import FanoutSpec, ScheduleSpec, Settings
 from agentfleet.dlq import DeadLetter, DLQFilter, DLQStats, dead_letter_id
 from agentfleet.models import RunSummary, TaskOutcome
 from agentfleet.orchestration import Fleet
-from agentfleet.orchestration.dead_letters import RequeueResult, make_filter
+from agentfleet.orchestration.dead_letters import RequeueResult
 from agentfleet.ratelimit import FLEET, Limiter, LimitStatus
 from agentfleet.ratelimit.circuit import CircuitBreaker, CircuitStatus
 from agentfleet.spend import DaySpend, SpendLedger
@@ -197,7 +197,7 @@ class ConsoleData:
     def dlq_filter(self, params: dict[str, str]) -> tuple[DLQFilter, str]:
         """The filter a query or form asks for, and its ``since`` text. Raises ``ConfigError``."""
         since = params.get("since", "").strip()
-        flt = make_filter(
+        flt = DLQFilter.of(
             category=params.get("category") or None,
             downstream=params.get("downstream") or None,
             run_id=params.get("run") or None,
