@@ -86,7 +86,7 @@ def webhook_receiver() -> Iterator[tuple[str, queue.Queue[dict[str, Any]]]]:
 def main(argv: list[str] | None = None) -> int:
     from offline import offline_fleet
 
-    from agentfleet.celery_app import scheduled_fanout_entries
+    from agentfleet.celery_config import scheduled_fanout_entries
 
     with webhook_receiver() as (url, received):
         env = {"AGENTFLEET_CONFIG": str(CONFIG), "DIGEST_WEBHOOK_URL": url}
