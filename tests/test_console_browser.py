@@ -143,17 +143,30 @@ def test_an_operator_requeues_a_dead_letter_and_sees_it_succeed(
     assert page.get_by_text("No dead letters match these filters").is_visible()
 
 
-def test_the_console_fits_a_narrow_window(service: str, page: sync_api.Page) -> None:
+UNLABELLED_CONTROLS = """
+[...document.querySelectorAll('input:not([type=hidden]), select, textarea, button')]
+  .filter(el => !(el.labels && el.labels.length) && !el.getAttribute('aria-label') && !el.textContent.trim())
+  .map(el => el.outerHTML)
+"""
+
+
+@pytest.mark.parametrize("path", ["/runs", "/dlq", "/limits", "/schedules", "/spend"])
+def test_each_page_fits_a_phone_and_labels_every_control(
+    service: str, page: sync_api.Page, path: str
+) -> None:
     page.set_viewport_size({"width": 390, "height": 844})
     try:
-        page.goto(f"{service}/console/dlq")
+        page.goto(f"{service}/console{path}?refresh=0")
         if page.url.startswith(f"{service}/console/login"):
             page.get_by_label("Service token").fill(TOKEN)
             page.get_by_role("button", name="Sign in").click()
-        page.wait_for_url(f"{service}/console/dlq")
+        page.wait_for_url(f"{service}/console{path}?refresh=0")
         overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
-        assert overflow <= 0, "the page scrolls sideways; only tables may, inside their own region"
+        assert overflow <= 0, "the page scrolls sideways; only tables may, inside their own box"
         assert page.get_by_role("navigation", name="Console").is_visible()
-        _shot(page, "console-dlq-phone")
+        assert page.get_by_role("main").count() == 1 and page.get_by_role("heading", level=1).count() == 1
+        assert page.evaluate(UNLABELLED_CONTROLS) == [], "a control a screen reader cannot name"
+        if path == "/dlq":
+            _shot(page, "console-dlq-phone")
     finally:
         page.set_viewport_size(LAPTOP)
