@@ -6,7 +6,8 @@ Tools:
   registered fleet task over a list of keyword-input objects; returns the run id at once.
   ``max_in_flight`` caps the run's items executing at once across the cluster;
   ``budget_usd`` stops the run's items once the run has spent that many US dollars (it is
-  recorded as the run is dispatched, so it holds from the first calls' checks on);
+  recorded in the spend ledger right after the run is dispatched: a call whose check came
+  in the moment between the two is not held back, every later one is);
 - ``run_status(run_id)``: the run's summary and its spend by downstream;
 - ``run_results(run_id, failed_only, offset, limit)``: the outcomes (results and errors,
   secrets redacted) and the aggregate;
