@@ -23,6 +23,7 @@ from worker_env import cluster_env
 
 from agentfleet import LocalCluster
 from agentfleet.embedded_redis import free_port
+from agentfleet.mock_llm import MockMessagesServer
 
 pytestmark = pytest.mark.slow
 
@@ -42,9 +43,10 @@ LAPTOP = {"width": 1280, "height": 800}
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[LocalCluster]:
-    env = cluster_env(AGENTFLEET_TASK_MODULES="console_test_tasks")
-    with LocalCluster(workers=1, concurrency=4, env=env) as running:
-        yield running
+    with MockMessagesServer() as mock:
+        env = cluster_env(AGENTFLEET_TASK_MODULES="console_test_tasks", AGENTFLEET_LLM__BASE_URL=mock.url)
+        with LocalCluster(workers=1, concurrency=4, env=env) as running:
+            yield running
 
 
 @pytest.fixture(scope="module")
@@ -98,6 +100,9 @@ def _shot(page: sync_api.Page, name: str) -> None:
 def test_an_operator_requeues_a_dead_letter_and_sees_it_succeed(
     cluster: LocalCluster, service: str, page: sync_api.Page
 ) -> None:
+    texts = ["I love it", "This is awful", "It is fine", "Great work"]
+    llm = cluster.fleet().map("agentfleet.classify_sentiment", [{"text": t} for t in texts], name="sentiment")
+    assert llm.wait(timeout_s=90).succeeded == 4
     gate = os.urandom(4).hex()
     inputs = [{"n": n, "gate": gate} for n in range(6)]
     run = cluster.fleet().map("console_test_tasks.gated", inputs, name="vendor-sync")
@@ -141,6 +146,11 @@ def test_an_operator_requeues_a_dead_letter_and_sees_it_succeed(
     assert (final.succeeded, final.dead_lettered, final.redelivered) == (6, 0, 3)
     page.goto(f"{service}/console/dlq?run={run.id}")
     assert page.get_by_text("No dead letters match these filters").is_visible()
+
+    page.goto(f"{service}/console/spend")
+    by_downstream = page.get_by_role("region", name="By downstream, over these 14 days").inner_text()
+    assert "anthropic:claude-haiku-4-5" in by_downstream and "$0.0" in by_downstream
+    _shot(page, "console-spend")
 
 
 UNLABELLED_CONTROLS = """

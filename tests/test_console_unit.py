@@ -218,7 +218,7 @@ def test_every_page_renders_with_labelled_landmarks(client: TestClient, settings
         assert '<main id="main"' in page.text and 'nav aria-label="Console"' in page.text, path
         assert "<th scope=" in page.text, path
     assert "nightly" in client.get("/console/schedules").text
-    assert "25%" in client.get("/console/spend").text, "a quarter of the run budget"
+    assert "25.0%" in client.get("/console/spend").text, "a quarter of the run budget"
 
 
 def test_a_bad_age_filter_is_one_clear_error(client: TestClient) -> None:
