@@ -158,6 +158,9 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "task_time_limit": settings.task_time_limit_s,
         "task_soft_time_limit": settings.task_soft_time_limit_s,
         "result_expires": settings.celery_result_expires_s,
+        # One result backend (and connection pool) per process: without it Celery keeps one
+        # per thread, and under gevent one per greenlet, which opens a Redis connection per task.
+        "result_backend_thread_safe": True,
         # Inputs stay out of Celery's result keys (the run store has what a run needs), and
         # no STARTED write per task: Flower sees starts through the worker's events.
         "result_extended": False,

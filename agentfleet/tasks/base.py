@@ -31,6 +31,11 @@ class FleetTask(Task):
     counter is not the budget: ``fleet_max_retries`` counts failed executions only, so
     waiting for rate limits never uses up retries. A hard time limit is handled by
     ``FleetRequest`` in the worker's main process: the item is retried or dead-lettered.
+
+    Celery's result backend gets no write for an item that ends normally: its outcome is in
+    the run store, which is what ``Run`` and fan-in read, so the backend's GET, SETEX and
+    PUBLISH per task would buy nothing. A failure (``FAILURE``) or a retry is still stored
+    (``store_errors_even_if_ignored``), so Flower and ``AsyncResult`` still show it.
     """
 
     abstract = True
@@ -39,6 +44,8 @@ class FleetTask(Task):
     reject_on_worker_lost = True
     typing = False
     max_retries = None
+    ignore_result = True
+    store_errors_even_if_ignored = True
 
     fn: Callable[..., Any]
     input_model: type[BaseModel]
