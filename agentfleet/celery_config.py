@@ -28,6 +28,7 @@ __all__ = [
     "DIGEST_ENTRY",
     "RUN_SCHEDULE_TASK",
     "beat_schedule",
+    "broker_transport",
     "celery_config",
     "digest_entries",
     "make_app",
@@ -104,6 +105,17 @@ def _sentinel_options(settings: Settings) -> dict[str, Any]:
     return options
 
 
+def broker_transport(broker_url: str) -> str | None:
+    """kombu's transport for ``broker_url`` with one Redis client object per channel
+    (``agentfleet.redis_transport``), for ``redis://`` and ``sentinel://``; None (kombu picks by
+    the scheme) for ``rediss://`` and ``unix://``, whose TLS and socket handling stay kombu's."""
+    if broker_url.startswith("sentinel://"):
+        return "agentfleet.redis_transport:SentinelTransport"
+    if broker_url.startswith("redis://"):
+        return "agentfleet.redis_transport:RedisTransport"
+    return None
+
+
 def _redbeat_options(settings: Settings) -> dict[str, Any]:
     """Where beat keeps its schedule and lock: the broker's Redis, through Sentinel if it is."""
     common = {"socket_connect_timeout": 5, "socket_keepalive": True, "health_check_interval": 30}
@@ -143,6 +155,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         backend_options.update(_sentinel_options(settings))
     return {
         "broker_url": settings.broker_url,
+        "broker_transport": broker_transport(settings.broker_url),
         "result_backend": settings.backend_url,
         "broker_transport_options": transport_options,
         "result_backend_transport_options": backend_options,

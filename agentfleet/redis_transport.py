@@ -1,0 +1,61 @@
+"""kombu's Redis and Sentinel transports, with one Redis client object per channel.
+
+kombu's Redis channel builds a new ``redis.Redis`` object (on its shared connection pool) for
+every command it sends outside the consumer's own connection: each publish, each
+acknowledgement, each event. redis-py builds a table of some 200 reply callbacks for every
+new client object, so on a busy worker or a large dispatch that construction costs more CPU
+than the command itself. These transports keep one such object per channel and hand it out
+again (a ``redis.Redis`` on a connection pool is safe to share between threads: each command
+takes a connection from the pool for itself).
+
+Nothing else changes: the queues, messages and acknowledgements are kombu's own, so a plain
+Celery worker or client on the same Redis sees the same messages. ``celery_config`` selects
+these classes (``broker_transport``) by the broker URL's scheme.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kombu.transport import redis as kombu_redis
+
+__all__ = ["RedisTransport", "SentinelTransport"]
+
+
+class _SharedClient:
+    """A channel mixin: the synchronous client is built once per connection pool."""
+
+    _shared_client: tuple[Any, Any] | None = None
+
+    def _create_client(self, asynchronous: bool = False) -> Any:
+        # The asynchronous client carries the consumer's own BRPOP connection: kombu builds it
+        # once already, and it must never be shared with commands sent on the side.
+        if asynchronous:
+            return super()._create_client(asynchronous=True)  # type: ignore[misc]
+        pool = self.pool  # type: ignore[attr-defined]
+        cached = self._shared_client
+        if cached is None or cached[0] is not pool:
+            # A new pool (after a reconnect) gets a new client.
+            cached = (pool, super()._create_client(asynchronous=False))  # type: ignore[misc]
+            self._shared_client = cached
+        return cached[1]
+
+
+class RedisChannel(_SharedClient, kombu_redis.Channel):
+    """kombu's Redis channel with a shared client."""
+
+
+class SentinelChannel(_SharedClient, kombu_redis.SentinelChannel):
+    """kombu's Sentinel channel with a shared client."""
+
+
+class RedisTransport(kombu_redis.Transport):
+    """kombu's Redis transport (``redis://``, ``rediss://``, ``unix://``) with shared clients."""
+
+    Channel = RedisChannel
+
+
+class SentinelTransport(kombu_redis.SentinelTransport):
+    """kombu's Sentinel transport (``sentinel://``) with shared clients."""
+
+    Channel = SentinelChannel
