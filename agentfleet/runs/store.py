@@ -1,32 +1,39 @@
 """The run store: run records, one key per item outcome, counters by ``HINCRBY``, claims.
 
-Layout under the key prefix ``p`` (every key expires after ``ttl_s`` seconds unless noted):
+Layout under the key prefix ``p`` (``<id>`` is a run id, ``<key>`` an item's idempotency key;
+the braces are Redis Cluster hash tags, see ``runs/keys.py``). Every key expires after
+``ttl_s`` seconds unless noted:
 
-- ``p:run:{id}``          hash: name, kind, task names, queues, totals, status, times, the
-                          counters, and the aggregate's path and result
-- ``p:run:{id}:items``    hash: item index -> ``[task_id, idempotency key, item key]``
-- ``p:run:{id}:inputs``   hash: item index -> its input, kept until the item has an outcome so
-                          that a lost message can be published again
-- ``p:run:{id}:done``     hash: item index -> 1, the guard that counts each item once
-- ``p:run:{id}:events``   stream: each outcome in completion order, then ``end``; ``reopen``
-                          when a dead-lettered item is requeued (its next outcome follows);
-                          ``aggregate`` once the aggregate is stored
-- ``p:run:{id}:suspect``  hash: item index -> epoch seconds the reconciler first found it with
-                          no outcome, no claim and no message (see ``tasks/reconciler.py``)
-- ``p:runs:active``       set: runs that are running or waiting for their aggregate (no expiry;
-                          the reconciler drops runs that ended or expired)
-- ``p:out:{key}``         an item's stored outcome, under its idempotency key
-- ``p:claim:{key}``       string, the token of the delivery running the item; expires
-                          ``claim_ttl_s`` after its last renewal (see ``runs/claims.py``)
-- ``p:errs:{key}``        list: every failed attempt of an item (type, message, time)
-- ``p:deliv:{task_id}``   deliveries of a task id that have not finished (poison detection)
-- ``p:runs``              sorted set: run ids by creation time
-- ``p:stats``             hash: fleet-wide counters since the first run (items by outcome,
-                          dead letters, cost in US dollars, worker seconds, runs started and
-                          finished) and ``last_done_at``, the epoch seconds of the last item
-                          counted; never expires
-- ``p:stats:done:{s}``    items counted in the epoch second ``s`` (kept 120 s), so the
-                          completions of the last minute are one ``MGET`` of 60 keys
+- ``p:run:{<id>}``          hash: name, kind, task names, queues, totals, status, times, the
+                            counters, and the aggregate's path and result
+- ``p:run:{<id>}:items``    hash: item index -> ``[task_id, idempotency key, item key]``
+- ``p:run:{<id>}:inputs``   hash: item index -> its input, kept until the item has an outcome
+                            so that a lost message can be published again
+- ``p:run:{<id>}:done``     hash: item index -> 1, the guard that counts each item once
+- ``p:run:{<id>}:events``   stream: each outcome in completion order, then ``end``; ``reopen``
+                            when a dead-lettered item is requeued (its next outcome follows);
+                            ``aggregate`` once the aggregate is stored
+- ``p:run:{<id>}:suspect``  hash: item index -> epoch seconds the reconciler first found it
+                            with no outcome, no claim and no message (``tasks/reconciler.py``)
+- ``p:out:{<tag>}...``      an item's stored outcome, under its idempotency key
+- ``p:claim:{<tag>}...``    string, the token of the delivery running the item; expires
+                            ``claim_ttl_s`` after its last renewal (see ``runs/claims.py``)
+- ``p:errs:{<tag>}...``     list: every failed attempt of an item (type, message, time)
+- ``p:deliv:{<tag>}...:<task id>``  deliveries of a task id that have not finished (poison
+                            detection); expires four visibility timeouts after the first
+- ``p:runs:active``         set: runs that are running or waiting for their aggregate (no
+                            expiry; the reconciler drops runs that ended or expired)
+- ``p:runs``                sorted set: run ids by creation time; ids older than ``ttl_s``
+                            (their records have expired) are dropped as runs are created
+- ``p:stats``               hash: fleet-wide counters since the first run (items by outcome,
+                            dead letters, cost in US dollars, worker seconds, runs started and
+                            finished) and ``last_done_at``, the epoch seconds of the last item
+                            counted; never expires (written by ``runs/tally.py``)
+- ``p:stats:done:<s>``      items counted in the epoch second ``s`` (kept 120 s), so the
+                            completions of the last minute are one ``MGET`` of 60 keys
+
+An item's ``<tag>`` is its run id for a default idempotency key (the item lives in its run's
+slot) and the key itself for one given with ``key=``.
 
 Nothing here reads, changes and writes back: counters move by ``HINCRBY`` inside Lua
 scripts (``runs/scripts/``), so any number of workers can record outcomes of one run at once,
@@ -40,8 +47,7 @@ import json
 import logging
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import redis
 
@@ -49,7 +55,10 @@ from agentfleet.config import Settings
 from agentfleet.lua import ScriptSet
 from agentfleet.models import RunSummary, TaskOutcome
 from agentfleet.redis_client import connect
+from agentfleet.runs.delivery import BeginState, DeliveryScripts, FinishState, outcome_kind
+from agentfleet.runs.keys import RunKeys
 from agentfleet.runs.summary import CompletionStats, summary_from_record
+from agentfleet.runs.tally import StatsTally
 
 __all__ = ["RUNS_LUA", "BeginState", "FinishState", "RunStore"]
 
@@ -57,52 +66,21 @@ RUNS_LUA = ScriptSet("agentfleet.runs", "scripts")
 
 log = logging.getLogger("agentfleet.runs")
 
-Verdict = Literal["stored", "cancelled", "busy", "claimed"]
-
-
-@dataclass(frozen=True)
-class BeginState:
-    """What a delivery finds when it starts.
-
-    ``verdict`` says what it must do: ``stored`` (return the stored outcome), ``cancelled``
-    (the run was cancelled or failed fast), ``busy`` (another delivery holds a live claim on
-    the item, for ``claim_left_s`` more seconds) or ``claimed`` (run the body; the claim is
-    this delivery's). ``deliveries`` counts the claimed deliveries of the task id that did
-    not finish, this one included.
-    """
-
-    status: str
-    stored: TaskOutcome | None
-    deliveries: int
-    verdict: Verdict = "claimed"
-    claim_left_s: float = 0.0
-
-    @property
-    def cancelled(self) -> bool:
-        """True when the run was cancelled, or failed fast: this delivery must not run."""
-        return self.verdict == "cancelled"
-
-
-@dataclass(frozen=True)
-class FinishState:
-    """Whether an outcome was counted for its run, the run's progress, and if it just ended."""
-
-    recorded: bool
-    done: int
-    total: int
-    run_ended: bool
-    aggregate: str = ""
-
 
 class RunStore:
-    """Run records and item outcomes in Redis. Safe to share between threads."""
+    """Run records and item outcomes in Redis (a single Redis, or a Redis Cluster). Safe to
+    share between threads."""
 
     def __init__(self, client: redis.Redis, *, prefix: str = "af", ttl_s: int = 7 * 86400) -> None:
         # redis-py's reply types are unions of every RESP shape; this store knows each reply.
         self.client: Any = client
         self.prefix = prefix
         self.ttl_s = ttl_s
-        self._scripts = RUNS_LUA.register(client, "begin", "finish", "reopen", "release", "renew")
+        self.keys = RunKeys(prefix)
+        self.clustered = isinstance(client, redis.RedisCluster)
+        self._scripts = RUNS_LUA.register(client, "reopen", "release", "renew")
+        self._delivery = DeliveryScripts(client, self.keys, ttl_s=ttl_s, clustered=self.clustered)
+        self.tally = StatsTally(client, self.keys.stats, self.keys.done_bucket)
 
     @classmethod
     def from_settings(cls, settings: Settings, client: redis.Redis | None = None) -> RunStore:
@@ -115,28 +93,20 @@ class RunStore:
     # Keys ----------------------------------------------------------------------------------
 
     def run_key(self, run_id: str, part: str = "") -> str:
-        return f"{self.prefix}:run:{run_id}" + (f":{part}" if part else "")
+        return self.keys.run(run_id, part)
 
     def outcome_key(self, key: str) -> str:
-        return f"{self.prefix}:out:{key}"
-
-    def _errors_key(self, key: str) -> str:
-        return f"{self.prefix}:errs:{key}"
-
-    def _deliveries_key(self, task_id: str) -> str:
-        return f"{self.prefix}:deliv:{task_id}"
-
-    def _stats_key(self) -> str:
-        return f"{self.prefix}:stats"
-
-    def _done_bucket_key(self, second: int) -> str:
-        return f"{self.prefix}:stats:done:{second}"
+        return self.keys.item("out", key)
 
     def claim_key(self, key: str) -> str:
-        return f"{self.prefix}:claim:{key}"
+        return self.keys.item("claim", key)
 
     def active_key(self) -> str:
-        return f"{self.prefix}:runs:active"
+        return self.keys.active
+
+    def _mget(self, keys: Sequence[str]) -> list[Any]:
+        # A cluster answers one slot per command: its client splits the read by slot.
+        return list(self.client.mget_nonatomic(keys) if self.clustered else self.client.mget(keys))
 
     # Runs ----------------------------------------------------------------------------------
 
@@ -175,6 +145,18 @@ class RunStore:
         }
         if not items:
             record["ended_at"] = repr(created)
+        # Fleet-wide first: a run in the active set with no record yet is dropped by the
+        # reconciler, while a record the reconciler never hears of would never be recovered.
+        shared = self.client.pipeline(transaction=False)
+        shared.zadd(self.keys.runs, {run_id: created})
+        # Records expire after ttl_s; their ids go from the index as new runs arrive.
+        shared.zremrangebyscore(self.keys.runs, "-inf", f"({created - self.ttl_s!r}")
+        if items or aggregate:
+            shared.sadd(self.keys.active, run_id)
+        shared.hincrby(self.keys.stats, "runs_started", 1)
+        if not items:
+            shared.hincrby(self.keys.stats, "runs_finished", 1)
+        shared.execute()
         pipe = self.client.pipeline(transaction=True)
         pipe.hset(self.run_key(run_id), mapping=record)
         pipe.expire(self.run_key(run_id), self.ttl_s)
@@ -183,12 +165,6 @@ class RunStore:
                 chunk = {str(start + i): json.dumps(row) for i, row in enumerate(rows[start : start + 1000])}
                 pipe.hset(self.run_key(run_id, part), mapping=chunk)
             pipe.expire(self.run_key(run_id, part), self.ttl_s)
-        pipe.zadd(f"{self.prefix}:runs", {run_id: created})
-        if items or aggregate:
-            pipe.sadd(self.active_key(), run_id)
-        pipe.hincrby(self._stats_key(), "runs_started", 1)
-        if not items:
-            pipe.hincrby(self._stats_key(), "runs_finished", 1)
         pipe.execute()
 
     def get_run(self, run_id: str) -> dict[str, str]:
@@ -214,7 +190,7 @@ class RunStore:
 
     def list_runs(self, limit: int = 20) -> list[RunSummary]:
         """The newest ``limit`` runs that still exist, newest first."""
-        ids = self.client.zrevrange(f"{self.prefix}:runs", 0, max(0, limit - 1))
+        ids = self.client.zrevrange(self.keys.runs, 0, max(0, limit - 1))
         pipe = self.client.pipeline(transaction=False)
         for run_id in ids:
             pipe.hgetall(self.run_key(run_id))
@@ -227,7 +203,7 @@ class RunStore:
             else:
                 stale.append(run_id)
         if stale:
-            self.client.zrem(f"{self.prefix}:runs", *stale)
+            self.client.zrem(self.keys.runs, *stale)
         return summaries
 
     def add_spend(self, run_id: str, usd: float) -> float:
@@ -286,8 +262,8 @@ class RunStore:
         pipe = self.client.pipeline(transaction=True)
         pipe.hsetnx(self.run_key(run_id), "aggregate_result", body)
         pipe.xadd(self.run_key(run_id, "events"), {"kind": "aggregate"})
-        pipe.srem(self.active_key(), run_id)
-        stored, _, _ = pipe.execute()
+        stored, _ = pipe.execute()
+        self.deactivate(run_id)
         return bool(stored)
 
     def get_aggregate(self, run_id: str) -> dict[str, Any] | None:
@@ -301,22 +277,8 @@ class RunStore:
     ) -> BeginState:
         """Start a delivery: read run status and any stored outcome; claim the item for
         ``claim_ttl_s`` seconds under ``token``; count the delivery (one round trip)."""
-        status, stored, deliveries, verdict, left_ms = self._scripts["begin"](
-            keys=[
-                self.run_key(run_id),
-                self.outcome_key(key),
-                self._deliveries_key(task_id),
-                self.claim_key(key),
-            ],
-            args=[deliveries_ttl_s, token, max(1, int(claim_ttl_s * 1000))],
-        )
-        outcome = TaskOutcome.model_validate_json(stored) if stored else None
-        return BeginState(
-            status=str(status),
-            stored=outcome,
-            deliveries=int(deliveries),
-            verdict=verdict,
-            claim_left_s=max(0.0, int(left_ms) / 1000),
+        return self._delivery.begin(
+            run_id, key, task_id, deliveries_ttl_s=deliveries_ttl_s, token=token, claim_ttl_s=claim_ttl_s
         )
 
     def finish(
@@ -324,43 +286,22 @@ class RunStore:
     ) -> FinishState:
         """Store an outcome under its key (first write wins), release the claim ``token``
         holds, and count the outcome once for its run."""
-        if outcome.ok:
-            kind = "succeeded"
-        elif outcome.error_type == "Cancelled":
-            kind = "cancelled"
-        else:
-            kind = "failed"
         now = time.time()
-        recorded, done, total, ended, aggregate = self._scripts["finish"](
-            keys=[
-                self.run_key(outcome.run_id),
-                self.run_key(outcome.run_id, "done"),
-                self.run_key(outcome.run_id, "events"),
-                self.outcome_key(outcome.idempotency_key),
-                self._deliveries_key(outcome.task_id),
-                self._stats_key(),
-                self._done_bucket_key(int(now)),
-                self.claim_key(outcome.idempotency_key),
-                self.run_key(outcome.run_id, "inputs"),
-                self.active_key(),
-            ],
-            args=[
-                outcome.index,
-                outcome.model_dump_json(),
-                kind,
-                int(outcome.dead_lettered),
-                repr(outcome.cost_usd),
-                repr(outcome.duration_s),
-                self.ttl_s,
-                int(store),
-                int(record),
-                repr(now),
-                token,
-                outcome.run_id,
-            ],
-        )
-        state = FinishState(bool(recorded), int(done), int(total), bool(ended), str(aggregate or ""))
+        state = self._delivery.finish(outcome, store=store, record=record, token=token, now=now)
+        if state.recorded:
+            self.tally.add_outcome(
+                outcome_kind(outcome),
+                dead_lettered=outcome.dead_lettered,
+                cost_usd=outcome.cost_usd,
+                seconds=outcome.duration_s,
+                at=now,
+            )
         if state.run_ended:
+            self.tally.add_count("runs_finished")
+            if not state.aggregate:
+                # A run with an aggregate stays active until its aggregate is stored; a worker
+                # that dies before this leaves the run to the reconciler, which drops it.
+                self.deactivate(outcome.run_id)
             log.info(self.summary(outcome.run_id).model_dump_json())
         return state
 
@@ -377,20 +318,30 @@ class RunStore:
 
     def renew_claims(self, held: Mapping[str, str], ttl_s: float) -> dict[str, bool]:
         """Extend each claim ``key -> token`` still held; which ones were (True) or were lost."""
-        keys = list(held)
-        if not keys:
+        if not held:
             return {}
-        kept = self._scripts["renew"](
-            keys=[self.claim_key(k) for k in keys],
-            args=[max(1, int(ttl_s * 1000)), *[held[k] for k in keys]],
-        )
-        return {k: bool(v) for k, v in zip(keys, kept, strict=True)}
+        groups: dict[int, list[str]] = {}
+        for key in held:
+            # One script per cluster slot (one for all on a single Redis).
+            slot = self.client.keyslot(self.claim_key(key)) if self.clustered else 0
+            groups.setdefault(slot, []).append(key)
+        pipe = self.client.pipeline(transaction=False)
+        for keys in groups.values():
+            self._scripts["renew"](
+                keys=[self.claim_key(k) for k in keys],
+                args=[max(1, int(ttl_s * 1000)), *[held[k] for k in keys]],
+                client=pipe,
+            )
+        kept: dict[str, bool] = {}
+        for keys, reply in zip(groups.values(), pipe.execute(), strict=True):
+            kept.update((k, bool(v)) for k, v in zip(keys, reply, strict=True))
+        return kept
 
     def live_claims(self, keys: Sequence[str]) -> list[bool]:
         """Whether each key has a live claim now."""
         if not keys:
             return []
-        return [v is not None for v in self.client.mget([self.claim_key(k) for k in keys])]
+        return [v is not None for v in self._mget([self.claim_key(k) for k in keys])]
 
     def completion_stats(self, window_s: int = 60, *, now: float | None = None) -> CompletionStats:
         """Items counted in the last ``window_s`` seconds (at most 120), the last one's time,
@@ -398,12 +349,10 @@ class RunStore:
         ``dead_lettered``, ``cost_usd``, ``worker_seconds``, ``runs_started``, ``runs_finished``).
         """
         window_s = max(1, min(int(window_s), 120))
+        self.tally.flush()
         second = int(time.time() if now is None else now)
-        keys = [self._done_bucket_key(second - i) for i in range(window_s)]
-        pipe = self.client.pipeline(transaction=False)
-        pipe.mget(keys)
-        pipe.hgetall(self._stats_key())
-        buckets, raw = pipe.execute()
+        buckets = self._mget([self.keys.done_bucket(second - i) for i in range(window_s)])
+        raw = self.client.hgetall(self.keys.stats)
         totals = {k: float(v) for k, v in raw.items() if k != "last_done_at"}
         last = raw.get("last_done_at")
         return CompletionStats(
@@ -413,9 +362,9 @@ class RunStore:
             totals=totals,
         )
 
-    def clear_deliveries(self, task_id: str) -> None:
-        """Forget unfinished deliveries of a task id (it ended an attempt normally)."""
-        self.client.delete(self._deliveries_key(task_id))
+    def clear_deliveries(self, task_id: str, key: str) -> None:
+        """Forget unfinished deliveries of a task id of item ``key`` (it ended an attempt normally)."""
+        self.client.delete(self.keys.deliveries(key, task_id))
 
     def reopen(
         self, run_id: str, index: int, key: str, *, was_ok: bool, was_dead: bool, input_json: str = ""
@@ -425,29 +374,30 @@ class RunStore:
         ``input_json`` (a stage-0 input) is kept again, for the reconciler, until the item's
         next outcome; the run becomes active again.
         """
-        return bool(
-            self._scripts["reopen"](
-                keys=[
-                    self.run_key(run_id),
-                    self.run_key(run_id, "done"),
-                    self.outcome_key(key),
-                    self.run_key(run_id, "events"),
-                    self.run_key(run_id, "inputs"),
-                    self.active_key(),
-                ],
-                args=[index, int(was_ok), int(was_dead), input_json, run_id],
-            )
+        pipe = self.client.pipeline(transaction=False)
+        pipe.sadd(self.keys.active, run_id)
+        pipe.delete(self.outcome_key(key))
+        self._scripts["reopen"](
+            keys=[
+                self.run_key(run_id),
+                self.run_key(run_id, "done"),
+                self.run_key(run_id, "events"),
+                self.run_key(run_id, "inputs"),
+            ],
+            args=[index, int(was_ok), int(was_dead), input_json],
+            client=pipe,
         )
+        return bool(pipe.execute()[-1])
 
     # What the reconciler reads and marks ---------------------------------------------------
 
     def active_runs(self) -> list[str]:
         """Runs that are running or waiting for their aggregate."""
-        return sorted(self.client.smembers(self.active_key()))
+        return sorted(self.client.smembers(self.keys.active))
 
     def deactivate(self, run_id: str) -> None:
         """The run needs no more reconciling (it ended, or its record expired)."""
-        self.client.srem(self.active_key(), run_id)
+        self.client.srem(self.keys.active, run_id)
 
     def item_inputs(self, run_id: str, indices: Sequence[int]) -> dict[int, dict[str, Any]]:
         """The stage-0 inputs still kept for ``indices`` (an item's is dropped at its outcome)."""
@@ -475,17 +425,17 @@ class RunStore:
     def add_attempt_error(self, key: str, error: dict[str, Any]) -> None:
         """Append one failed attempt (type, message, time...) to the item's history."""
         pipe = self.client.pipeline(transaction=False)
-        pipe.rpush(self._errors_key(key), json.dumps(error))
-        pipe.ltrim(self._errors_key(key), -50, -1)
-        pipe.expire(self._errors_key(key), self.ttl_s)
+        pipe.rpush(self.keys.item("errs", key), json.dumps(error))
+        pipe.ltrim(self.keys.item("errs", key), -50, -1)
+        pipe.expire(self.keys.item("errs", key), self.ttl_s)
         pipe.execute()
 
     def attempt_errors(self, key: str) -> list[dict[str, Any]]:
-        return [json.loads(x) for x in self.client.lrange(self._errors_key(key), 0, -1)]
+        return [json.loads(x) for x in self.client.lrange(self.keys.item("errs", key), 0, -1)]
 
     def stored_outcomes(self, keys: Iterable[str]) -> list[TaskOutcome | None]:
         keys = list(keys)
         if not keys:
             return []
-        raw = self.client.mget([self.outcome_key(k) for k in keys])
+        raw = self._mget([self.outcome_key(k) for k in keys])
         return [TaskOutcome.model_validate_json(r) if r else None for r in raw]

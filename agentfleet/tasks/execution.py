@@ -388,7 +388,7 @@ class _Delivery:
         cost = self.meta.cost_usd + (ctx.cost_usd if ctx is not None else 0.0)
         downstream = (ctx.last_downstream if ctx is not None else None) or err.downstream
         if isinstance(err, Deferred):
-            self.store.clear_deliveries(self.task_id)
+            self.store.clear_deliveries(self.task_id, self.key)
             self.store.incr(self.meta.run, "deferrals")
             countdown = cap_countdown(deferral_s(err.wait_s), self.settings.max_countdown_s)
             nxt = self.meta.model_copy(
@@ -398,7 +398,7 @@ class _Delivery:
         self._record_attempt(err, self.meta.attempt + 1, downstream or self.task.downstream, elapsed)
         retries_left = self.meta.attempt < self.task.fleet_max_retries
         if isinstance(err, RetryableError) and retries_left:
-            self.store.clear_deliveries(self.task_id)
+            self.store.clear_deliveries(self.task_id, self.key)
             self.store.incr(self.meta.run, "retries")
             countdown = cap_countdown(
                 backoff_s(

@@ -1,5 +1,5 @@
 """Worker process hooks: fresh Redis pools after fork, the reconciler in the main process,
-and exit when the parent is gone."""
+the completion counters written at shutdown, and exit when the parent is gone."""
 
 from __future__ import annotations
 
@@ -10,9 +10,16 @@ import threading
 import time
 from typing import Any
 
-from celery.signals import task_revoked, worker_process_init, worker_ready, worker_shutdown
+from celery.signals import (
+    task_revoked,
+    worker_process_init,
+    worker_process_shutdown,
+    worker_ready,
+    worker_shutdown,
+)
 
 from agentfleet.redis_client import reset_connections
+from agentfleet.runs import flush_tallies
 
 __all__ = ["PARENT_PID_ENV"]
 
@@ -78,6 +85,13 @@ def _start_reconciler(node: str) -> None:
 def _stop_reconciler(**_: Any) -> None:
     if _reconciler_stop is not None:
         _reconciler_stop.set()
+    flush_tallies()
+
+
+@worker_process_shutdown.connect
+def _flush_counters(**_: Any) -> None:
+    # A pool process may leave by os._exit, which skips atexit.
+    flush_tallies()
 
 
 @worker_ready.connect

@@ -1,12 +1,11 @@
--- Un-count an item's outcome and drop it, so a new delivery records a new one (requeue).
--- KEYS: run, done, outcome, events, inputs, active
--- ARGV: index, was ok (1/0), was dead-lettered (1/0), stage-0 input JSON or '', run id
-local run, done, outkey, events, inputs, active = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local idx, was_ok, was_dead, input, run_id = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
-redis.call('DEL', outkey)
+-- Un-count an item's outcome, so a new delivery records a new one (requeue). The caller drops
+-- the stored outcome and marks the run active beside this script (those keys live elsewhere).
+-- KEYS: run, done, events, inputs
+-- ARGV: index, was ok (1/0), was dead-lettered (1/0), stage-0 input JSON or ''
+local run, done, events, inputs = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local idx, was_ok, was_dead, input = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 if redis.call('HDEL', done, idx) == 0 then return 0 end
 if input ~= '' then redis.call('HSET', inputs, idx, input) end
-redis.call('SADD', active, run_id)
 redis.call('XADD', events, '*', 'kind', 'reopen', 'idx', idx)
 redis.call('HINCRBY', run, 'done', -1)
 if was_ok == '1' then redis.call('HINCRBY', run, 'succeeded', -1)

@@ -1,0 +1,158 @@
+"""Starting and finishing one delivery of an item: one script each, on the item's slot.
+
+``begin`` reads the run's status and any stored outcome, claims the item and counts the
+delivery; ``finish`` stores the outcome (first write wins), releases the claim and counts the
+outcome once for its run. Each is one script call (``runs/scripts/delivery/``) when the item's
+keys live in its run's slot: always on a single Redis, and on a Redis Cluster for every item
+with a default idempotency key (see ``runs/keys.py``). An item whose key was given with
+``key=`` may live in another slot of a cluster; then ``begin`` sends the run's status read and
+the item's half in one pipeline, and ``finish`` runs the item's half, then the run's half with
+the outcome that stood.
+
+What every item shares (the fleet-wide counters, the set of active runs) is not touched by
+these scripts: the caller adds counted outcomes to a ``StatsTally`` and drops a finished run
+from the active set.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from agentfleet.lua import ScriptSet
+from agentfleet.models import TaskOutcome
+from agentfleet.runs.keys import RunKeys
+
+__all__ = ["DELIVERY_LUA", "BeginState", "DeliveryScripts", "FinishState", "outcome_kind"]
+
+DELIVERY_LUA = ScriptSet("agentfleet.runs", "scripts/delivery", libraries=("parts",))
+
+Verdict = Literal["stored", "cancelled", "busy", "claimed"]
+_STOPPED = ("cancelled", "failed")
+
+
+@dataclass(frozen=True)
+class BeginState:
+    """What a delivery finds when it starts.
+
+    ``verdict`` says what it must do: ``stored`` (return the stored outcome), ``cancelled``
+    (the run was cancelled or failed fast), ``busy`` (another delivery holds a live claim on
+    the item, for ``claim_left_s`` more seconds) or ``claimed`` (run the body; the claim is
+    this delivery's). ``deliveries`` counts the claimed deliveries of the task id that did
+    not finish, this one included.
+    """
+
+    status: str
+    stored: TaskOutcome | None
+    deliveries: int
+    verdict: Verdict = "claimed"
+    claim_left_s: float = 0.0
+
+    @property
+    def cancelled(self) -> bool:
+        """True when the run was cancelled, or failed fast: this delivery must not run."""
+        return self.verdict == "cancelled"
+
+
+@dataclass(frozen=True)
+class FinishState:
+    """Whether an outcome was counted for its run, the run's progress, and if it just ended."""
+
+    recorded: bool
+    done: int
+    total: int
+    run_ended: bool
+    aggregate: str = ""
+
+
+def outcome_kind(outcome: TaskOutcome) -> str:
+    """The run counter an outcome moves: ``succeeded``, ``cancelled`` or ``failed``."""
+    if outcome.ok:
+        return "succeeded"
+    return "cancelled" if outcome.error_type == "Cancelled" else "failed"
+
+
+class DeliveryScripts:
+    """The delivery scripts on one client; ``clustered`` when it is a Redis Cluster client."""
+
+    def __init__(self, client: Any, keys: RunKeys, *, ttl_s: int, clustered: bool) -> None:
+        self.client = client
+        self.keys = keys
+        self.ttl_s = ttl_s
+        self.clustered = clustered
+        self._scripts = DELIVERY_LUA.register(
+            client, "begin", "begin_item", "finish", "finish_item", "finish_run"
+        )
+
+    def _together(self, run_id: str, key: str) -> bool:
+        return not self.clustered or self.keys.same_slot(run_id, key)
+
+    def begin(
+        self, run_id: str, key: str, task_id: str, *, deliveries_ttl_s: int, token: str, claim_ttl_s: float
+    ) -> BeginState:
+        """Claim ``key`` for ``claim_ttl_s`` seconds under ``token`` unless it has an outcome,
+        another delivery holds it, or the run stopped; count the delivery of ``task_id``."""
+        item_keys = [
+            self.keys.item("out", key),
+            self.keys.deliveries(key, task_id),
+            self.keys.item("claim", key),
+        ]
+        args: list[Any] = [deliveries_ttl_s, token, max(1, int(claim_ttl_s * 1000))]
+        if self._together(run_id, key):
+            status, stored, n, verdict, left_ms = self._scripts["begin"](
+                keys=[self.keys.run(run_id), *item_keys], args=args
+            )
+        else:
+            pipe = self.client.pipeline(transaction=False)
+            pipe.hget(self.keys.run(run_id), "status")
+            self._scripts["begin_item"](keys=item_keys, args=args, client=pipe)
+            status, (stored, n, verdict, left_ms) = pipe.execute()
+            status = status or ""
+            if verdict == "claimed" and status in _STOPPED:
+                # The item half claimed before the run's status was known: give it back.
+                self.client.delete(item_keys[2])
+                verdict, n = "cancelled", 0
+        return BeginState(
+            status=str(status),
+            stored=TaskOutcome.model_validate_json(stored) if stored else None,
+            deliveries=int(n),
+            verdict=verdict,
+            claim_left_s=max(0.0, int(left_ms) / 1000),
+        )
+
+    def finish(
+        self, outcome: TaskOutcome, *, store: bool, record: bool, token: str, now: float
+    ) -> FinishState:
+        """Store ``outcome`` (unless ``store`` is false), release ``token``'s claim, and count
+        the outcome that stands for its run (when ``record``)."""
+        run_id, key = outcome.run_id, outcome.idempotency_key
+        item_keys = [
+            self.keys.item("out", key),
+            self.keys.deliveries(key, outcome.task_id),
+            self.keys.item("claim", key),
+        ]
+        run_keys = [self.keys.run(run_id), self.keys.run(run_id, "done"), self.keys.run(run_id, "events")]
+        inputs = self.keys.run(run_id, "inputs")
+        body = outcome.model_dump_json()
+        counted: list[Any] = [
+            outcome.index,
+            body,
+            outcome_kind(outcome),
+            int(outcome.dead_lettered),
+            repr(outcome.cost_usd),
+            repr(outcome.duration_s),
+            self.ttl_s,
+        ]
+        if self._together(run_id, key):
+            reply = self._scripts["finish"](
+                keys=[*run_keys, *item_keys, inputs],
+                args=[*counted, int(store), int(record), repr(now), token],
+            )
+        else:
+            body = self._scripts["finish_item"](keys=item_keys, args=[body, token, int(store), self.ttl_s])
+            if not record:
+                return FinishState(False, 0, 0, False)
+            counted[1] = body
+            reply = self._scripts["finish_run"](keys=[*run_keys, inputs], args=[*counted, repr(now)])
+        recorded, done, total, ended, aggregate = reply
+        return FinishState(bool(recorded), int(done), int(total), bool(ended), str(aggregate or ""))

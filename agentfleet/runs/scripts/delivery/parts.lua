@@ -1,0 +1,57 @@
+-- The halves of starting and finishing a delivery, sent in front of each script of this folder.
+-- An item's keys live in its run's slot unless its idempotency key was given with key=
+-- (runs/keys.py); then the item half and the run half are separate scripts.
+
+-- Claim the item for this delivery and count the delivery, unless it has a stored outcome or
+-- another delivery holds a live claim. Returns {stored or '', deliveries, verdict, claim ms left}.
+local function claim_item(outkey, deliv, claim, deliveries_ttl, token, claim_ms, cancelled)
+  local stored = redis.call('GET', outkey)
+  if stored then return {stored, 0, 'stored', 0} end
+  if cancelled then return {'', 0, 'cancelled', 0} end
+  if not redis.call('SET', claim, token, 'NX', 'PX', claim_ms) then
+    return {'', 0, 'busy', redis.call('PTTL', claim)}
+  end
+  -- The first delivery sets the counter with its expiry in one command.
+  local n = 1
+  if not redis.call('SET', deliv, 1, 'EX', deliveries_ttl, 'NX') then n = redis.call('INCR', deliv) end
+  return {'', n, 'claimed', 0}
+end
+
+-- Store the outcome under its key (first write wins), release this delivery's claim and forget
+-- its deliveries. Returns the outcome that stands.
+local function settle_item(outkey, deliv, claim, body, token, store, ttl)
+  redis.call('DEL', deliv)
+  if token ~= '' and redis.call('GET', claim) == token then redis.call('DEL', claim) end
+  if store == '1' then
+    if not redis.call('SET', outkey, body, 'EX', ttl, 'NX') then body = redis.call('GET', outkey) or body end
+  end
+  return body
+end
+
+-- Count the outcome once for its run. Returns {recorded, done, total, run ended, aggregate}.
+local function record_outcome(run, done, events, inputs, idx, body, kind, dead, cost, secs, ttl, now)
+  local total = redis.call('HGET', run, 'tasks_total')
+  if not total then return {0, 0, 0, 0, ''} end
+  if redis.call('HSETNX', done, idx, '1') == 0 then return {0, 0, 0, 0, ''} end
+  redis.call('HDEL', inputs, idx)
+  redis.call('XADD', events, '*', 'kind', 'outcome', 'idx', idx, 'outcome', body)
+  local n = redis.call('HINCRBY', run, 'done', 1)
+  redis.call('HINCRBY', run, kind, 1)
+  if dead == '1' then redis.call('HINCRBY', run, 'dead_lettered', 1) end
+  if tonumber(cost) ~= 0 then redis.call('HINCRBYFLOAT', run, 'cost_usd', cost) end
+  redis.call('HINCRBYFLOAT', run, 'worker_seconds', secs)
+  if n == 1 then
+    -- Created with the first outcome (a reopen never deletes the stream, and keeps the hash
+    -- unless it empties it, when the next outcome is the first again).
+    redis.call('EXPIRE', done, ttl)
+    redis.call('EXPIRE', events, ttl)
+  end
+  total = tonumber(total)
+  if n >= total then
+    redis.call('HSETNX', run, 'ended_at', now)
+    if redis.call('HGET', run, 'status') == 'running' then redis.call('HSET', run, 'status', 'finished') end
+    redis.call('XADD', events, '*', 'kind', 'end')
+    return {1, n, total, 1, redis.call('HGET', run, 'aggregate') or ''}
+  end
+  return {1, n, total, 0, ''}
+end

@@ -1,0 +1,156 @@
+"""Fleet-wide completion counters, added up in each process and written about once a second.
+
+Every counted outcome moves the fleet-wide counters (``p:stats``) and the per-second
+completion buckets (``p:stats:done:<second>``, kept 120 s). Writing them inside each
+outcome's script would add six commands to every item, on keys every item shares (so a Redis
+Cluster could not place them beside the run's own). Instead the process that counted the
+outcome adds it here, and a daemon thread writes the sums in one pipeline every
+``interval_s`` seconds; ``flush()`` writes at once (at exit, and before this process reads
+the counters itself).
+
+A process killed with SIGKILL loses at most its last ``interval_s`` of counts: these are the
+fleet's metrics, not its outcomes, which the run store keeps exactly.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import threading
+import weakref
+from collections import defaultdict
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["StatsTally", "flush_tallies"]
+
+log = logging.getLogger("agentfleet.runs")
+
+_BUCKET_TTL_S = 120
+_tallies: weakref.WeakSet[StatsTally] = weakref.WeakSet()
+
+
+class StatsTally:
+    """Pending additions to ``stats_key`` and to the per-second buckets named by ``bucket_key``."""
+
+    def __init__(
+        self,
+        client: Any,
+        stats_key: str,
+        bucket_key: Callable[[int], str],
+        *,
+        interval_s: float = 1.0,
+    ) -> None:
+        self.client = client
+        self.stats_key = stats_key
+        self.bucket_key = bucket_key
+        self.interval_s = interval_s
+        self._reset()
+        _tallies.add(self)
+
+    def _reset(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: defaultdict[str, int] = defaultdict(int)
+        self._amounts: defaultdict[str, float] = defaultdict(float)
+        self._per_second: defaultdict[int, int] = defaultdict(int)
+        self._last_done_at = 0.0
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def add_outcome(
+        self, kind: str, *, dead_lettered: bool, cost_usd: float, seconds: float, at: float
+    ) -> None:
+        """Count one outcome of ``kind`` (``succeeded``, ``failed``, ``cancelled``) recorded at
+        ``at`` (epoch seconds), with its cost in US dollars and its worker seconds."""
+        with self._lock:
+            self._counts[kind] += 1
+            if dead_lettered:
+                self._counts["dead_lettered"] += 1
+            self._amounts["cost_usd"] += cost_usd
+            self._amounts["worker_seconds"] += seconds
+            self._per_second[int(at)] += 1
+            self._last_done_at = max(self._last_done_at, at)
+            self._ensure_thread()
+
+    def add_count(self, field: str, amount: int = 1) -> None:
+        """Add ``amount`` to the counter ``field`` (``runs_finished``...)."""
+        with self._lock:
+            self._counts[field] += amount
+            self._ensure_thread()
+
+    def _ensure_thread(self) -> None:
+        if self._thread is None or not self._thread.is_alive():
+            self._thread = threading.Thread(target=self._loop, name="agentfleet-stats", daemon=True)
+            self._thread.start()
+
+    def _loop(self) -> None:
+        while True:
+            self._wake.wait(self.interval_s)
+            self._wake.clear()
+            try:
+                self.flush()
+            except Exception as exc:
+                # Redis away: the sums stay pending and go with the next write.
+                log.warning("could not write the completion counters: %s", exc)
+
+    def flush(self) -> None:
+        """Write every pending addition now, in one pipeline."""
+        with self._lock:
+            counts, amounts, per_second = self._counts, self._amounts, self._per_second
+            last = self._last_done_at
+            if not (counts or per_second):
+                return
+            self._counts, self._amounts = defaultdict(int), defaultdict(float)
+            self._per_second, self._last_done_at = defaultdict(int), 0.0
+        try:
+            pipe = self.client.pipeline(transaction=False)
+            for field, n in counts.items():
+                pipe.hincrby(self.stats_key, field, n)
+            for field, value in amounts.items():
+                if value:
+                    pipe.hincrbyfloat(self.stats_key, field, value)
+            if last:
+                pipe.hset(self.stats_key, "last_done_at", repr(last))
+            for second, n in per_second.items():
+                pipe.incrby(self.bucket_key(second), n)
+                pipe.expire(self.bucket_key(second), _BUCKET_TTL_S)
+            pipe.execute()
+        except Exception:
+            self._restore(counts, amounts, per_second, last)
+            raise
+
+    def _restore(
+        self,
+        counts: dict[str, int],
+        amounts: dict[str, float],
+        per_second: dict[int, int],
+        last: float,
+    ) -> None:
+        with self._lock:
+            for field, n in counts.items():
+                self._counts[field] += n
+            for field, value in amounts.items():
+                self._amounts[field] += value
+            for second, n in per_second.items():
+                self._per_second[second] += n
+            self._last_done_at = max(self._last_done_at, last)
+
+
+def flush_tallies() -> None:
+    """Write what every tally of this process holds (at exit, or a worker process's shutdown)."""
+    for tally in list(_tallies):
+        try:
+            tally.flush()
+        except Exception as exc:
+            log.warning("could not write the completion counters at exit: %s", exc)
+
+
+def _after_fork() -> None:
+    # A forked child starts with nothing pending and no thread.
+    for tally in list(_tallies):
+        tally._reset()
+
+
+atexit.register(flush_tallies)
+os.register_at_fork(after_in_child=_after_fork)

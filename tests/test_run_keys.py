@@ -1,0 +1,51 @@
+"""The run store's key names: what one script touches shares one Redis Cluster slot."""
+
+from __future__ import annotations
+
+from redis.crc import key_slot
+
+from agentfleet.idempotency import default_item_key, stage_key
+from agentfleet.runs import RunKeys, item_tag
+
+RUN = "0123456789abcdef"
+keys = RunKeys("af")
+
+
+def _slot(name: str) -> int:
+    return key_slot(name.encode())
+
+
+def test_an_item_with_a_default_key_lives_in_its_runs_slot() -> None:
+    key = default_item_key(RUN, 7, {"text": "hello"})
+    names = [
+        keys.run(RUN),
+        keys.run(RUN, "done"),
+        keys.item("out", key),
+        keys.item("claim", key),
+        keys.deliveries(key, f"{RUN}-7"),
+    ]
+    assert len({_slot(n) for n in names}) == 1
+    assert keys.same_slot(RUN, key)
+
+
+def test_every_pipeline_stage_of_a_default_key_stays_in_the_runs_slot() -> None:
+    key = default_item_key(RUN, 3, {"a": 1})
+    assert {_slot(keys.item("out", stage_key(key, s, 3))) for s in range(3)} == {_slot(keys.run(RUN))}
+
+
+def test_a_given_key_keeps_its_outcome_and_claim_together_across_runs() -> None:
+    names = [keys.item("out", "invoice-42"), keys.item("claim", "invoice-42"), keys.item("errs", "invoice-42")]
+    assert len({_slot(n) for n in names}) == 1
+    assert item_tag("invoice-42") == "invoice-42"
+    assert not keys.same_slot(RUN, "invoice-42")
+
+
+def test_distinct_outcomes_get_distinct_names() -> None:
+    first, second = default_item_key(RUN, 1, {"a": 1}), default_item_key(RUN, 2, {"a": 1})
+    assert keys.item("out", first) != keys.item("out", second)
+    assert keys.item("out", "a:b") != keys.item("out", "a:c")
+
+
+def test_fleet_wide_keys_carry_no_tag() -> None:
+    for name in (keys.runs, keys.active, keys.stats, keys.done_bucket(1)):
+        assert "{" not in name
