@@ -1,4 +1,5 @@
-"""kombu's Redis and Sentinel transports, with one Redis client object per channel.
+"""kombu's Redis and Sentinel transports, with one Redis client object per channel and a
+consumer that notices a free slot at once.
 
 kombu's Redis channel builds a new ``redis.Redis`` object (on its shared connection pool) for
 every command it sends outside the consumer's own connection: each publish, each
@@ -7,6 +8,13 @@ new client object, so on a busy worker or a large dispatch that construction cos
 than the command itself. These transports keep one such object per channel and hand it out
 again (a ``redis.Redis`` on a connection pool is safe to share between threads: each command
 takes a connection from the pool for itself).
+
+A worker without an event loop (the gevent, eventlet and solo pools) reads messages with
+``drain_events(timeout=2.0)``: one ``BRPOP`` per look, and none while its prefetch window is
+full. kombu's poller then waits out the whole timeout before it looks again, so a gevent
+worker whose every slot was busy stays up to 2 s idle after slots free up; at one message per
+look it never catches up (about half of a 100-slot pool busy on 1 s tasks). Here, while the
+window is full, the poller looks again every ``FULL_WINDOW_POLL_S`` seconds.
 
 Nothing else changes: the queues, messages and acknowledgements are kombu's own, so a plain
 Celery worker or client on the same Redis sees the same messages. ``celery_config`` selects
@@ -19,7 +27,10 @@ from typing import Any
 
 from kombu.transport import redis as kombu_redis
 
-__all__ = ["RedisTransport", "SentinelTransport"]
+__all__ = ["FULL_WINDOW_POLL_S", "RedisTransport", "SentinelTransport"]
+
+#: Seconds between looks at the prefetch window while it is full (no ``BRPOP`` is sent then).
+FULL_WINDOW_POLL_S = 0.01
 
 
 class _SharedClient:
@@ -49,13 +60,34 @@ class SentinelChannel(_SharedClient, kombu_redis.SentinelChannel):
     """kombu's Sentinel channel with a shared client."""
 
 
+class _Poller(kombu_redis.MultiChannelPoller):
+    """kombu's poller, looking again soon while no channel may take a message."""
+
+    def get(self, callback: Any, timeout: float | None = None) -> Any:
+        if timeout is not None and self._window_full():
+            timeout = min(timeout, FULL_WINDOW_POLL_S)
+        return super().get(callback, timeout)
+
+    def _window_full(self) -> bool:
+        consuming = [channel for channel in self._channels if channel.active_queues]
+        return bool(consuming) and not any(channel.qos.can_consume() for channel in consuming)
+
+
 class RedisTransport(kombu_redis.Transport):
-    """kombu's Redis transport (``redis://``, ``rediss://``, ``unix://``) with shared clients."""
+    """kombu's Redis transport (``redis://``) with shared clients and the quick poller."""
 
     Channel = RedisChannel
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.cycle = _Poller()
+
 
 class SentinelTransport(kombu_redis.SentinelTransport):
-    """kombu's Sentinel transport (``sentinel://``) with shared clients."""
+    """kombu's Sentinel transport (``sentinel://``) with shared clients and the quick poller."""
 
     Channel = SentinelChannel
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.cycle = _Poller()
