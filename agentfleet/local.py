@@ -138,6 +138,8 @@ class LocalCluster:
             paths = [*extra.split(os.pathsep), *paths]
         env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
         env["AGENTFLEET_BROKER_URL"] = self.broker_url
+        if self.settings.state_url:
+            env["AGENTFLEET_STATE_URL"] = self.settings.state_url
         if self.settings.sentinel_master:
             env["AGENTFLEET_SENTINEL_MASTER"] = self.settings.sentinel_master
         if self.settings.sentinel_password is not None:

@@ -1,8 +1,10 @@
 """Redis clients for agentfleet's own state: one per target per process, sized for a worker.
 
-A target is a URL (``redis://``, ``rediss://``, ``unix://``) or a list of Sentinels
-(``sentinel://[:password@]host:port[/db];sentinel://host:port;...``) with the master's name.
-Every client:
+A target is a URL (``redis://``, ``rediss://``, ``unix://``), a list of Sentinels
+(``sentinel://[:password@]host:port[/db];sentinel://host:port;...``) with the master's name,
+or a Redis Cluster (``redis+cluster://[:password@]host:port;redis+cluster://host:port;...``,
+``rediss+cluster://`` over TLS: any reachable node is enough, the others are found). Every
+client:
 
 - has room for ``max_connections`` connections and, when all are busy, waits up to
   ``pool_timeout_s`` seconds for one instead of failing (a gevent worker with 1,000 busy
@@ -19,14 +21,16 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import redis
 from redis.backoff import ExponentialWithJitterBackoff
+from redis.cluster import ClusterNode, RedisCluster
 from redis.retry import Retry
 from redis.sentinel import Sentinel
 
-__all__ = ["RedisTarget", "connect", "mask_url", "reset_connections", "sentinel_hosts"]
+__all__ = ["RedisTarget", "cluster_nodes", "connect", "mask_url", "reset_connections", "sentinel_hosts"]
 
 # Connection-level retries for one command; outages longer than this are the caller's.
 _RETRIES = 3
@@ -53,6 +57,10 @@ class RedisTarget:
     def is_sentinel(self) -> bool:
         return self.url.startswith("sentinel://")
 
+    @property
+    def is_cluster(self) -> bool:
+        return self.url.startswith(("redis+cluster://", "rediss+cluster://"))
+
 
 _clients: dict[RedisTarget, redis.Redis] = {}
 _lock = threading.Lock()
@@ -67,6 +75,17 @@ def sentinel_hosts(url: str) -> list[tuple[str, int]]:
             raise ValueError(f"not a Sentinel address: {mask_url(part)}")
         hosts.append((parts.hostname, parts.port or 26379))
     return hosts
+
+
+def cluster_nodes(url: str) -> list[tuple[str, int]]:
+    """The ``(host, port)`` of each node in a ``redis+cluster://...;redis+cluster://...`` URL."""
+    nodes = []
+    for part in url.split(";"):
+        parts = urlsplit(part.strip())
+        if parts.scheme not in ("redis+cluster", "rediss+cluster") or not parts.hostname:
+            raise ValueError(f"not a Redis Cluster node: {mask_url(part)}")
+        nodes.append((parts.hostname, parts.port or 6379))
+    return nodes
 
 
 def mask_url(url: str) -> str:
@@ -115,6 +134,22 @@ def _sentinel_client(target: RedisTarget) -> redis.Redis:
     )
 
 
+def _cluster_client(target: RedisTarget) -> redis.Redis:
+    first = urlsplit(target.url.split(";")[0])
+    scheme = "rediss" if first.scheme.startswith("rediss") else "redis"
+    options: dict[str, Any] = {
+        # redis-py gives each node a pool of the class asked for only when it starts from a URL.
+        "url": first._replace(scheme=scheme, path="").geturl(),
+        "startup_nodes": [ClusterNode(h, p) for h, p in cluster_nodes(target.url)[1:]],
+        "connection_pool_class": redis.BlockingConnectionPool,
+        "max_connections": target.max_connections,
+        "timeout": target.pool_timeout_s,
+        **_common_kwargs(),
+    }
+    # The cluster client is typed apart from redis.Redis but answers the same commands.
+    return RedisCluster(**options)  # type: ignore[return-value]
+
+
 def _url_client(target: RedisTarget) -> redis.Redis:
     pool = redis.BlockingConnectionPool.from_url(
         target.url,
@@ -132,7 +167,12 @@ def connect(target: RedisTarget | str) -> redis.Redis:
     with _lock:
         client = _clients.get(target)
         if client is None:
-            client = _sentinel_client(target) if target.is_sentinel else _url_client(target)
+            if target.is_sentinel:
+                client = _sentinel_client(target)
+            elif target.is_cluster:
+                client = _cluster_client(target)
+            else:
+                client = _url_client(target)
             _clients[target] = client
         return client
 

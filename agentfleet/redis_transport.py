@@ -80,7 +80,8 @@ class RedisTransport(kombu_redis.Transport):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.cycle = _Poller()
+        # kombu's own Redis transport puts its poller here too, whatever the annotation says.
+        self.cycle = _Poller()  # type: ignore[assignment]
 
 
 class SentinelTransport(kombu_redis.SentinelTransport):
@@ -90,4 +91,5 @@ class SentinelTransport(kombu_redis.SentinelTransport):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.cycle = _Poller()
+        # kombu's own Redis transport puts its poller here too, whatever the annotation says.
+        self.cycle = _Poller()  # type: ignore[assignment]

@@ -99,7 +99,7 @@ def test_a_pause_expires(redis_client: redis.Redis, key_prefix: str) -> None:
     limiter.acquire("v.example", max_wait_s=0)
     status = limiter.status("v.example")
     assert status.paused_until is None
-    assert redis_client.exists(f"{key_prefix}:rl:v.example:pause") == 0
+    assert redis_client.exists(f"{{{key_prefix}:rl}}:v.example:pause") == 0
 
 
 def test_a_pause_only_ever_lengthens(redis_client: redis.Redis, key_prefix: str) -> None:
@@ -222,15 +222,15 @@ def test_every_key_expires_when_idle(redis_client: redis.Redis, key_prefix: str)
     limiter.acquire("v.example")  # never released
     limiter.acquire("anthropic:m", input_tokens=50, output_tokens=50).reconcile(actual_output_tokens=10)
     limiter.pause("v.example", 0.1)
-    keys = redis_client.keys(f"{key_prefix}:*")
+    keys = redis_client.keys(f"{{{key_prefix}:rl}}:*")
     assert keys
     # -1 would be a key with no expiry; -2 is one that has already expired.
     assert all(redis_client.pttl(key) != -1 for key in keys), keys
     time.sleep(0.3)
-    left = redis_client.keys(f"{key_prefix}:*")
+    left = redis_client.keys(f"{{{key_prefix}:rl}}:*")
     # Only the hold-time statistics and the registry outlive the work, and they expire too.
     kept = ("known", "v.example:hold", "_fleet:hold")
-    assert sorted(left) == sorted(f"{key_prefix}:rl:{name}" for name in kept)
+    assert sorted(left) == sorted(f"{{{key_prefix}:rl}}:{name}" for name in kept)
 
 
 def test_status_reports_tokens_slots_and_pause(redis_client: redis.Redis, key_prefix: str) -> None:
@@ -272,7 +272,7 @@ def test_from_settings_reads_the_limits_table(
     limiter.acquire("v.example")
     with pytest.raises(Deferred):
         limiter.acquire("v.example")
-    assert redis_client.exists(f"{key_prefix}:rl:v.example:buckets:rate")
+    assert redis_client.exists(f"{{{key_prefix}:rl}}:v.example:buckets:rate")
 
 
 def test_scripts_ship_with_the_package() -> None:

@@ -34,7 +34,11 @@ def test_every_pipeline_stage_of_a_default_key_stays_in_the_runs_slot() -> None:
 
 
 def test_a_given_key_keeps_its_outcome_and_claim_together_across_runs() -> None:
-    names = [keys.item("out", "invoice-42"), keys.item("claim", "invoice-42"), keys.item("errs", "invoice-42")]
+    names = [
+        keys.item("out", "invoice-42"),
+        keys.item("claim", "invoice-42"),
+        keys.item("errs", "invoice-42"),
+    ]
     assert len({_slot(n) for n in names}) == 1
     assert item_tag("invoice-42") == "invoice-42"
     assert not keys.same_slot(RUN, "invoice-42")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import fakeredis
 import pytest
@@ -23,6 +24,7 @@ NOON = 1_767_268_800.0  # 2026-01-01T12:00:00Z
 class _Sources:
     settings: Settings
     store: RunStore
+    broker: Any
 
     def ping_workers(self, timeout_s: float) -> list[str]:
         return []
@@ -32,7 +34,7 @@ class _Sources:
 def sources() -> _Sources:
     settings = load_settings(key_prefix="t", budgets={"run_usd": 2.0})
     client = fakeredis.FakeRedis(decode_responses=True)
-    return _Sources(settings, RunStore(client, prefix="t"))
+    return _Sources(settings, RunStore(client, prefix="t"), client)
 
 
 def _ledger(sources: _Sources) -> SpendLedger:

@@ -26,7 +26,9 @@ def audit(
 ) -> None:
     """Uses of credentials, oldest first: the latest --limit, or the first since --since."""
     start = parse_since(since) if since is not None else None
-    entries = AuditLog(connect(require_broker()), get_settings().key_prefix).read(count=limit, since=start)
+    require_broker()
+    audit = AuditLog(connect(get_settings().redis_target()), get_settings().key_prefix)
+    entries = audit.read(count=limit, since=start)
     if as_json:
         print_json([entry.model_dump(mode="json") for entry in entries])
     elif not entries:

@@ -71,7 +71,7 @@ def beat() -> None:
     from agentfleet.celery_config import redbeat_key_prefix
 
     settings = get_settings()
-    ttl_ms = int(connect(settings.redis_target()).pttl(redbeat_key_prefix(settings) + ":lock"))
+    ttl_ms = int(connect(settings.broker_target()).pttl(redbeat_key_prefix(settings) + ":lock"))
     if ttl_ms <= 0:
         _down("no beat holds the schedule lock")
     console.print(f"a beat holds the schedule lock ({ttl_ms / 1000:.1f} s before it must renew)")

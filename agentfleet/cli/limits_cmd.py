@@ -34,7 +34,8 @@ def show(
     Known downstreams are those in the limits table and those called or paused in the last
     hour; with max_parallelism set, the fleet-wide ceiling is shown too.
     """
-    limiter = Limiter.from_settings(get_settings(), connect(require_broker()))
+    require_broker()
+    limiter = Limiter.from_settings(get_settings(), connect(get_settings().redis_target()))
     names = list(downstreams) if downstreams else limiter.known_downstreams()
     statuses = [limiter.status(name) for name in names]
     if limiter.max_parallelism is not None and not downstreams:

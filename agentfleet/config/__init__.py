@@ -95,6 +95,7 @@ class Settings(BaseSettings):
 
     broker_url: str = "redis://127.0.0.1:6379/0"
     result_backend: str | None = None
+    state_url: str | None = None
     sentinel_master: str | None = None
     sentinel_password: SecretStr | None = None
     key_prefix: str = "af"
@@ -144,6 +145,18 @@ class Settings(BaseSettings):
             )
         return value
 
+    @field_validator("state_url")
+    @classmethod
+    def _state_url(cls, value: str | None) -> str | None:
+        schemes = ("redis://", "rediss://", "unix://", "sentinel://", "redis+cluster://", "rediss+cluster://")
+        if value is not None and not value.startswith(schemes):
+            raise ValueError(
+                "must be a Redis URL such as redis://:password@host:6379/0, Sentinels as "
+                "sentinel://host1:26379;sentinel://host2:26379, or a Redis Cluster as "
+                "redis+cluster://:password@host1:7000;redis+cluster://host2:7001"
+            )
+        return value
+
     @_model_validator(mode="after")
     def _time_limits_fit(self) -> Settings:
         if self.task_time_limit_s >= self.visibility_timeout_s:
@@ -172,6 +185,11 @@ class Settings(BaseSettings):
                 f"size ({slots}): every busy slot may need its own Redis connection to acknowledge "
                 "its message, and past the cap acknowledgements fail. Raise "
                 "AGENTFLEET_BROKER_MAX_CONNECTIONS or lower the pool size."
+            )
+        if (self.state_url or "").startswith("sentinel://") and not self.sentinel_master:
+            raise ValueError(
+                "state_url names Sentinels, which need the name of the master they watch. "
+                "Set AGENTFLEET_SENTINEL_MASTER (sentinel_master in agentfleet.toml)."
             )
         if self.broker_url.startswith("sentinel://") and not self.sentinel_master:
             raise ValueError(
@@ -208,9 +226,17 @@ class Settings(BaseSettings):
         return self.result_backend or self.broker_url
 
     def redis_target(self) -> RedisTarget:
-        """Where agentfleet keeps its own state (the broker's Redis), with the pool's size."""
+        """Where agentfleet keeps its own state (runs, dead letters, limits, circuits, spend):
+        ``state_url``, else the broker's Redis; with the pool's size."""
+        return self._target(self.state_url or self.broker_url)
+
+    def broker_target(self) -> RedisTarget:
+        """The broker's Redis, for what reads kombu's own keys (queues, unacknowledged messages)."""
+        return self._target(self.broker_url)
+
+    def _target(self, url: str) -> RedisTarget:
         return RedisTarget(
-            self.broker_url,
+            url,
             sentinel_master=self.sentinel_master,
             sentinel_password=(self.sentinel_password.get_secret_value() if self.sentinel_password else None),
             max_connections=self.broker_max_connections,
@@ -242,7 +268,7 @@ class Settings(BaseSettings):
                 value = secret.get_secret_value()
                 found.extend([value, value.partition(":")[2]])
         found.append(os.environ.get("ANTHROPIC_API_KEY"))
-        for url in (self.broker_url, self.result_backend):
+        for url in (self.broker_url, self.result_backend, self.state_url):
             for part in (url or "").split(";"):
                 found.append(urlsplit(part).password)
         if self.sentinel_password is not None:

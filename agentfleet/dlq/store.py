@@ -1,12 +1,17 @@
 """The dead-letter store in Redis: a stream for order, a hash per entry, indexes and counts.
 
-Layout under the key prefix ``p`` (nothing here expires: entries stay until requeued or purged):
+Layout under the key prefix ``p`` (nothing here expires: entries stay until requeued or purged;
+the braces are a Redis Cluster hash tag, so that one script can write an entry and every index
+of it, all the dead-letter keys live in one slot):
 
-- ``p:dlq:stream``               stream: one ``id`` per entry, in the order they arrived
-- ``p:dlq:e:{id}``               hash: ``data`` (the entry as JSON) and the indexed fields
-- ``p:dlq:i:{dimension}:{value}`` set of ids, for ``category``, ``downstream``, ``run``, ``fingerprint``
-- ``p:dlq:n:{dimension}``        hash: value -> entry count, for ``category``, ``downstream``, ``fingerprint``
-- ``p:dlq:fp``                   hash: fingerprint -> a sample ``[error type, normalised message]``
+- ``{p:dlq}:stream``                 stream: one ``id`` per entry, in the order they arrived
+- ``{p:dlq}:e:<id>``                 hash: ``data`` (the entry as JSON) and the indexed fields
+- ``{p:dlq}:i:<dimension>:<value>``  set of ids, for ``category``, ``downstream``, ``run``,
+  ``fingerprint``
+- ``{p:dlq}:n:<dimension>``          hash: value -> entry count, for ``category``,
+  ``downstream``, ``fingerprint``
+- ``{p:dlq}:fp``                     hash: fingerprint -> a sample ``[error type, normalised
+  message]``
 
 Every write and removal is one Lua script (``scripts/add.lua``, ``scripts/remove.lua``), so a
 worker that dies mid-write leaves either the whole entry or nothing; writing an id again (a
@@ -46,7 +51,7 @@ class DLQStore:
     def __init__(self, client: redis.Redis, *, prefix: str = "af") -> None:
         # redis-py's reply types are unions of every RESP shape; this store knows each reply.
         self.client: Any = client
-        self.prefix = f"{prefix}:dlq"
+        self.prefix = f"{{{prefix}:dlq}}"
         scripts = DLQ_LUA.register(client, "add", "remove")
         self._add, self._remove = scripts["add"], scripts["remove"]
 
@@ -72,6 +77,8 @@ class DLQStore:
         """Store ``entry`` (or update the entry of the same id); True when it is new."""
         sample = json.dumps([entry.error_type, normalise_message(entry.error)])
         _, created = self._add(
+            # The stream key routes the script to the slot every dead-letter key shares.
+            keys=[self.stream_key],
             args=[
                 self.prefix,
                 entry.id,
@@ -83,7 +90,7 @@ class DLQStore:
                 entry.requeues,
                 repr(entry.dead_lettered_at),
                 sample,
-            ]
+            ],
         )
         return bool(created)
 
@@ -98,7 +105,7 @@ class DLQStore:
         for start in range(0, len(ids), _PAGE):
             chunk = ids[start : start + _PAGE]
             gen = "" if generation is None else str(generation)
-            removed.extend(self._remove(args=[self.prefix, gen, *chunk]))
+            removed.extend(self._remove(keys=[self.stream_key], args=[self.prefix, gen, *chunk]))
         return removed
 
     # Reading -------------------------------------------------------------------------------

@@ -79,6 +79,8 @@ class Fleet:
         self.settings = settings
         self.app = make_app(settings, main="agentfleet", app_cls=DispatchApp)
         self.store = RunStore.from_settings(settings, connect(settings.redis_target()))
+        # The broker's own Redis (its queues), which ``state_url`` may put apart from the store.
+        self.broker = connect(settings.broker_target())
 
     # Public API ----------------------------------------------------------------------------
 

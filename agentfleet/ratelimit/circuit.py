@@ -22,12 +22,14 @@ How callers use it (the fleet transport per request, ``execute`` per attempt)::
         raise
     breaker.record_success("vendor-b.example")        # closes a half-open circuit
 
-Layout under the key prefix ``p`` (times are Redis server time, so worker clocks do not matter):
+Layout under the key prefix ``p`` (times are Redis server time, so worker clocks do not matter;
+the braces are a Redis Cluster hash tag: a report touches the downstream's keys and the list of
+known downstreams at once, so every circuit key lives in one slot):
 
-- ``p:cb:{downstream}``    hash: ``state``, ``opened_at``, ``open_until``, ``probe_until``
-- ``p:cb:{downstream}:w``  hash: ``f:{bucket}`` / ``s:{bucket}`` / ``a:{bucket}`` failure,
+- ``{p:cb}:<downstream>``    hash: ``state``, ``opened_at``, ``open_until``, ``probe_until``
+- ``{p:cb}:<downstream>:w``  hash: ``f:<bucket>`` / ``s:<bucket>`` / ``a:<bucket>`` failure,
   success and started-call counts, ten buckets per window
-- ``p:cb:known``           sorted set: downstreams by their last failure or state change
+- ``{p:cb}:known``           sorted set: downstreams by their last failure or state change
 
 The scripts are ``scripts/circuit/*.lua`` (``window.lua`` in front of each).
 """
@@ -80,7 +82,7 @@ class CircuitBreaker:
     ) -> None:
         # redis-py's reply types are unions of every RESP shape; this class knows each reply.
         self.client: Any = client
-        self.prefix = f"{prefix}:cb"
+        self.prefix = f"{{{prefix}:cb}}"
         self.settings = settings or DLQSettings()
         scripts = CIRCUIT_LUA.register(client, "before", "record", "release")
         self._before, self._record, self._release = scripts["before"], scripts["record"], scripts["release"]

@@ -1,4 +1,9 @@
-"""Where the limiter keeps its state in Redis: every key starts ``{prefix}:rl:``."""
+"""Where the limiter keeps its state in Redis: every key starts ``{<prefix>:rl}:``.
+
+The braces are a Redis Cluster hash tag: one acquire checks the pauses, buckets and
+semaphores of several downstreams (and the fleet ceiling) at once, so all of the limiter's
+keys live in one slot.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +16,7 @@ class KeySpace:
     """Key names for one prefix. Each key expires once idle, so none accumulates."""
 
     def __init__(self, prefix: str) -> None:
-        self.root = f"{prefix}:rl"
+        self.root = f"{{{prefix}:rl}}"
         # Sorted set of the downstreams seen, scored by when (server ms).
         self.registry = f"{self.root}:known"
 

@@ -79,7 +79,7 @@ def _text(value: Any) -> str:
 
 
 class RedisLimitStore:
-    """Runs the limiter scripts against one Redis client, under ``{prefix}:rl:``.
+    """Runs the limiter scripts against one Redis client, under ``{<prefix>:rl}:`` (see ``keys.py``).
 
     ``idle_ttl_s`` (seconds) is how long the registry and hold-time statistics outlive their
     last use; buckets, pauses and lease sets expire on their own as soon as they are idle.

@@ -5,9 +5,9 @@ delivery; ``finish`` stores the outcome (first write wins), releases the claim a
 outcome once for its run. Each is one script call (``runs/scripts/delivery/``) when the item's
 keys live in its run's slot: always on a single Redis, and on a Redis Cluster for every item
 with a default idempotency key (see ``runs/keys.py``). An item whose key was given with
-``key=`` may live in another slot of a cluster; then ``begin`` sends the run's status read and
-the item's half in one pipeline, and ``finish`` runs the item's half, then the run's half with
-the outcome that stood.
+``key=`` may live in another slot of a cluster; then ``begin`` reads the run's status and runs
+the item's half, and ``finish`` runs the item's half, then the run's half with the outcome that
+stood (two round trips each).
 
 What every item shares (the fleet-wide counters, the set of active runs) is not touched by
 these scripts: the caller adds counted outcomes to a ``StatsTally`` and drops a finished run
@@ -103,13 +103,11 @@ class DeliveryScripts:
                 keys=[self.keys.run(run_id), *item_keys], args=args
             )
         else:
-            pipe = self.client.pipeline(transaction=False)
-            pipe.hget(self.keys.run(run_id), "status")
-            self._scripts["begin_item"](keys=item_keys, args=args, client=pipe)
-            status, (stored, n, verdict, left_ms) = pipe.execute()
-            status = status or ""
+            # A cluster runs no script inside a pipeline: the status first, then the item half.
+            status = self.client.hget(self.keys.run(run_id), "status") or ""
+            stored, n, verdict, left_ms = self._scripts["begin_item"](keys=item_keys, args=args)
             if verdict == "claimed" and status in _STOPPED:
-                # The item half claimed before the run's status was known: give it back.
+                # The run stopped: give back the claim the item half just took.
                 self.client.delete(item_keys[2])
                 verdict, n = "cancelled", 0
         return BeginState(

@@ -58,7 +58,7 @@ from agentfleet.redis_client import connect
 from agentfleet.runs.delivery import BeginState, DeliveryScripts, FinishState, outcome_kind
 from agentfleet.runs.keys import RunKeys
 from agentfleet.runs.summary import CompletionStats, summary_from_record
-from agentfleet.runs.tally import StatsTally
+from agentfleet.runs.tally import StatsTally, flush_tallies
 
 __all__ = ["RUNS_LUA", "BeginState", "FinishState", "RunStore"]
 
@@ -325,15 +325,12 @@ class RunStore:
             # One script per cluster slot (one for all on a single Redis).
             slot = self.client.keyslot(self.claim_key(key)) if self.clustered else 0
             groups.setdefault(slot, []).append(key)
-        pipe = self.client.pipeline(transaction=False)
+        kept: dict[str, bool] = {}
         for keys in groups.values():
-            self._scripts["renew"](
+            reply = self._scripts["renew"](
                 keys=[self.claim_key(k) for k in keys],
                 args=[max(1, int(ttl_s * 1000)), *[held[k] for k in keys]],
-                client=pipe,
             )
-        kept: dict[str, bool] = {}
-        for keys, reply in zip(groups.values(), pipe.execute(), strict=True):
             kept.update((k, bool(v)) for k, v in zip(keys, reply, strict=True))
         return kept
 
@@ -349,7 +346,8 @@ class RunStore:
         ``dead_lettered``, ``cost_usd``, ``worker_seconds``, ``runs_started``, ``runs_finished``).
         """
         window_s = max(1, min(int(window_s), 120))
-        self.tally.flush()
+        # What this process counted and has not written yet is part of the answer.
+        flush_tallies()
         second = int(time.time() if now is None else now)
         buckets = self._mget([self.keys.done_bucket(second - i) for i in range(window_s)])
         raw = self.client.hgetall(self.keys.stats)
@@ -374,10 +372,9 @@ class RunStore:
         ``input_json`` (a stage-0 input) is kept again, for the reconciler, until the item's
         next outcome; the run becomes active again.
         """
-        pipe = self.client.pipeline(transaction=False)
-        pipe.sadd(self.keys.active, run_id)
-        pipe.delete(self.outcome_key(key))
-        self._scripts["reopen"](
+        self.client.sadd(self.keys.active, run_id)
+        self.client.delete(self.outcome_key(key))
+        reopened = self._scripts["reopen"](
             keys=[
                 self.run_key(run_id),
                 self.run_key(run_id, "done"),
@@ -385,9 +382,8 @@ class RunStore:
                 self.run_key(run_id, "inputs"),
             ],
             args=[index, int(was_ok), int(was_dead), input_json],
-            client=pipe,
         )
-        return bool(pipe.execute()[-1])
+        return bool(reopened)
 
     # What the reconciler reads and marks ---------------------------------------------------
 

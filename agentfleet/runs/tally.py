@@ -137,13 +137,14 @@ class StatsTally:
             self._last_done_at = max(self._last_done_at, last)
 
 
-def flush_tallies() -> None:
-    """Write what every tally of this process holds (at exit, or a worker process's shutdown)."""
+def flush_tallies(*, quiet: bool = False) -> None:
+    """Write what every tally of this process holds (a worker process's shutdown; at exit,
+    ``quiet``: a process leaving after its Redis has gone has nobody left to tell)."""
     for tally in list(_tallies):
         try:
             tally.flush()
         except Exception as exc:
-            log.warning("could not write the completion counters at exit: %s", exc)
+            (log.debug if quiet else log.warning)("could not write the completion counters: %s", exc)
 
 
 def _after_fork() -> None:
@@ -152,5 +153,5 @@ def _after_fork() -> None:
         tally._reset()
 
 
-atexit.register(flush_tallies)
+atexit.register(flush_tallies, quiet=True)
 os.register_at_fork(after_in_child=_after_fork)

@@ -60,6 +60,10 @@ class ServiceState:
     def store(self) -> RunStore:
         return self.fleet.store
 
+    @property
+    def broker(self) -> Any:
+        return self.fleet.broker
+
     def ping_workers(self, timeout_s: float) -> list[str]:
         return self.fleet.ping_workers(timeout_s=timeout_s)
 

@@ -58,7 +58,7 @@ _UNACKED_KEY = "unacked"
 def collect_queues(sources: Sources) -> list[Sample]:
     """Waiting messages per queue, and messages delivered but not yet acknowledged."""
     queues = sources.settings.queues.model_dump()
-    pipe = sources.store.client.pipeline(transaction=False)
+    pipe = sources.broker.pipeline(transaction=False)
     for name in queues.values():
         for key in queue_keys(name):
             pipe.llen(key)

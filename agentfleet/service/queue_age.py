@@ -11,7 +11,7 @@ the queue's priority lists (0 when the queue is empty). The first sighting is ke
 on Redis's clock, so every service replica reports the same figure and a restarted service
 does not start again from zero. It is at most one scrape interval short of the truth.
 
-Layout under the key prefix ``p``:
+Layout under the key prefix ``p``, on the broker's Redis (beside the lists it watches):
 
 - ``p:queuehead:{list}``  hash: ``tag`` (the delivery tag of the message at the head of that
   broker list when last seen) and ``at`` (Unix time it was first seen there); expires after
@@ -76,7 +76,8 @@ def head_tag(raw: str | bytes | None) -> str:
 
 def collect_queue_age(sources: Sources) -> list[Sample]:
     """Per queue, the seconds its next message has been the next one (0 when empty)."""
-    client: Any = sources.store.client
+    # The queues are the broker's; the first sightings are kept beside them.
+    client: Any = sources.broker
     prefix = sources.settings.key_prefix
     queues = sources.settings.queues.model_dump()
     lists = [(role, name, key) for role, name in queues.items() for key in queue_keys(name)]

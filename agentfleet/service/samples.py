@@ -33,6 +33,11 @@ class Sources(Protocol):
     @property
     def store(self) -> RunStore: ...
 
+    @property
+    def broker(self) -> Any:
+        """A Redis client on the broker (its queues and unacknowledged messages)."""
+        ...
+
     def ping_workers(self, timeout_s: float) -> list[str]:
         """Names of the workers that answered within ``timeout_s`` seconds."""
         ...

@@ -34,6 +34,7 @@ from celery import Celery
 from agentfleet.config import Settings
 from agentfleet.idempotency import stage_key
 from agentfleet.models import TaskOutcome
+from agentfleet.redis_client import connect
 from agentfleet.runs import RunStore, new_claim_token
 from agentfleet.tasks.item import cancelled_outcome
 from agentfleet.tasks.meta import ItemMeta
@@ -73,10 +74,21 @@ class _Candidate:
 class Reconciler:
     """Finds lost items and sends them again (see the module docstring)."""
 
-    def __init__(self, settings: Settings, app: Celery, store: RunStore, *, node: str = "reconciler") -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        app: Celery,
+        store: RunStore,
+        *,
+        node: str = "reconciler",
+        broker: Any = None,
+    ) -> None:
         self.settings = settings
         self.app = app
         self.store = store
+        # kombu's queues and unacknowledged messages live on the broker, which may not be
+        # where the run store is (``state_url``).
+        self.broker: Any = broker if broker is not None else connect(settings.broker_target())
         self.token = new_claim_token(node)
 
     # The lock ------------------------------------------------------------------------------
@@ -115,7 +127,7 @@ class Reconciler:
             return report
         delivery = self.settings.delivery
         view = read_broker(
-            self.store.client,
+            self.broker,
             sorted(queues),
             grace_s=delivery.reconcile_grace_s,
             max_scan=delivery.reconcile_max_scan,
@@ -178,7 +190,7 @@ class Reconciler:
     def _recover(self, candidate: _Candidate, stale: list[str], report: PassReport) -> None:
         record, run_id = candidate.record, candidate.run_id
         if candidate.index == _AGGREGATE:
-            forget_stale(self.store.client, stale)
+            forget_stale(self.broker, stale)
             aggregate_signature(
                 self.app, run_id, record["aggregate"], self.settings.queues.fanin
             ).apply_async()
@@ -194,7 +206,7 @@ class Reconciler:
         signature = self._signature(meta, record)
         if signature is None:
             return
-        forget_stale(self.store.client, stale)
+        forget_stale(self.broker, stale)
         signature.apply_async()
         self.store.incr(run_id, "recovered")
         report.recovered.append(meta.task_id)

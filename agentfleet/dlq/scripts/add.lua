@@ -1,5 +1,6 @@
 -- Store an entry, or update the entry of the same id in place (a redelivery).
 --
+-- KEYS: the stream (it routes the script; every key below shares its hash tag)
 -- ARGV: prefix, id, entry JSON, category, downstream, run id, fingerprint, generation,
 --       dead-lettered-at (Unix seconds), fingerprint sample JSON
 -- Returns {stream id, 1 when the entry is new else 0}.

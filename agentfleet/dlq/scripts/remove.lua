@@ -1,5 +1,6 @@
 -- Delete entries with their index entries and counts.
 --
+-- KEYS: the stream (it routes the script; every key below shares its hash tag)
 -- ARGV: prefix, generation ('' for any), then the ids
 -- Returns the ids that were there (and, with a generation, still of that generation).
 

@@ -1,0 +1,239 @@
+"""agentfleet's state on a real Redis Cluster (three masters on loopback), the broker apart.
+
+The broker stays a plain Redis (kombu has no cluster transport); ``state_url`` puts the run
+store, the dead-letter queue, the limiter and the circuit breakers on the cluster. Every key a
+script touches carries a hash tag, so no script is refused for crossing slots, and runs spread
+over the masters.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis
+from cluster_support import RedisClusterGroup
+from worker_env import cluster_env
+
+from agentfleet import LocalCluster
+from agentfleet.config import LimitSpec, Settings, load_settings
+from agentfleet.dlq.filters import DLQFilter
+from agentfleet.dlq.model import DeadLetter
+from agentfleet.dlq.store import DLQStore
+from agentfleet.models import TaskOutcome
+from agentfleet.ratelimit import Limiter
+from agentfleet.ratelimit.circuit import OPEN, CircuitBreaker
+from agentfleet.redis_client import connect
+from agentfleet.runs import RunStore
+
+pytestmark = pytest.mark.slow
+
+PASSWORD = "cluster-pw"
+
+
+@pytest.fixture(scope="module")
+def redis_cluster() -> Iterator[RedisClusterGroup]:
+    with RedisClusterGroup(masters=3, password=PASSWORD) as group:
+        yield group
+
+
+@pytest.fixture(scope="module")
+def settings(redis_cluster: RedisClusterGroup, redis_url: str) -> Settings:
+    tag = uuid.uuid4().hex[:8]
+    return load_settings(
+        broker_url=redis_url,
+        state_url=redis_cluster.url,
+        key_prefix=f"cl{tag}",
+        queues={"agents": f"cl{tag}.agents", "fanin": f"cl{tag}.fanin", "maintenance": f"cl{tag}.m"},
+        delivery={"reconcile_interval_s": 0.5, "reconcile_grace_s": 1.0},
+    )
+
+
+@pytest.fixture(scope="module")
+def state(settings: Settings) -> Any:
+    return connect(settings.redis_target())
+
+
+@pytest.fixture
+def own(settings: Settings) -> Settings:
+    """The cluster's settings under a prefix of its own: runs made here by hand (never
+    published) stay out of the workers' reconciler's sight."""
+    return settings.model_copy(update={"key_prefix": f"own{uuid.uuid4().hex[:8]}"})
+
+
+@pytest.fixture(scope="module")
+def cluster(settings: Settings) -> Iterator[LocalCluster]:
+    env = cluster_env(
+        AGENTFLEET_DELIVERY__RECONCILE_INTERVAL_S="0.5",
+        AGENTFLEET_DELIVERY__RECONCILE_GRACE_S="1",
+    )
+    with LocalCluster(
+        workers=2, concurrency=4, pool="threads", env=env, settings=settings, broker_url=settings.broker_url
+    ) as running:
+        yield running
+
+
+def _outcome(run_id: str, idx: int, key: str) -> TaskOutcome:
+    return TaskOutcome(
+        task_id=f"{run_id}-{idx}",
+        run_id=run_id,
+        item_key=key,
+        index=idx,
+        idempotency_key=key,
+        ok=True,
+        result={},
+    )
+
+
+def test_a_state_url_naming_the_cluster_reaches_every_master(state: Any) -> None:
+    assert isinstance(state, redis.RedisCluster)
+    assert len(state.get_primaries()) == 3
+
+
+def test_an_item_with_a_given_key_starts_and_finishes_across_slots(own: Settings, state: Any) -> None:
+    store = RunStore.from_settings(own, state)
+    key = f"invoice-{uuid.uuid4().hex[:6]}"
+    run_id = uuid.uuid4().hex[:16]
+    store.create_run(run_id, name="n", kind="map", task="t", items=[(f"{run_id}-0", key, key)], inputs=[{}])
+    begun = store.begin(run_id, key, f"{run_id}-0", deliveries_ttl_s=60, token="w:1:a", claim_ttl_s=20)
+    assert begun.verdict == "claimed" and begun.deliveries == 1
+    again = store.begin(run_id, key, f"{run_id}-0", deliveries_ttl_s=60, token="w:2:b", claim_ttl_s=20)
+    assert again.verdict == "busy"
+    finished = store.finish(_outcome(run_id, 0, key), token="w:1:a")
+    assert finished.recorded and finished.run_ended
+    assert not store.live_claims([key])[0]
+    # Another run of the same key finds the stored outcome.
+    later = uuid.uuid4().hex[:16]
+    store.create_run(later, name="n", kind="map", task="t", items=[(f"{later}-0", key, key)], inputs=[{}])
+    found = store.begin(later, key, f"{later}-0", deliveries_ttl_s=60, token="w:3:c", claim_ttl_s=20)
+    assert found.verdict == "stored"
+
+
+def test_a_cancelled_run_gives_back_the_claim_of_an_item_in_another_slot(own: Settings, state: Any) -> None:
+    store = RunStore.from_settings(own, state)
+    key = f"order-{uuid.uuid4().hex[:6]}"
+    run_id = uuid.uuid4().hex[:16]
+    store.create_run(run_id, name="n", kind="map", task="t", items=[(f"{run_id}-0", key, key)], inputs=[{}])
+    store.cancel(run_id)
+    begun = store.begin(run_id, key, f"{run_id}-0", deliveries_ttl_s=60, token="w:1:a", claim_ttl_s=20)
+    assert begun.verdict == "cancelled"
+    assert store.live_claims([key]) == [False]
+
+
+def test_claims_in_many_slots_are_renewed_together(own: Settings, state: Any) -> None:
+    store = RunStore.from_settings(own, state)
+    held = {f"k{n}-{uuid.uuid4().hex[:4]}": f"w:1:{n}" for n in range(12)}
+    for key, token in held.items():
+        state.set(store.claim_key(key), token, px=1000)
+    assert len({state.keyslot(store.claim_key(k)) for k in held}) > 1
+    kept = store.renew_claims(held, 30.0)
+    assert all(kept.values()) and all(state.pttl(store.claim_key(k)) > 5000 for k in held)
+
+
+def test_dead_letters_are_written_indexed_and_removed_on_the_cluster(own: Settings, state: Any) -> None:
+    dlq = DLQStore.from_settings(own, state)
+    entry = DeadLetter(
+        id=uuid.uuid4().hex[:12],
+        task_name="t.broken",
+        task_id="r-0",
+        run_id="r",
+        item_key="0",
+        idempotency_key="r:0:x",
+        inputs={"n": 1},
+        error_type="BadRequest",
+        error="400 from vendor",
+        category="bad_request",
+        fingerprint="f1",
+        attempts=1,
+        first_failure_at=time.time(),
+        last_failure_at=time.time(),
+    )
+    assert dlq.add(entry)
+    assert [e.id for e in dlq.find(DLQFilter(category="bad_request"))] == [entry.id]
+    assert dlq.remove([entry.id]) == [entry.id]
+    assert dlq.find(DLQFilter(category="bad_request")) == []
+
+
+def test_the_limiter_and_the_circuit_breaker_work_on_the_cluster(own: Settings, state: Any) -> None:
+    limited = own.model_copy(update={"limits": {"v.example": LimitSpec(max_concurrency=1, rate_per_s=50)}})
+    limiter = Limiter.from_settings(limited, state)
+    permit = limiter.acquire("v.example")
+    assert limiter.status("v.example").slots_in_use == 1
+    permit.release()
+    breaker = CircuitBreaker.from_settings(own, state)
+    for _ in range(own.dlq.vendor_issue_failures):
+        breaker.record_failure("down.example")
+    assert breaker.state("down.example").state == OPEN
+
+
+def test_runs_finish_on_workers_whose_state_is_the_cluster(cluster: LocalCluster) -> None:
+    fleet = cluster.fleet()
+    summary = fleet.map("fleet_test_tasks.echo", [{"n": n} for n in range(20)]).wait(timeout_s=120)
+    assert summary.succeeded == 20
+    keyed = fleet.map(
+        "fleet_test_tasks.echo",
+        [{"n": n} for n in range(5)],
+        key=lambda i: f"k-{uuid.uuid4().hex[:6]}-{i['n']}",
+    )
+    assert keyed.wait(timeout_s=120).succeeded == 5
+    urls = [{"url": f"https://site.example/{n}"} for n in range(4)]
+    staged = fleet.pipeline(
+        ["fleet_test_tasks.stage_fetch", "fleet_test_tasks.stage_extract", "fleet_test_tasks.stage_report"],
+        urls,
+    )
+    assert staged.wait(timeout_s=120).succeeded == 4
+    assert (
+        fleet.map("fleet_test_tasks.echo", [{"n": 1}], aggregate="fleet_test_tasks:count_results").result(
+            timeout_s=60
+        )
+        == 1
+    )
+
+
+def test_a_failed_item_is_dead_lettered_on_the_cluster(cluster: LocalCluster) -> None:
+    fleet = cluster.fleet()
+    run = fleet.map("fleet_test_tasks.maybe_fail", [{"n": 1, "fail": True}])
+    summary = run.wait(timeout_s=120)
+    assert summary.dead_lettered == 1
+    assert [e.run_id for e in fleet.dlq.list(run_id=run.id)] == [run.id]
+
+
+def test_the_reconciler_sends_a_lost_message_again_with_state_on_the_cluster(
+    cluster: LocalCluster, redis_client: redis.Redis
+) -> None:
+    fleet = cluster.fleet()
+    queue = fleet.settings.queues.agents
+    # Every slot busy (and every prefetch window full): the next messages wait in the queue.
+    busy = fleet.map("fleet_test_tasks.sleepy", [{"n": n, "sleep_s": 3.0} for n in range(8)])
+    deadline = time.monotonic() + 30
+    while redis_client.llen(queue) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    run = fleet.map("fleet_test_tasks.echo", [{"n": n} for n in range(3)])
+    lost = json.loads(redis_client.rpop(queue))["headers"]["id"]
+    assert busy.wait(timeout_s=60).succeeded == 8
+    summary = run.wait(timeout_s=120)
+    assert summary.succeeded == 3 and summary.recovered == 1, (lost, summary)
+
+
+def test_runs_spread_over_every_master(cluster: LocalCluster, redis_cluster: RedisClusterGroup) -> None:
+    fleet = cluster.fleet()
+    for _ in range(6):
+        fleet.map("fleet_test_tasks.echo", [{"n": 0}]).wait(timeout_s=60)
+    deadline = time.monotonic() + 10
+    sizes: list[int] = []
+    while time.monotonic() < deadline:
+        sizes = []
+        for node in redis_cluster.nodes:
+            client = redis.Redis(port=node.port, password=PASSWORD)
+            try:
+                sizes.append(int(client.dbsize()))
+            finally:
+                client.close()
+        if all(sizes):
+            break
+        time.sleep(0.2)
+    assert all(sizes), sizes
