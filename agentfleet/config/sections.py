@@ -250,12 +250,14 @@ class LLMSettings(_Section):
 
 
 class FetchSettings(_Section):
-    """The ``http_fetch`` tool and the SSRF guard."""
+    """The ``http_fetch`` tool and the SSRF guard. ``keepalive_s``: seconds an idle connection
+    of a worker process's shared pools is kept for the next task."""
 
     allow_private_hosts: list[str] = Field(default_factory=list)
     timeout_s: float = Field(default=20.0, gt=0)
     max_bytes: int = Field(default=5_000_000, ge=1)
     max_redirects: int = Field(default=5, ge=0)
+    keepalive_s: float = Field(default=30.0, gt=0)
 
 
 class BudgetSettings(_Section):

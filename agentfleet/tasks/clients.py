@@ -7,7 +7,9 @@
       -> guard (SSRF check, address pinning, $CRED{...} credentials, audit)
         -> the real connection pool
 
-The limiter, circuit breaker, vault and audit log are made once per worker process.
+The limiter, circuit breaker and audit log are made once per worker process, and so are the
+connection pools under the guard (``http_pools``): the guard checks each request, but tasks
+share kept-alive connections instead of each opening its own (a TLS handshake per task).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Sequence
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import httpx
@@ -30,7 +33,8 @@ from agentfleet.ratelimit.names import pool_downstream
 from agentfleet.redis_client import connect
 from agentfleet.tasks.shared import limiter, per_process, run_store, spend_ledger
 from agentfleet.tools.audit import AuditLog
-from agentfleet.tools.guard import guard_transport
+from agentfleet.tools.guard import guard_transport, shared_pools
+from agentfleet.tools.pools import TransportPools
 from agentfleet.tools.transport import CallInfo, FleetHooks, describe_call, fleet_transport
 from agentfleet.tools.vault import CredentialVault, placeholder
 
@@ -44,6 +48,7 @@ __all__ = [
     "accounting_hooks",
     "anthropic_client",
     "http_client",
+    "http_pools",
     "llm_endpoint",
     "pool_slot",
     "rate_limit_raiser",
@@ -61,6 +66,15 @@ def pool_slot(settings: Settings, run_id: str, slots: int) -> Permit:
     lease is renewed while held and comes back by itself if the worker dies.
     """
     return limiter(settings).acquire(pool_downstream(run_id, slots))
+
+
+def http_pools(settings: Settings, module: ModuleType) -> TransportPools:
+    """This process's connection pools for ``module`` (``httpx``, or ``httpx2`` under the SDK)."""
+    return per_process(
+        f"pools:{module.__name__}",
+        settings,
+        lambda: shared_pools(module, keepalive_s=settings.fetch.keepalive_s),
+    )
 
 
 def _audit(settings: Settings) -> AuditLog:
@@ -189,7 +203,9 @@ def http_client(state: ExecutionState) -> httpx.Client:
     """An ``httpx.Client`` for one execution, on the fleet transport and the guard."""
     settings = get_settings()
     vault = _vault(settings, llm_host=None, key_env=None)
-    guard = guard_transport(httpx, settings=settings.fetch, vault=vault, task_id=state.task_id)
+    guard = guard_transport(
+        httpx, settings=settings.fetch, vault=vault, task_id=state.task_id, pools=http_pools(settings, httpx)
+    )
     vendors = vendors_for(settings)
     transport = fleet_transport(httpx, guard, _hooks(state, settings, vendors))
     return httpx.Client(
@@ -214,7 +230,9 @@ def anthropic_client(state: ExecutionState) -> anthropic.Anthropic:
     fetch = settings.fetch.model_copy(
         update={"allow_private_hosts": [*settings.fetch.allow_private_hosts, host]}
     )
-    guard = guard_transport(httpx2, settings=fetch, vault=vault, task_id=state.task_id)
+    guard = guard_transport(
+        httpx2, settings=fetch, vault=vault, task_id=state.task_id, pools=http_pools(settings, httpx2)
+    )
     transport = fleet_transport(httpx2, guard, _hooks(state, settings, vendors_for(settings)))
     timeout = httpx2.Timeout(settings.llm.timeout_s, connect=settings.llm.connect_timeout_s)
     http = httpx2.Client(transport=transport, timeout=timeout, trust_env=False)

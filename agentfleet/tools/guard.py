@@ -24,7 +24,9 @@ For every request (every redirect hop is a separate request) it:
 
 Connections are pooled per original host name for https: the pool keys connections by the
 address it dials, so two names on one address must not share a TLS session verified for
-only one of them.
+only one of them. The pools are the guard's own, or (``pools=``) a ``TransportPools`` shared by
+every guard of the process, so that tasks reuse each other's kept-alive connections
+(``agentfleet.tools.pools``).
 
 The copy carrying secrets never escapes: the response's ``request`` is the caller's request
 (placeholders intact), and an error raised while the copy is in flight, or while its response
@@ -36,9 +38,7 @@ from __future__ import annotations
 
 import copy
 import functools
-import threading
 import traceback
-from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from types import ModuleType
 from typing import Any
@@ -47,6 +47,7 @@ import httpx
 
 from agentfleet.config import FetchSettings
 from agentfleet.errors import AgentfleetError, ForbiddenDestination, UnexpectedError
+from agentfleet.tools.pools import DEFAULT_MAX_POOLS, TransportPools
 from agentfleet.tools.ssrf import (
     Address,
     Allowlist,
@@ -60,12 +61,10 @@ from agentfleet.tools.ssrf import (
 )
 from agentfleet.tools.vault import CredentialVault, references
 
-__all__ = ["TaskIdSource", "guard_transport", "httpx2_guard", "httpx_guard"]
+__all__ = ["TaskIdSource", "guard_transport", "httpx2_guard", "httpx_guard", "shared_pools"]
 
 TaskIdSource = str | Callable[[], str | None] | None
 """The task id for the audit log: fixed, read from a callable at each request, or unknown."""
-
-DEFAULT_MAX_POOLS = 64
 
 
 def _forget(exc: BaseException | None) -> None:
@@ -97,18 +96,16 @@ class _GuardCore:
         allowlist: Allowlist,
         vault: CredentialVault | None,
         resolver: Resolver,
-        transport_factory: Callable[[], Any],
+        pools: TransportPools,
+        owns_pools: bool,
         task_id: TaskIdSource,
-        max_pools: int,
     ) -> None:
         self._allowlist = allowlist
         self._vault = vault
         self._resolver = resolver
-        self._factory = transport_factory
+        self._pools = pools
+        self._owns_pools = owns_pools
         self._task_id = task_id
-        self._max_pools = max_pools
-        self._pools: OrderedDict[tuple[str, str, int], Any] = OrderedDict()
-        self._lock = threading.Lock()
 
     # The transport interface ----------------------------------------------------------
 
@@ -147,12 +144,9 @@ class _GuardCore:
         raise failure
 
     def close(self) -> None:
-        """Close every real transport this guard opened."""
-        with self._lock:
-            pools = list(self._pools.values())
-            self._pools.clear()
-        for pool in pools:
-            pool.close()
+        """Close every real transport this guard opened (shared ones stay open)."""
+        if self._owns_pools:
+            self._pools.close()
 
     # Decisions --------------------------------------------------------------------------
 
@@ -187,19 +181,7 @@ class _GuardCore:
 
     def _pool_for(self, target: Target) -> Any:
         key = (target.scheme, target.host, target.port) if target.scheme == "https" else ("", "", 0)
-        evicted = None
-        with self._lock:
-            pool = self._pools.get(key)
-            if pool is None:
-                pool = self._factory()
-                self._pools[key] = pool
-                if len(self._pools) > self._max_pools:
-                    _, evicted = self._pools.popitem(last=False)
-            else:
-                self._pools.move_to_end(key)
-        if evicted is not None:
-            evicted.close()
-        return pool
+        return self._pools.get(key)
 
     def _wire_request(self, request: Any, target: Target, address: Address, secret: bool) -> Any:
         url = request.url
@@ -299,6 +281,17 @@ def _default_factory(module: ModuleType) -> Callable[[], Any]:
     return functools.partial(module.HTTPTransport, verify=_ssl_context(module))
 
 
+def shared_pools(
+    module: ModuleType, *, keepalive_s: float, max_pools: int = DEFAULT_MAX_POOLS
+) -> TransportPools:
+    """Pools for ``module`` (``httpx`` or ``httpx2``) to share between guards: real transports
+    on the process's SSL context, with no cap on connections (the limiter caps calls) and
+    idle connections kept ``keepalive_s`` seconds."""
+    limits = module.Limits(max_connections=None, max_keepalive_connections=None, keepalive_expiry=keepalive_s)
+    factory = functools.partial(module.HTTPTransport, verify=_ssl_context(module), limits=limits)
+    return TransportPools(factory, max_pools=max_pools)
+
+
 @functools.cache
 def _classes(module: ModuleType) -> tuple[type[Any], type[Any]]:
     guard = type(
@@ -323,6 +316,7 @@ def guard_transport(
     transport_factory: Callable[[], Any] | None = None,
     task_id: TaskIdSource = None,
     max_pools: int = DEFAULT_MAX_POOLS,
+    pools: TransportPools | None = None,
 ) -> Any:
     """A guard transport for ``module`` (``httpx`` or ``httpx2``), an instance of its BaseTransport.
 
@@ -333,17 +327,21 @@ def guard_transport(
     ``module.HTTPTransport`` on one SSL context shared by the process; it must not use a
     proxy, which would resolve names itself). One real transport
     is made per https host, at most ``max_pools`` kept (least recently used closed first).
+    ``pools`` (see ``shared_pools``) replaces the guard's own pools with ones it shares, which
+    closing the guard leaves open.
     """
     fetch = settings or FetchSettings()
-    factory = transport_factory or _default_factory(module)
+    owned = pools is None
+    if pools is None:
+        pools = TransportPools(transport_factory or _default_factory(module), max_pools=max_pools)
     guard_cls = _classes(module)[0]
     return guard_cls(
         allowlist=Allowlist(fetch.allow_private_hosts),
         vault=vault,
         resolver=resolver,
-        transport_factory=factory,
+        pools=pools,
+        owns_pools=owned,
         task_id=task_id,
-        max_pools=max_pools,
     )
 
 
