@@ -57,7 +57,7 @@ def _handler(server: Server) -> type[BaseHTTPRequestHandler]:
             if self.command != "HEAD":
                 self.wfile.write(body)
 
-        do_GET = do_POST = do_HEAD = do_PUT = do_DELETE = do_OPTIONS = _any
+        do_GET = do_POST = do_HEAD = do_PUT = do_PATCH = do_DELETE = do_OPTIONS = _any
 
         def log_message(self, format: str, *args: object) -> None:
             return
