@@ -1,6 +1,6 @@
 """Keep secrets out of what agentfleet stores or shows: dead letters, errors, logs, tracebacks.
 
-Three rules, applied together by a ``Redactor``:
+Four rules, applied together by a ``Redactor``:
 
 - a mapping key that names a secret has its value replaced, whatever its type, at any depth.
   Keys match by words, not substrings: ``api_key`` matches ``openai_api_key`` and
@@ -8,7 +8,9 @@ Three rules, applied together by a ``Redactor``:
 - inside free text, the ``key=value``, ``key: value`` and ``"key": "value"`` forms of those
   same keys lose their values (a header in a traceback, a query parameter in a URL);
 - a known secret value (a configured credential, an API key from the settings) is replaced
-  wherever it appears in any string, also in its percent-encoded spellings.
+  wherever it appears in any string, also in its percent-encoded spellings;
+- the password of any URL in free text (``redis://:password@host``) is replaced, known or
+  not. ``mask_url`` does the same for one URL.
 
 Values shorter than ``MIN_SECRET_CHARS`` are not searched for in free text: they would match
 everywhere and leave nothing readable (a key that names them is still redacted).
@@ -17,15 +19,26 @@ everywhere and leave nothing readable (a key that names them is still redacted).
 from __future__ import annotations
 
 import re
+import reprlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import quote, quote_plus
+from urllib.parse import quote, quote_plus, unquote
 
-__all__ = ["DEFAULT_SECRET_KEYS", "MIN_SECRET_CHARS", "REDACTED", "Redactor", "key_words", "redact"]
+__all__ = [
+    "DEFAULT_SECRET_KEYS",
+    "MIN_SECRET_CHARS",
+    "REDACTED",
+    "Redactor",
+    "key_words",
+    "mask_url",
+    "redact",
+    "shown_repr",
+]
 
 REDACTED = "[REDACTED]"
 MIN_SECRET_CHARS = 4
+SHOWN_REPR_MAX_CHARS = 1024
 
 DEFAULT_SECRET_KEYS: tuple[str, ...] = (
     "api_key",
@@ -37,6 +50,11 @@ DEFAULT_SECRET_KEYS: tuple[str, ...] = (
     "authorization",
     "cookie",
 )
+
+# A URL's userinfo password: scheme, "://", an optional user, ":", the password, "@". A '/'
+# ends the match, so a path holding '@' is not taken for userinfo; a password with a raw
+# '/' makes an invalid URL, and configured passwords are masked by value anyway.
+_URL_PASSWORD = re.compile(r"(?P<head>\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s:/?#@\[\]]*:)(?P<pw>[^\s@/]+)@")
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _SPLIT = re.compile(r"[^a-zA-Z0-9]+")
@@ -76,10 +94,25 @@ def _mask_pair(match: re.Match[str]) -> str:
     return head + REDACTED
 
 
+def mask_url(url: str) -> str:
+    """``url`` with its password (if any) replaced by ``[REDACTED]``; the rest unchanged.
+
+    Meant for URLs from configuration (brokers, backends): everything between the user name
+    and the last '@' counts as the password, so a password with an unencoded '/' or '@' is
+    masked whole too.
+    """
+    scheme, sep, rest = url.partition("://")
+    userinfo, at, location = rest.rpartition("@")
+    if not (sep and at) or ":" not in userinfo:
+        return url
+    user = userinfo.split(":", 1)[0]
+    return f"{scheme}://{user}:{REDACTED}@{location}"
+
+
 def _spellings(values: Iterable[str]) -> tuple[str, ...]:
     found: set[str] = set()
     for value in values:
-        found.update({value, quote(value, safe=""), quote_plus(value, safe="")})
+        found.update({value, unquote(value), quote(value, safe=""), quote_plus(value, safe="")})
     # Longest first, so a secret that contains another is replaced whole.
     return tuple(sorted(found, key=len, reverse=True))
 
@@ -140,7 +173,7 @@ class Redactor:
             value = self._values_re.sub(REDACTED, value)
         if self._pairs_re is not None:
             value = self._pairs_re.sub(_mask_pair, value)
-        return value
+        return _URL_PASSWORD.sub(rf"\g<head>{REDACTED}@", value)
 
     def value(self, data: Any, *, paths: list[str] | None = None, _at: str = "") -> Any:
         """A redacted copy of ``data``; the paths of what was redacted go to ``paths``.
@@ -182,3 +215,21 @@ class Redactor:
 def redact(data: Any, *, keys: Iterable[str] = DEFAULT_SECRET_KEYS, values: Iterable[str | None] = ()) -> Any:
     """A copy of ``data`` with the values of secret ``keys`` and every secret ``values`` replaced."""
     return Redactor.build(keys, values).value(data)
+
+
+_SHOWN = reprlib.Repr()
+_SHOWN.maxlevel = 4
+_SHOWN.maxdict = _SHOWN.maxlist = _SHOWN.maxtuple = 20
+_SHOWN.maxstring = 200
+_SHOWN.maxother = 200
+
+
+def shown_repr(data: Any, redactor: Redactor, *, max_chars: int = SHOWN_REPR_MAX_CHARS) -> str:
+    """A short repr of ``data`` for display (a task's arguments in Flower), secrets redacted.
+
+    ``data`` is redacted whole before it is cut, so a cut never shows part of a secret:
+    nesting beyond 4 levels, more than 20 items and strings beyond 200 characters are
+    elided, and the text is cut at ``max_chars``.
+    """
+    text = _SHOWN.repr(redactor.value(data))
+    return text if len(text) <= max_chars else text[: max_chars - 3] + "..."
