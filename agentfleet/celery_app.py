@@ -20,6 +20,7 @@ from celery.schedules import crontab
 from kombu import Queue
 
 from agentfleet.config import Settings, get_settings
+from agentfleet.config.redis_url import url_password, without_password
 
 __all__ = [
     "BUILTIN_TASK_MODULES",
@@ -152,13 +153,16 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "beat_scheduler": "redbeat.RedBeatScheduler",
         "beat_schedule": beat_schedule(settings),
         "beat_max_loop_interval": settings.beat.max_loop_interval_s,
-        "redbeat_redis_url": settings.broker_url,
+        # The password travels apart from the URL: `inspect conf` (and Flower's worker pages)
+        # show the URL as it is, but mask every option whose name says "password".
+        "redbeat_redis_url": without_password(settings.broker_url),
         "redbeat_key_prefix": redbeat_key_prefix(settings),
         "redbeat_lock_timeout": settings.beat.lock_timeout_s,
         "redbeat_redis_options": {
             "socket_connect_timeout": 5,
             "socket_keepalive": True,
             "health_check_interval": 30,
+            "password": url_password(settings.broker_url),
         },
     }
 
