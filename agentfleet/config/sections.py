@@ -381,11 +381,16 @@ class ServiceSettings(_Section):
 
 
 class FlowerSettings(_Section):
-    """``agentfleet flower``: basic auth as ``user:password``; binds ``host`` (loopback)."""
+    """Flower, however it is started: basic auth as ``user:password``; binds ``host`` (loopback).
+
+    Without ``basic_auth`` (nor auth given to Flower itself) Flower refuses to start unless
+    ``insecure`` is true.
+    """
 
     host: str = "127.0.0.1"
     port: int = Field(default=5555, ge=1, le=65535)
     basic_auth: SecretStr | None = None
+    insecure: bool = False
 
     @field_validator("basic_auth")
     @classmethod
