@@ -19,8 +19,10 @@ from agentfleet.models import RunSummary
 from agentfleet.orchestration.client_app import DispatchApp
 from agentfleet.orchestration.dead_letters import DeadLetterQueue
 from agentfleet.orchestration.run import Run
+from agentfleet.redaction import Redactor
 from agentfleet.redis_client import connect
 from agentfleet.runs import RunStore
+from agentfleet.tasks.message_reprs import message_reprs
 from agentfleet.tasks.meta import META_KWARG, ItemMeta
 from agentfleet.tasks.retry_policy import cap_countdown
 
@@ -206,6 +208,10 @@ class Fleet:
     def _new_run_id() -> str:
         return uuid.uuid4().hex[:16]
 
+    @functools.cached_property
+    def _redactor(self) -> Redactor:
+        return self.settings.redactor()
+
     def _run(self, run_id: str, name: str, total: int) -> Run:
         return Run(run_id, store=self.store, app=self.app, total=total, name=name)
 
@@ -277,6 +283,7 @@ class Fleet:
         self, task_name: str, kwargs: dict[str, Any], meta: ItemMeta, queue: str, countdown: float
     ) -> Signature:
         options: dict[str, Any] = {"task_id": meta.task_id, "queue": queue}
+        options.update(message_reprs(kwargs, self._redactor))
         if countdown > 0:
             options["countdown"] = countdown
         return self.app.signature(task_name, kwargs=kwargs, **options)

@@ -44,6 +44,7 @@ from agentfleet.errors import (
 )
 from agentfleet.idempotency import stage_key
 from agentfleet.llm.errors import is_anthropic_error, map_anthropic_error
+from agentfleet.log_filter import RedactingAdapter
 from agentfleet.models import TaskOutcome
 from agentfleet.redaction import Redactor
 from agentfleet.tasks import clients, failures
@@ -156,7 +157,8 @@ class _Delivery:
 
     @cached_property
     def redactor(self) -> Redactor:
-        # Built on the first failure, when ``kwargs`` holds this stage's final input.
+        # Built when the body is about to run (for ``ctx.log``) or on the first failure, when
+        # ``kwargs`` holds this stage's final input.
         return self.settings.redactor().learn(self.kwargs)
 
     # Outcomes ------------------------------------------------------------------------------
@@ -298,9 +300,10 @@ class _Delivery:
 
     def _context(self, guard: CircuitGuard) -> TaskContext:
         budget, caps = self.task.budget, self.settings.budgets
-        logger = logging.LoggerAdapter(
+        logger = RedactingAdapter(
             logging.getLogger(f"agentfleet.tasks.{self.task.name}"),
             {"task_id": self.task_id, "run_id": self.meta.run, "item_key": self.meta.item},
+            self.redactor,
         )
         return TaskContext(
             task_id=self.task_id,
@@ -366,7 +369,7 @@ class _Delivery:
             self.meta,
             self.task_id,
             ok=True,
-            result=result,
+            result=self.redactor.value(result),
             attempts=attempts,
             duration_s=round(self.carried[1] + self.meta.elapsed_s + elapsed, 6),
             cost_usd=self.carried[2] + self.meta.cost_usd + ctx.cost_usd,

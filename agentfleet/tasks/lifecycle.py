@@ -1,4 +1,5 @@
-"""Worker process hooks: fresh Redis pools after fork, and exit when the parent is gone."""
+"""Worker process hooks: fresh Redis pools after fork, exit when the parent is gone, and only
+redacted user inputs in the argument reprs of the messages a worker publishes."""
 
 from __future__ import annotations
 
@@ -9,9 +10,11 @@ import threading
 import time
 from typing import Any
 
-from celery.signals import task_revoked, worker_process_init, worker_ready
+from celery.signals import before_task_publish, task_revoked, worker_process_init, worker_ready
 
 from agentfleet.redis_client import reset_connections
+from agentfleet.tasks.message_reprs import redact_published_reprs
+from agentfleet.tasks.process_logging import secret_filter
 
 __all__ = ["PARENT_PID_ENV"]
 
@@ -70,6 +73,13 @@ def _on_worker_ready(**_: Any) -> None:
         threading.Thread(
             target=_watch_parent, args=(int(raw), 1.0), name="agentfleet-parent-watchdog", daemon=True
         ).start()
+
+
+@before_task_publish.connect
+def _show_only_user_inputs(body: Any = None, headers: dict[str, Any] | None = None, **_: Any) -> None:
+    # Retries, deferrals and next stages are published here: Celery's default reprs would
+    # show the _af block and every input. The redactor is the log filter's (rebuilt each second).
+    redact_published_reprs(body, headers, secret_filter.redactor())
 
 
 @task_revoked.connect
