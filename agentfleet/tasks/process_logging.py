@@ -2,7 +2,10 @@
 
 Worker and beat import the built-in task modules (this one among them) before they set up
 logging; Celery then signals ``after_setup_logger`` and ``after_setup_task_logger``, and
-the filter goes on every handler there is (a prefork pool's children inherit them). Flower
+the filter goes on every handler there is (a prefork pool's children inherit them). It also
+goes on whatever handlers exist when this module is imported, logging's last resort included,
+so what a task module logs while it is imported, before Celery's logging is set up, is
+filtered too. Flower
 sets up its logging first and imports the task modules afterwards: ``flower_setup`` then
 calls ``install_secret_filter``, as ``agentfleet serve`` does once uvicorn has configured
 its loggers.
@@ -41,3 +44,6 @@ def install_secret_filter() -> int:
 @after_setup_task_logger.connect
 def _on_logging_set_up(**_: Any) -> None:
     install_secret_filter()
+
+
+install_secret_filter()
