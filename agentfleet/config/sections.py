@@ -368,7 +368,8 @@ class ServiceSettings(_Section):
     ``token`` is the bearer token ``POST /runs`` requires (the trigger is off without one).
     ``/health`` says ``stale`` when work is queued and no item has completed for
     ``stale_after_s`` seconds. ``ping_timeout_s`` is how long it waits for workers to answer.
-    ``max_inputs`` caps the inputs one ``POST /runs`` may carry, ``max_body_bytes`` its body.
+    ``max_inputs`` caps the inputs one ``POST /runs`` may carry, ``max_body_bytes`` its body
+    (a larger one answers 413) and ``max_json_depth`` how deeply its JSON may nest (422).
     """
 
     host: str = "127.0.0.1"
@@ -378,6 +379,7 @@ class ServiceSettings(_Section):
     ping_timeout_s: float = Field(default=1.0, gt=0)
     max_inputs: int = Field(default=10_000, ge=1)
     max_body_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
+    max_json_depth: int = Field(default=64, ge=3, le=500)
 
 
 class FlowerSettings(_Section):
