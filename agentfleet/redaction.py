@@ -8,7 +8,8 @@ Four rules, applied together by a ``Redactor``:
 - inside free text, the ``key=value``, ``key: value`` and ``"key": "value"`` forms of those
   same keys lose their values (a header in a traceback, a query parameter in a URL);
 - a known secret value (a configured credential, an API key from the settings) is replaced
-  wherever it appears in any string, also in its percent-encoded spellings;
+  wherever it appears in any string, also in its percent-encoded spellings and, for values
+  of at least ``MIN_BASE64_CHARS``, inside base64 text (a Basic auth header echoed back);
 - the password of any URL in free text (``redis://:password@host``) is replaced, known or
   not. ``mask_url`` does the same for one URL.
 
@@ -18,6 +19,7 @@ everywhere and leave nothing readable (a key that names them is still redacted).
 
 from __future__ import annotations
 
+import base64
 import re
 import reprlib
 from collections.abc import Iterable, Mapping
@@ -27,9 +29,11 @@ from urllib.parse import quote, quote_plus, unquote
 
 __all__ = [
     "DEFAULT_SECRET_KEYS",
+    "MIN_BASE64_CHARS",
     "MIN_SECRET_CHARS",
     "REDACTED",
     "Redactor",
+    "base64_cores",
     "key_words",
     "mask_url",
     "redact",
@@ -38,6 +42,10 @@ __all__ = [
 
 REDACTED = "[REDACTED]"
 MIN_SECRET_CHARS = 4
+MIN_BASE64_CHARS = 12
+"""Secrets shorter than this (bytes) are not looked for inside base64 text: the part of
+their base64 form that does not depend on the neighbouring bytes is too short to be told
+from ordinary text."""
 SHOWN_REPR_MAX_CHARS = 1024
 
 DEFAULT_SECRET_KEYS: tuple[str, ...] = (
@@ -109,10 +117,39 @@ def mask_url(url: str) -> str:
     return f"{scheme}://{user}:{REDACTED}@{location}"
 
 
+def base64_cores(value: bytes) -> list[bytes]:
+    """The base64 text every encoding of ``value`` contains, whatever surrounds it.
+
+    For each of the three byte alignments, the characters of ``base64(prefix + value +
+    suffix)`` that depend on ``value`` alone (neither end mixes in a neighbour's bits), in the
+    standard and the URL-safe alphabet. Empty below ``MIN_BASE64_CHARS``.
+    """
+    if len(value) < MIN_BASE64_CHARS:
+        return []
+    cores: list[bytes] = []
+    for offset in range(3):
+        encoded = base64.b64encode(b"\0" * offset + value).rstrip(b"=")
+        front = (0, 2, 3)[offset]
+        back = 1 if (offset + len(value)) % 3 else 0
+        core = encoded[front : len(encoded) - back]
+        cores.append(core)
+        cores.append(core.replace(b"+", b"-").replace(b"/", b"_"))
+    return list(dict.fromkeys(cores))
+
+
+_ESCAPE = re.compile(r"%([0-9A-F]{2})")
+
+
+def _literal(spelling: str) -> str:
+    # A pattern for one spelling; its percent escapes match in either hex case.
+    return _ESCAPE.sub(lambda m: f"%(?i:{m.group(1)})", re.escape(spelling))
+
+
 def _spellings(values: Iterable[str]) -> tuple[str, ...]:
     found: set[str] = set()
     for value in values:
         found.update({value, unquote(value), quote(value, safe=""), quote_plus(value, safe="")})
+        found.update(core.decode("ascii") for core in base64_cores(value.encode("utf-8")))
     # Longest first, so a secret that contains another is replaced whole.
     return tuple(sorted(found, key=len, reverse=True))
 
@@ -134,7 +171,7 @@ class Redactor:
             sorted({v for v in values if v and len(v) >= MIN_SECRET_CHARS}, key=len, reverse=True)
         )
         spelled = _spellings(secrets)
-        values_re = re.compile("|".join(re.escape(v) for v in spelled)) if spelled else None
+        values_re = re.compile("|".join(_literal(v) for v in spelled)) if spelled else None
         return cls(keys=words, values=secrets, _values_re=values_re, _pairs_re=_pair_pattern(words))
 
     def learn(self, data: Any) -> Redactor:

@@ -232,6 +232,15 @@ def _send(client: httpx.Client, request: httpx.Request, vault: CredentialVault |
         return client.send(request, stream=True, follow_redirects=False)
     except AgentfleetError:
         raise
+    except httpx.InvalidURL as exc:
+        # httpx parses a redirect's Location even when not following it.
+        raise ForbiddenDestination(f"http_fetch: unusable redirect ({exc})") from None
+    except httpx.RemoteProtocolError as exc:
+        if "location header" in str(exc).lower():
+            raise ForbiddenDestination(f"http_fetch: unusable redirect ({exc})") from None
+        raise ConnectionFailed(
+            f"http_fetch: {type(exc).__name__}: {_scrubbed(str(exc), vault)}", downstream=request.url.host
+        ) from None
     except httpx.TimeoutException as exc:
         raise TaskTimeout(
             f"http_fetch: {_scrubbed(str(exc), vault) or 'timed out'}", downstream=request.url.host

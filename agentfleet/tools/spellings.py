@@ -13,7 +13,8 @@ A value is found when it appears
 - base64-encoded (standard or URL-safe alphabet): a whole ``Authorization`` or
   ``Proxy-Authorization`` credential is decoded and searched (so ``Basic user:value`` is
   found for a value of any length), and for values of at least ``MIN_BASE64_CHARS`` the
-  base64 text of the value at each of the three byte alignments is searched for anywhere.
+  base64 text of the value at each of the three byte alignments is searched for anywhere
+  (``agentfleet.redaction.base64_cores``).
 
 Other transformations (hashing, encryption, reversal, a custom encoding) are not detected:
 no scanner can, and none is claimed.
@@ -27,30 +28,12 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from urllib.parse import unquote_to_bytes
 
-__all__ = ["MIN_BASE64_CHARS", "Needles", "authorization_payloads", "decoded_forms"]
+from agentfleet.redaction import base64_cores
 
-MIN_BASE64_CHARS = 12
-"""Values shorter than this (bytes) are looked for in base64 only inside Authorization
-headers: their unaligned base64 text is too short to be told from ordinary text."""
+__all__ = ["Needles", "authorization_payloads", "decoded_forms"]
 
 _DECODE_ROUNDS = 3
 _AUTH_HEADERS = (b"authorization", b"proxy-authorization")
-
-
-def _base64_cores(value: bytes) -> list[bytes]:
-    # The part of base64(prefix + value + suffix) that depends on ``value`` alone, for each
-    # of the three lengths of ``prefix`` modulo 3; characters that mix in bits of the
-    # neighbouring bytes are left off at both ends.
-    cores: list[bytes] = []
-    for offset in range(3):
-        encoded = base64.b64encode(b"\0" * offset + value).rstrip(b"=")
-        front = (0, 2, 3)[offset]
-        back = 1 if (offset + len(value)) % 3 else 0
-        core = encoded[front : len(encoded) - back]
-        if len(core) >= MIN_BASE64_CHARS:
-            cores.append(core)
-            cores.append(core.replace(b"+", b"-").replace(b"/", b"_"))
-    return cores
 
 
 @dataclass(frozen=True)
@@ -63,8 +46,7 @@ class Needles:
     @classmethod
     def of(cls, value: str) -> Needles:
         raw = value.encode("utf-8")
-        cores = _base64_cores(raw) if len(raw) >= MIN_BASE64_CHARS else []
-        return cls(plain=raw, base64=tuple(dict.fromkeys(cores)))
+        return cls(plain=raw, base64=tuple(base64_cores(raw)))
 
     def found_in(self, haystacks: Iterable[bytes]) -> bool:
         """True when any of ``haystacks`` (already decoded) holds the value in any form."""
