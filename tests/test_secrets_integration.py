@@ -27,11 +27,12 @@ import pytest
 import redis
 from http_scripted import Hit, Reply, ScriptedServer
 from ops_support import BIN, ServiceProcess, http_status, wait_for
+from redis_contents import all_contents
 from worker_env import TESTS_DIR
 
 from agentfleet import LocalCluster
 from agentfleet.config import load_settings
-from agentfleet.embedded_redis import free_port, redis_server_binary
+from agentfleet.embedded_redis import free_port, redis_reachable, redis_server_binary
 
 pytestmark = pytest.mark.slow
 
@@ -95,7 +96,7 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
         with pytest.MonkeyPatch.context() as patch, ScriptedServer() as echo:
             for name, value in env.items():
                 patch.setenv(name, value)
-            wait_for(lambda: _answers(url), timeout_s=20, what="the Redis")
+            wait_for(lambda: redis_reachable(url), timeout_s=20, what="the Redis")
             echo.respond("/echo", _echo)
             full_env = {**os.environ, **env}
             beat = ServiceProcess(
@@ -136,32 +137,6 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
         server.wait(timeout=10)
 
 
-def _answers(url: str) -> bool:
-    client = redis.Redis.from_url(url, socket_connect_timeout=0.5)
-    try:
-        return bool(client.ping())
-    except redis.RedisError:
-        return False
-    finally:
-        client.close()
-
-
-def _everything_in(client: redis.Redis) -> Iterator[str]:
-    for key in client.scan_iter(count=1000):
-        yield str(key)
-        kind = client.type(key)
-        readers = {
-            "string": client.get,
-            "hash": client.hgetall,
-            "list": lambda k: client.lrange(k, 0, -1),
-            "set": client.smembers,
-            "zset": lambda k: client.zrange(k, 0, -1),
-            "stream": client.xrange,
-        }
-        if kind in readers:
-            yield repr(readers[kind](key))
-
-
 def _flower(deployment: Deployment, path: str) -> httpx.Response:
     return httpx.get(deployment.flower_url + path, auth=FLOWER_AUTH, timeout=30)
 
@@ -179,7 +154,7 @@ def test_nothing_in_redis_holds_a_secret(deployment: Deployment) -> None:
     try:
         # Celery writes its result key just after the task body recorded the outcome.
         wait_for(lambda: list(client.scan_iter("celery-task-meta-*")), timeout_s=15, what="the result key")
-        found = [text for text in _everything_in(client) if leaks(text)]
+        found = [text for text in all_contents(client) if leaks(text)]
     finally:
         client.close()
     assert found == []

@@ -8,19 +8,17 @@ Counted at the far end: the servers record every request that reached them.
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
-from urllib.parse import parse_qs, quote, urlsplit
+from urllib.parse import quote
 
 import pytest
-from tool_servers import Server, start_server
+from task_contexts import use_worker_settings, worker_context
+from tool_servers import Server, open_redirect, start_server
 
 from agentfleet.config import reset_settings
 from agentfleet.errors import ForbiddenDestination, InvalidInput
 from agentfleet.llm.mock_server import MockMessagesServer
-from agentfleet.tasks import clients
 from agentfleet.tasks.agent import run_agent
 from agentfleet.tasks.context import TaskContext
 from agentfleet.tasks.llm_tasks import BUILTIN_TOOLS
@@ -38,19 +36,11 @@ def servers() -> Iterator[dict[str, Server]]:
         info, httpd = start_server(host)
         running.append(httpd)
         found[name] = info
-    found["allowed"].routes["/open"] = _open_redirect
+    found["allowed"].routes["/open"] = open_redirect
     yield found
     for httpd in running:
         httpd.shutdown()
         httpd.server_close()
-
-
-def _open_redirect(handler: BaseHTTPRequestHandler) -> None:
-    target = parse_qs(urlsplit(handler.path).query)["next"][0]
-    handler.send_response(302)
-    handler.send_header("Location", target)
-    handler.send_header("Content-Length", "0")
-    handler.end_headers()
 
 
 @pytest.fixture
@@ -67,27 +57,14 @@ def ctx(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> Iterator[TaskContext]:
-    monkeypatch.setenv("AGENTFLEET_BROKER_URL", redis_url)
-    monkeypatch.setenv("AGENTFLEET_KEY_PREFIX", key_prefix)
-    monkeypatch.setenv("AGENTFLEET_LLM__BASE_URL", mock.url)
-    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    use_worker_settings(monkeypatch, redis_url=redis_url, key_prefix=key_prefix, llm_url=mock.url)
     monkeypatch.setenv("AGENTFLEET_FETCH__ALLOW_PRIVATE_HOSTS", '["127.0.0.1", "127.0.0.2"]')
     monkeypatch.setenv("VENDOR_A_KEY", SECRET)
     monkeypatch.setenv(
         "AGENTFLEET_CREDENTIALS", json.dumps({"vendor_a": {"env": "VENDOR_A_KEY", "domains": ["127.0.0.2"]}})
     )
     reset_settings()
-    context = TaskContext(
-        task_id="task-sec",
-        run_id="run",
-        item_key="item",
-        idempotency_key="key",
-        attempt=0,
-        workdir_path=tmp_path,
-        log=logging.LoggerAdapter(logging.getLogger("test.agent"), {}),
-        _http_factory=clients.http_client,
-        _anthropic_factory=clients.anthropic_client,
-    )
+    context = worker_context("task-sec", tmp_path)
     yield context
     context.close()
 

@@ -14,11 +14,11 @@ import json
 from collections.abc import Callable, Iterator, Sequence
 from http.server import BaseHTTPRequestHandler
 from typing import Any
-from urllib.parse import parse_qs, quote, quote_plus, unquote, urlsplit
+from urllib.parse import quote, quote_plus, unquote, urlsplit
 
 import httpx
 import pytest
-from tool_servers import Server
+from tool_servers import Server, open_redirect
 
 from agentfleet.config import CredentialSpec, FetchSettings
 from agentfleet.errors import ForbiddenDestination
@@ -56,19 +56,10 @@ def resolver() -> Resolver:
     return Resolver()
 
 
-def _open_redirect(handler: BaseHTTPRequestHandler) -> None:
-    # The allowed host's open redirect: Location is whatever `next` says, decoded once.
-    target = parse_qs(urlsplit(handler.path).query).get("next", ["/"])[0]
-    handler.send_response(302)
-    handler.send_header("Location", target)
-    handler.send_header("Content-Length", "0")
-    handler.end_headers()
-
-
 @pytest.fixture
 def allowed(serve: Callable[[str], Server]) -> Server:
     server = serve("127.0.0.2")
-    server.routes["/open"] = _open_redirect
+    server.routes["/open"] = open_redirect
     return server
 
 

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from http.server import BaseHTTPRequestHandler
-from urllib.parse import parse_qs, quote, urlsplit
+from urllib.parse import quote
 
 import httpx
 import pytest
-from tool_servers import Server
+from tool_servers import Server, open_redirect
 
 from agentfleet.config import FetchSettings
 from agentfleet.errors import ForbiddenDestination
@@ -236,23 +235,13 @@ def test_redirects_into_private_space_are_refused(
     assert _hits(canaries) == 0
 
 
-def _open_redirect(handler: BaseHTTPRequestHandler) -> None:
-    target = parse_qs(urlsplit(handler.path).query).get("next", ["/"])[0]
-    # A header is Latin-1: the server sends non-ASCII characters percent-encoded, as real ones do.
-    target = quote(target, safe=":/?#[]@!$&'()*+,;=%")
-    handler.send_response(302)
-    handler.send_header("Location", target)
-    handler.send_header("Content-Length", "0")
-    handler.end_headers()
-
-
 @pytest.mark.parametrize("vector", VECTORS)
 def test_an_open_redirect_on_an_allowed_host_reaches_no_vector(
     vector: str, serve: Callable[[str], Server], canaries: dict[str, Server]
 ) -> None:
     # The allowed host (opened by allow_private_hosts) redirects wherever `next` says.
     allowed = serve("127.0.0.2")
-    allowed.routes["/open"] = _open_redirect
+    allowed.routes["/open"] = open_redirect
     url = allowed.url("/open?next=" + quote(_format(vector, canaries), safe=""))
     settings = FetchSettings(allow_private_hosts=["127.0.0.2"], timeout_s=5)
     transport = httpx_guard(settings=settings, resolver=fake_resolver)

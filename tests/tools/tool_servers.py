@@ -7,6 +7,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, quote, urlsplit
 
 Route = Callable[[BaseHTTPRequestHandler], None]
 
@@ -97,3 +98,12 @@ def respond(
     handler.end_headers()
     if handler.command != "HEAD":
         handler.wfile.write(body)
+
+
+def open_redirect(handler: BaseHTTPRequestHandler) -> None:
+    """A route that redirects (302) wherever its ``next`` query parameter says, decoded once.
+
+    A header is Latin-1, so non-ASCII characters go out percent-encoded, as real servers send them.
+    """
+    target = parse_qs(urlsplit(handler.path).query).get("next", ["/"])[0]
+    respond(handler, 302, headers={"Location": quote(target, safe=":/?#[]@!$&'()*+,;=%")})
