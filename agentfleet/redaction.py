@@ -137,18 +137,16 @@ def base64_cores(value: bytes) -> list[bytes]:
     return list(dict.fromkeys(cores))
 
 
-_ESCAPE = re.compile(r"%([0-9A-F]{2})")
-
-
-def _literal(spelling: str) -> str:
-    # A pattern for one spelling; its percent escapes match in either hex case.
-    return _ESCAPE.sub(lambda m: f"%(?i:{m.group(1)})", re.escape(spelling))
+_ESCAPE = re.compile(r"%[0-9A-F]{2}")
 
 
 def _spellings(values: Iterable[str]) -> tuple[str, ...]:
     found: set[str] = set()
     for value in values:
-        found.update({value, unquote(value), quote(value, safe=""), quote_plus(value, safe="")})
+        encoded = {quote(value, safe=""), quote_plus(value, safe="")}
+        # Percent escapes in either hex case (plain literals keep the search fast).
+        encoded |= {_ESCAPE.sub(lambda m: m.group().lower(), form) for form in encoded}
+        found.update({value, unquote(value), *encoded})
         found.update(core.decode("ascii") for core in base64_cores(value.encode("utf-8")))
     # Longest first, so a secret that contains another is replaced whole.
     return tuple(sorted(found, key=len, reverse=True))
@@ -171,7 +169,7 @@ class Redactor:
             sorted({v for v in values if v and len(v) >= MIN_SECRET_CHARS}, key=len, reverse=True)
         )
         spelled = _spellings(secrets)
-        values_re = re.compile("|".join(_literal(v) for v in spelled)) if spelled else None
+        values_re = re.compile("|".join(re.escape(v) for v in spelled)) if spelled else None
         return cls(keys=words, values=secrets, _values_re=values_re, _pairs_re=_pair_pattern(words))
 
     def learn(self, data: Any) -> Redactor:
@@ -210,6 +208,8 @@ class Redactor:
             value = self._values_re.sub(REDACTED, value)
         if self._pairs_re is not None:
             value = self._pairs_re.sub(_mask_pair, value)
+        if "://" not in value:
+            return value
         return _URL_PASSWORD.sub(rf"\g<head>{REDACTED}@", value)
 
     def value(self, data: Any, *, paths: list[str] | None = None, _at: str = "") -> Any:

@@ -51,6 +51,7 @@ from agentfleet.tasks import clients, failures
 from agentfleet.tasks.circuit_guard import CircuitGuard
 from agentfleet.tasks.context import TaskContext
 from agentfleet.tasks.meta import META_KWARG, ItemMeta
+from agentfleet.tasks.process_logging import process_redactor
 from agentfleet.tasks.retry_policy import backoff_s, cap_countdown, deferral_s
 from agentfleet.tasks.shared import circuit_breaker, run_store
 
@@ -159,7 +160,7 @@ class _Delivery:
     def redactor(self) -> Redactor:
         # Built when the body is about to run (for ``ctx.log``) or on the first failure, when
         # ``kwargs`` holds this stage's final input.
-        return self.settings.redactor().learn(self.kwargs)
+        return process_redactor().learn(self.kwargs)
 
     # Outcomes ------------------------------------------------------------------------------
 

@@ -24,7 +24,7 @@ from agentfleet.config import get_settings
 from agentfleet.log_filter import SecretFilter, install
 from agentfleet.redaction import Redactor
 
-__all__ = ["install_secret_filter", "secret_filter"]
+__all__ = ["install_secret_filter", "process_redactor", "secret_filter"]
 
 
 def _redactor() -> Redactor:
@@ -33,6 +33,15 @@ def _redactor() -> Redactor:
 
 secret_filter = SecretFilter(_redactor)
 """The process's one filter."""
+
+
+def process_redactor() -> Redactor:
+    """The settings' redactor, shared by the process and rebuilt at most once a second.
+
+    Building one reads every credential and compiles its patterns: a delivery borrows this
+    one (and adds its input's own secrets) instead of paying that per item.
+    """
+    return secret_filter.redactor()
 
 
 def install_secret_filter() -> int:
