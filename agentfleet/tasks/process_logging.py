@@ -2,10 +2,10 @@
 
 Worker and beat import the built-in task modules (this one among them) before they set up
 logging; Celery then signals ``after_setup_logger`` and ``after_setup_task_logger``, and
-the filter goes on every handler there is (a prefork pool's children inherit them). It also
-goes on whatever handlers exist when this module is imported, logging's last resort included,
-so what a task module logs while it is imported, before Celery's logging is set up, is
-filtered too. Flower
+the filter goes on every handler there is (a prefork pool's children inherit them). Importing
+this module puts it on logging's last-resort handler, which writes what a task module logs
+while it is imported, before Celery's logging is set up; other handlers of a process that
+merely imports the built-in tasks are left alone. Flower
 sets up its logging first and imports the task modules afterwards: ``flower_setup`` then
 calls ``install_secret_filter``, as ``agentfleet serve`` does once uvicorn has configured
 its loggers.
@@ -16,6 +16,7 @@ credential, the LLM key, the service token, Flower's password and the Redis pass
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from celery.signals import after_setup_logger, after_setup_task_logger
@@ -55,4 +56,5 @@ def _on_logging_set_up(**_: Any) -> None:
     install_secret_filter()
 
 
-install_secret_filter()
+if logging.lastResort is not None and secret_filter not in logging.lastResort.filters:
+    logging.lastResort.addFilter(secret_filter)
