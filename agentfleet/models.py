@@ -2,11 +2,74 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["RunSummary", "TaskOutcome"]
+from agentfleet.errors import DownstreamError
+
+__all__ = ["RunSummary", "TaskOutcome", "TokenUsage"]
+
+
+@dataclass(frozen=True)
+class TokenUsage:
+    """Token counts of one LLM reply (or a sum of replies), as every vendor adapter reads them.
+
+    ``input_tokens`` are the input tokens neither written to nor read from a prompt cache;
+    ``cache_creation_input_tokens`` were written to it and ``cache_read_input_tokens`` read
+    from it; ``output_tokens`` were generated. All fields are token counts.
+    """
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
+
+    @classmethod
+    def of(cls, usage: Any) -> TokenUsage:
+        """Read counts from an SDK ``Usage``, a dict, or any object with those attributes.
+
+        Missing or ``None`` counts are zero. A negative or non-integer count means a malformed
+        reply: ``DownstreamError``.
+        """
+        if isinstance(usage, TokenUsage):
+            return usage
+
+        def read(name: str) -> int:
+            value = usage.get(name) if isinstance(usage, Mapping) else getattr(usage, name, None)
+            if value is None:
+                return 0
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise DownstreamError(f"usage.{name} is not a token count: {value!r}")
+            return value
+
+        return cls(**{f.name: read(f.name) for f in fields(cls)})
+
+    @property
+    def total_input(self) -> int:
+        """Every input token: uncached, written to the cache and read from it."""
+        return self.input_tokens + self.cache_creation_input_tokens + self.cache_read_input_tokens
+
+    @property
+    def total(self) -> int:
+        """Every input and output token."""
+        return self.total_input + self.output_tokens
+
+    def __add__(self, other: TokenUsage) -> TokenUsage:
+        return TokenUsage(**{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)})
+
+    def latest(self, report: TokenUsage) -> TokenUsage:
+        """This count after a later report on the same reply (a stream's next event).
+
+        A stream's reports are running totals, so each count is the largest reported.
+        """
+        counts = {f.name: max(getattr(self, f.name), getattr(report, f.name)) for f in fields(self)}
+        return TokenUsage(**counts)
+
+    def as_dict(self) -> dict[str, int]:
+        return asdict(self)
 
 
 class TaskOutcome(BaseModel):
@@ -38,8 +101,9 @@ class RunSummary(BaseModel):
     """A run's totals. ``wall_clock_s`` runs from dispatch to the last outcome (or to now).
 
     ``timed_out`` counts the items that had no outcome when ``Run.wait`` gave up; their task
-    ids are in ``timed_out_ids``. ``success_rate`` is ``succeeded / tasks_total`` (1.0 for an
-    empty run).
+    ids are in ``timed_out_ids``. ``recovered`` counts the messages the reconciler published
+    again for items that had lost theirs (a worker or Redis died at the wrong moment).
+    ``success_rate`` is ``succeeded / tasks_total`` (1.0 for an empty run).
     """
 
     run_id: str
@@ -51,6 +115,7 @@ class RunSummary(BaseModel):
     timed_out: int = 0
     cancelled: int = 0
     redelivered: int = 0
+    recovered: int = 0
     retries: int = 0
     deferrals: int = 0
     wall_clock_s: float = 0.0

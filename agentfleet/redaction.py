@@ -11,7 +11,7 @@ Four rules, applied together by a ``Redactor``:
   wherever it appears in any string, also in its percent-encoded spellings and, for values
   of at least ``MIN_BASE64_CHARS``, inside base64 text (a Basic auth header echoed back);
 - the password of any URL in free text (``redis://:password@host``) is replaced, known or
-  not. ``mask_url`` does the same for one URL.
+  not.
 
 Values shorter than ``MIN_SECRET_CHARS`` are not searched for in free text: they would match
 everywhere and leave nothing readable (a key that names them is still redacted).
@@ -35,7 +35,6 @@ __all__ = [
     "Redactor",
     "base64_cores",
     "key_words",
-    "mask_url",
     "redact",
     "shown_repr",
 ]
@@ -100,21 +99,6 @@ def _mask_pair(match: re.Match[str]) -> str:
     if quote_char is not None:
         return f"{head}{quote_char}{REDACTED}{quote_char}"
     return head + REDACTED
-
-
-def mask_url(url: str) -> str:
-    """``url`` with its password (if any) replaced by ``[REDACTED]``; the rest unchanged.
-
-    Meant for URLs from configuration (brokers, backends): everything between the user name
-    and the last '@' counts as the password, so a password with an unencoded '/' or '@' is
-    masked whole too.
-    """
-    scheme, sep, rest = url.partition("://")
-    userinfo, at, location = rest.rpartition("@")
-    if not (sep and at) or ":" not in userinfo:
-        return url
-    user = userinfo.split(":", 1)[0]
-    return f"{scheme}://{user}:{REDACTED}@{location}"
 
 
 def base64_cores(value: bytes) -> list[bytes]:

@@ -1,30 +1,143 @@
-"""Redis connections, one pool per URL per process."""
+"""Redis clients for agentfleet's own state: one per target per process, sized for a worker.
+
+A target is a URL (``redis://``, ``rediss://``, ``unix://``) or a list of Sentinels
+(``sentinel://[:password@]host:port[/db];sentinel://host:port;...``) with the master's name.
+Every client:
+
+- has room for ``max_connections`` connections and, when all are busy, waits up to
+  ``pool_timeout_s`` seconds for one instead of failing (a gevent worker with 1,000 busy
+  slots may ask for 1,000 at once);
+- retries a command that met a dropped connection a few times with jittered backoff (the
+  reply of a command that did reach the server may be lost: agentfleet's own scripts are
+  safe to run twice), and checks idle connections before use;
+- returns ``str`` replies.
+
+Longer outages are for the caller to ride out (see ``agentfleet.resilience``).
+"""
 
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
+from urllib.parse import unquote, urlsplit
 
 import redis
+from redis.backoff import ExponentialWithJitterBackoff
+from redis.retry import Retry
+from redis.sentinel import Sentinel
 
-__all__ = ["connect", "reset_connections"]
+__all__ = ["RedisTarget", "connect", "mask_url", "reset_connections", "sentinel_hosts"]
 
-_clients: dict[str, redis.Redis] = {}
+# Connection-level retries for one command; outages longer than this are the caller's.
+_RETRIES = 3
+_BACKOFF_BASE_S = 0.05
+_BACKOFF_CAP_S = 1.0
+
+
+@dataclass(frozen=True)
+class RedisTarget:
+    """Where a client connects and how big its pool may grow.
+
+    ``sentinel_master`` is required for ``sentinel://`` URLs; ``sentinel_password`` is the
+    Sentinels' own password when they have one (the master's is in the URL).
+    ``pool_timeout_s`` is how long a command waits for a free connection, in seconds.
+    """
+
+    url: str
+    sentinel_master: str | None = None
+    sentinel_password: str | None = None
+    max_connections: int = 1000
+    pool_timeout_s: float = 20.0
+
+    @property
+    def is_sentinel(self) -> bool:
+        return self.url.startswith("sentinel://")
+
+
+_clients: dict[RedisTarget, redis.Redis] = {}
 _lock = threading.Lock()
 
 
-def connect(url: str) -> redis.Redis:
-    """A shared client for ``url`` that returns ``str`` and retries a dropped connection once."""
+def sentinel_hosts(url: str) -> list[tuple[str, int]]:
+    """The ``(host, port)`` of each Sentinel in a ``sentinel://...;sentinel://...`` URL."""
+    hosts = []
+    for part in url.split(";"):
+        parts = urlsplit(part.strip())
+        if parts.scheme != "sentinel" or not parts.hostname:
+            raise ValueError(f"not a Sentinel address: {mask_url(part)}")
+        hosts.append((parts.hostname, parts.port or 26379))
+    return hosts
+
+
+def mask_url(url: str) -> str:
+    """``url`` with any password replaced by ``***`` (every part of a ``;``-joined list).
+
+    Everything between the user name and the last '@' of a part counts as its password, so a
+    password with an unencoded '/' or '@' is masked whole too.
+    """
+    masked = []
+    for part in url.split(";"):
+        scheme, sep, rest = part.partition("://")
+        userinfo, at, location = rest.rpartition("@")
+        if not (sep and at) or ":" not in userinfo:
+            masked.append(part)
+            continue
+        user = userinfo.split(":", 1)[0]
+        masked.append(f"{scheme}://{user}:***@{location}")
+    return ";".join(masked)
+
+
+def _common_kwargs() -> dict[str, object]:
+    return {
+        "decode_responses": True,
+        "health_check_interval": 30,
+        "socket_keepalive": True,
+        "socket_connect_timeout": 5,
+        # No command of ours blocks for more than a few seconds: a silent peer is a dead one.
+        "socket_timeout": 30,
+        "retry": Retry(ExponentialWithJitterBackoff(base=_BACKOFF_BASE_S, cap=_BACKOFF_CAP_S), _RETRIES),
+        "retry_on_error": [redis.ConnectionError, redis.TimeoutError],
+    }
+
+
+def _sentinel_client(target: RedisTarget) -> redis.Redis:
+    if not target.sentinel_master:
+        raise ValueError("a sentinel:// URL needs the master's name (sentinel_master)")
+    first = urlsplit(target.url.split(";")[0])
+    db = int(first.path.strip("/") or 0)
+    sentinel_kwargs: dict[str, object] = {"socket_connect_timeout": 2, "socket_timeout": 2}
+    if target.sentinel_password:
+        sentinel_kwargs["password"] = target.sentinel_password
+    sentinel = Sentinel(sentinel_hosts(target.url), sentinel_kwargs=sentinel_kwargs)
+    return sentinel.master_for(
+        target.sentinel_master,
+        db=db,
+        username=unquote(first.username) if first.username else None,
+        password=unquote(first.password) if first.password else None,
+        max_connections=target.max_connections,
+        **_common_kwargs(),
+    )
+
+
+def _url_client(target: RedisTarget) -> redis.Redis:
+    pool = redis.BlockingConnectionPool.from_url(
+        target.url,
+        max_connections=target.max_connections,
+        timeout=target.pool_timeout_s,
+        **_common_kwargs(),
+    )
+    return redis.Redis(connection_pool=pool)
+
+
+def connect(target: RedisTarget | str) -> redis.Redis:
+    """The process's shared client for ``target`` (a ``RedisTarget`` or a plain URL)."""
+    if isinstance(target, str):
+        target = RedisTarget(target)
     with _lock:
-        client = _clients.get(url)
+        client = _clients.get(target)
         if client is None:
-            client = redis.Redis.from_url(
-                url,
-                decode_responses=True,
-                health_check_interval=30,
-                socket_keepalive=True,
-                socket_connect_timeout=5,
-            )
-            _clients[url] = client
+            client = _sentinel_client(target) if target.is_sentinel else _url_client(target)
+            _clients[target] = client
         return client
 
 

@@ -27,7 +27,7 @@ from celery import group
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from agentfleet.celery_app import make_app  # noqa: E402
+from agentfleet.celery_config import make_app  # noqa: E402
 from agentfleet.local import LocalCluster  # noqa: E402
 
 
@@ -74,7 +74,7 @@ def fan_in_latencies(cluster: LocalCluster, chords: int, width: int) -> list[flo
         run = fleet.map(
             "agentfleet.simulated_agent",
             [{"item": i, "latency_s": 0.0} for i in range(width)],
-            aggregate="agentfleet.orchestration.merge:concat",
+            aggregate="agentfleet.merge:concat",
         )
         run.result(timeout_s=60)
         record = fleet.store.get_run(run.id)

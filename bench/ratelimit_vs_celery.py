@@ -31,7 +31,7 @@ sys.path.insert(0, str(HERE))
 
 from _arrivals import ArrivalServer  # noqa: E402
 
-from agentfleet.celery_app import make_app  # noqa: E402
+from agentfleet.celery_config import make_app  # noqa: E402
 from agentfleet.local import LocalCluster  # noqa: E402
 from agentfleet.ratelimit import default_burst  # noqa: E402
 

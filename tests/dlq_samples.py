@@ -6,7 +6,10 @@ import time
 import uuid
 from typing import Any
 
-from agentfleet.dlq import AttemptRecord, DeadLetter, dead_letter_id, fingerprint
+from agentfleet.dlq import AttemptRecord, DeadLetter, dead_letter_id, error_fingerprint
+from agentfleet.idempotency import stage_key
+from agentfleet.models import TaskOutcome
+from agentfleet.orchestration import Fleet
 
 
 def sample_entry(**overrides: Any) -> DeadLetter:
@@ -29,7 +32,7 @@ def sample_entry(**overrides: Any) -> DeadLetter:
         "error_type": error_type,
         "error": error,
         "category": "downstream_error",
-        "fingerprint": fingerprint(error_type, error),
+        "fingerprint": error_fingerprint(error_type, error),
         "status_code": 503,
         "downstream": "vendor-a.example",
         "attempts": 1,
@@ -45,3 +48,30 @@ def sample_entry(**overrides: Any) -> DeadLetter:
     }
     fields.update(overrides)
     return DeadLetter(**fields)
+
+
+def dead_item(fleet: Fleet, **entry_fields: Any) -> DeadLetter:
+    """A one-item run whose item failed for good, with its dead letter."""
+    run_id = uuid.uuid4().hex[:16]
+    entry = sample_entry(run_id=run_id, **entry_fields)
+    fleet.store.create_run(
+        run_id,
+        name="t",
+        kind="map",
+        task=entry.task_name,
+        items=[(entry.task_id, entry.idempotency_key, "0")],
+    )
+    fleet.store.finish(
+        TaskOutcome(
+            task_id=entry.task_id,
+            run_id=run_id,
+            item_key="0",
+            ok=False,
+            error_type=entry.error_type,
+            error=entry.error,
+            dead_lettered=True,
+            idempotency_key=stage_key(entry.idempotency_key, entry.stage, entry.stages),
+        )
+    )
+    fleet.dlq.store.add(entry)
+    return entry

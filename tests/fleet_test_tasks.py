@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
+from pathlib import Path
 from typing import Any
 
 import redis
@@ -78,7 +80,8 @@ def maybe_fail_slowly(ctx: TaskContext, n: int, fail: bool = False, sleep_s: flo
 def use_workdir(ctx: TaskContext, write: bool) -> dict[str, Any]:
     """Writes a file in the scratch directory when asked; reports whether one was made."""
     if not write:
-        return {"made": ctx.workdir_path is not None}
+        # Internal state on purpose: reading ``ctx.workdir`` would make the directory.
+        return {"made": ctx._execution.workdir_path is not None}
     (ctx.workdir / "note.txt").write_text("scratch")
     path = ctx.workdir
     return {"made": path.is_dir(), "path": str(path)}
@@ -90,3 +93,22 @@ def timed(ctx: TaskContext, n: int, sleep_s: float) -> dict[str, Any]:
     started = time.time()
     time.sleep(sleep_s)
     return {"n": n, "start": started, "end": time.time()}
+
+
+@fleet_task
+def effect(ctx: TaskContext, token: str, sleep_s: float = 0.0) -> dict[str, Any]:
+    """Counts at the far end, outside Redis (which the fault tests kill): one line per body
+    execution in ``$AGENTFLEET_TEST_EFFECTS/executions``, and one effect file per idempotency
+    key, applied only if absent, as an API that honours idempotency keys would."""
+    root = Path(os.environ["AGENTFLEET_TEST_EFFECTS"])
+    with open(root / "executions", "a") as log:
+        log.write(token + "\n")
+    time.sleep(sleep_s)
+    name = hashlib.sha256(ctx.idempotency_key.encode()).hexdigest()[:32]
+    try:
+        fd = os.open(root / f"effect-{name}", os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        return {"token": token, "applied": False}
+    os.write(fd, token.encode())
+    os.close(fd)
+    return {"token": token, "applied": True}

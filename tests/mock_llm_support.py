@@ -6,7 +6,7 @@ from typing import Any
 
 import anthropic
 
-from agentfleet.llm.mock_server import MockMessagesServer
+from agentfleet.mock_llm import MockMessagesServer
 
 KEY = "sk-mock-test"
 MODEL = "claude-haiku-4-5"

@@ -11,6 +11,7 @@ import pytest
 from agentfleet.config import reset_settings
 from agentfleet.tasks import clients
 from agentfleet.tasks.context import TaskContext
+from agentfleet.tasks.execution_state import new_context
 
 
 def use_worker_settings(
@@ -25,9 +26,9 @@ def use_worker_settings(
     reset_settings()
 
 
-def worker_context(task_id: str, workdir: Path, **fields: Any) -> TaskContext:
-    """A ``TaskContext`` with the factories a worker uses; ``fields`` add budgets and the like."""
-    return TaskContext(
+def worker_context(task_id: str, workdir: Path, **state: Any) -> TaskContext:
+    """A ``TaskContext`` with the factories a worker uses; ``state`` adds budgets and the like."""
+    return new_context(
         task_id=task_id,
         run_id="run",
         item_key="item",
@@ -35,7 +36,7 @@ def worker_context(task_id: str, workdir: Path, **fields: Any) -> TaskContext:
         attempt=0,
         workdir_path=workdir,
         log=logging.LoggerAdapter(logging.getLogger("test.agent"), {}),
-        _http_factory=clients.http_client,
-        _anthropic_factory=clients.anthropic_client,
-        **fields,
+        http_factory=clients.http_client,
+        anthropic_factory=clients.anthropic_client,
+        **state,
     )

@@ -21,7 +21,7 @@ from task_contexts import use_worker_settings, worker_context
 
 from agentfleet.config import get_settings, reset_settings
 from agentfleet.errors import BudgetExceeded, Deferred, LoopDetected, RateLimited
-from agentfleet.llm.mock_server import MockMessagesServer
+from agentfleet.mock_llm import MockMessagesServer
 from agentfleet.tasks.agent import Tool, run_agent
 from agentfleet.tasks.context import TaskContext
 from agentfleet.tasks.llm_tasks import BUILTIN_TOOLS

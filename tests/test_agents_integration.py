@@ -21,7 +21,7 @@ from http_scripted import Reply, ScriptedServer
 
 from agentfleet import LocalCluster
 from agentfleet.config import Settings, load_settings
-from agentfleet.llm.mock_server import MockMessagesServer
+from agentfleet.mock_llm import MockMessagesServer
 from agentfleet.orchestration import Fleet, Run
 from agentfleet.tools.audit import AuditLog
 

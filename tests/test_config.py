@@ -96,3 +96,20 @@ def test_importing_the_package_reads_no_environment_and_builds_no_app() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "ok"
+
+
+def test_the_client_api_imports_while_a_setting_only_workers_read_is_invalid() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import os, sys\n"
+        "os.environ['AGENTFLEET_DLQ__DIGEST_CRON'] = 'every morning'\n"
+        "os.environ['AGENTFLEET_WORKER__CONCURRENCY'] = 'many'\n"
+        "from agentfleet import DeadLetterQueue, Fleet, Run, TaskContext, fleet_task\n"
+        "assert 'agentfleet.celery_app' not in sys.modules\n"
+        "print('ok')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"

@@ -11,9 +11,10 @@ import redis
 from dlq_samples import sample_entry
 from http_scripted import Reply, ScriptedServer
 
-from agentfleet.celery_app import DIGEST_ENTRY, celery_config
+from agentfleet.celery_config import DIGEST_ENTRY, celery_config
 from agentfleet.config import Settings, load_settings
 from agentfleet.dlq import DLQStore, post_webhook
+from agentfleet.errors import ConfigError
 from agentfleet.ratelimit.circuit import CircuitBreaker
 from agentfleet.tasks.maintenance import dlq_digest, run_digest
 
@@ -118,3 +119,10 @@ def test_beat_sends_the_digest_on_the_configured_schedule() -> None:
     assert entry["options"] == {"queue": "agentfleet.maintenance"}
     assert entry["schedule"].hour == {6} and entry["schedule"].minute == {15}
     assert entry["schedule"].day_of_week == {1, 2, 3, 4, 5}
+
+
+@pytest.mark.parametrize(("cron", "problem"), [("0 8 * *", "five fields"), ("0 25 * * *", "not a cron")])
+def test_a_bad_digest_cron_names_the_setting_both_ways(cron: str, problem: str) -> None:
+    with pytest.raises(ConfigError, match=problem) as raised:
+        load_settings(dlq={"digest_cron": cron})
+    assert "AGENTFLEET_DLQ__DIGEST_CRON / dlq.digest_cron" in str(raised.value)

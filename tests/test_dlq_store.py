@@ -8,7 +8,14 @@ import pytest
 import redis
 from dlq_samples import sample_entry
 
-from agentfleet.dlq import DLQFilter, DLQStore, dead_letter_id, fingerprint, normalise_message, parse_since
+from agentfleet.dlq import (
+    DLQFilter,
+    DLQStore,
+    dead_letter_id,
+    error_fingerprint,
+    normalise_message,
+    parse_since,
+)
 from agentfleet.errors import ConfigError
 
 
@@ -95,10 +102,10 @@ def test_fingerprints_ignore_ids_numbers_and_queries() -> None:
     assert normalise_message("GET /items/8f3a9c2e1b?page=2 returned 503\nbody...") == (
         "GET /items/<hex>?<query> returned <n>"
     )
-    assert fingerprint("DownstreamError", "job 6f1e2d3c-0000-4000-8000-123456789abc: 503") == fingerprint(
-        "DownstreamError", "job 0d1e2d3c-1111-4000-8000-abcdefabcdef: 502"
-    )
-    assert fingerprint("DownstreamError", "x") != fingerprint("BadRequest", "x")
+    assert error_fingerprint(
+        "DownstreamError", "job 6f1e2d3c-0000-4000-8000-123456789abc: 503"
+    ) == error_fingerprint("DownstreamError", "job 0d1e2d3c-1111-4000-8000-abcdefabcdef: 502")
+    assert error_fingerprint("DownstreamError", "x") != error_fingerprint("BadRequest", "x")
 
 
 def test_since_accepts_durations_and_dates() -> None:

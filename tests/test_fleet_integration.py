@@ -25,7 +25,7 @@ def test_map_with_chord_fan_in_over_200_items(cluster: LocalCluster) -> None:
 
 def test_aggregate_sees_successful_results_in_input_order(cluster: LocalCluster) -> None:
     inputs = [{"n": i, "fail": i in (3, 11)} for i in range(20)]
-    run = cluster.fleet().map(tt.maybe_fail, inputs, aggregate="agentfleet.orchestration.merge:concat")
+    run = cluster.fleet().map(tt.maybe_fail, inputs, aggregate="agentfleet.merge:concat")
     run.wait(timeout_s=60)
     merged = run.result(timeout_s=30)
     assert [r["n"] for r in merged] == [i for i in range(20) if i not in (3, 11)]

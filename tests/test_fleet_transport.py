@@ -11,7 +11,9 @@ import httpx2
 import pytest
 
 from agentfleet.errors import Deferred
-from agentfleet.tools.transport import CallInfo, FleetHooks, Usage, fleet_transport
+from agentfleet.llm.anthropic import AnthropicAdapter
+from agentfleet.models import TokenUsage
+from agentfleet.tools.transport import CallInfo, FleetHooks, fleet_transport
 
 
 @dataclass
@@ -144,8 +146,12 @@ def _messages_reply(request: httpx2.Request) -> httpx2.Response:
 
 def test_a_messages_call_charges_tokens_then_reconciles_with_the_real_usage() -> None:
     limiter = RecordingLimiter()
-    usages: list[tuple[CallInfo, Usage]] = []
-    hooks = FleetHooks(limiter=limiter, on_usage=lambda info, usage: usages.append((info, usage)))
+    usages: list[tuple[CallInfo, TokenUsage]] = []
+    hooks = FleetHooks(
+        limiter=limiter,
+        on_usage=lambda info, usage: usages.append((info, usage)),
+        vendors=[AnthropicAdapter()],
+    )
     client = _client(httpx2, _messages_reply, hooks)
     body = {
         "model": "claude-haiku-4-5",
@@ -184,8 +190,10 @@ def test_a_streamed_messages_reply_is_accounted_from_its_events() -> None:
         return httpx2.Response(200, headers={"content-type": "text/event-stream"}, text=sse)
 
     limiter = RecordingLimiter()
-    usages: list[Usage] = []
-    hooks = FleetHooks(limiter=limiter, on_usage=lambda info, usage: usages.append(usage))
+    usages: list[TokenUsage] = []
+    hooks = FleetHooks(
+        limiter=limiter, on_usage=lambda info, usage: usages.append(usage), vendors=[AnthropicAdapter()]
+    )
     client = _client(httpx2, handler, hooks)
     body = {"model": "claude-haiku-4-5", "max_tokens": 50, "stream": True, "messages": []}
     with client.stream("POST", "https://api.anthropic.com/v1/messages", json=body) as response:

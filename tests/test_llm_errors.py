@@ -25,7 +25,7 @@ from agentfleet.errors import (
     TaskTimeout,
     UnexpectedError,
 )
-from agentfleet.llm.errors import anthropic_downstream, is_anthropic_error, map_anthropic_error
+from agentfleet.llm.anthropic_errors import anthropic_downstream, is_anthropic_error, map_anthropic_error
 
 MODEL = "claude-haiku-4-5"
 

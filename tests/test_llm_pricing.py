@@ -7,7 +7,8 @@ import pytest
 
 from agentfleet.config import ModelPrice, load_settings
 from agentfleet.errors import ConfigError, DownstreamError
-from agentfleet.llm.pricing import TokenUsage, cost_usd, price_for
+from agentfleet.llm.pricing import cost_usd, price_for
+from agentfleet.models import TokenUsage
 
 PRICES = {
     "claude-haiku-4-5": ModelPrice(

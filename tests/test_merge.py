@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from agentfleet.models import TaskOutcome
-from agentfleet.orchestration.merge import (
+from agentfleet.merge import (
     concat,
-    fingerprint,
+    item_fingerprint,
     merge_structured,
     reduce_results,
     successful_results,
 )
+from agentfleet.models import TaskOutcome
 
 
 def test_concat_splices_lists_and_appends_the_rest() -> None:
@@ -33,11 +33,11 @@ def test_structured_merge_drops_duplicates_and_sorts_by_severity() -> None:
     assert merged["sources"] == 3
 
 
-def test_fingerprint_over_chosen_fields_ignores_the_others() -> None:
+def test_item_fingerprint_over_chosen_fields_ignores_the_others() -> None:
     a = {"rule": "eval", "file": "a.py", "message": "one wording"}
     b = {"rule": "eval", "file": "a.py", "message": "another wording"}
-    assert fingerprint(a, ["rule", "file"]) == fingerprint(b, ["rule", "file"])
-    assert fingerprint(a) != fingerprint(b)
+    assert item_fingerprint(a, ["rule", "file"]) == item_fingerprint(b, ["rule", "file"])
+    assert item_fingerprint(a) != item_fingerprint(b)
     merged = merge_structured([{"findings": [a]}, {"findings": [b]}], fingerprint_fields=["rule", "file"])
     assert merged["findings"] == [a]
 

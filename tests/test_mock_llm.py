@@ -13,8 +13,8 @@ from mock_llm_support import KEY, LOOKUP, MODEL, WEATHER, ask, sdk
 from agentfleet.errors import (
     BadRequest,
 )
-from agentfleet.llm.errors import map_anthropic_error
-from agentfleet.llm.mock_server import MockMessagesServer
+from agentfleet.llm.anthropic_errors import map_anthropic_error
+from agentfleet.mock_llm import MockMessagesServer
 
 
 @pytest.fixture

@@ -30,9 +30,9 @@ from agentfleet.errors import (
     SpendLimitReached,
     TaskTimeout,
 )
-from agentfleet.llm.errors import map_anthropic_error
-from agentfleet.llm.mock_server import MockMessagesServer, serve
+from agentfleet.llm.anthropic_errors import map_anthropic_error
 from agentfleet.llm.pricing import cost_usd
+from agentfleet.mock_llm.server import MockMessagesServer, serve
 
 
 @pytest.fixture

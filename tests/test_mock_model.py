@@ -7,17 +7,17 @@ from typing import Any
 
 import pytest
 
-from agentfleet.errors import BadRequest
-from agentfleet.llm.mock_directives import parse_directives
-from agentfleet.llm.mock_model import (
+from agentfleet.errors import MockRequestInvalid
+from agentfleet.mock_llm.directives import parse_directives
+from agentfleet.mock_llm.model import (
     CACHE_TTL_S,
     MockFailure,
     MockModel,
     MockReply,
-    estimate_tokens,
+    tokens_of_chars,
 )
-from agentfleet.llm.mock_review import review_diff
-from agentfleet.llm.mock_sentiment import label_sentiment
+from agentfleet.mock_llm.review import find_issues
+from agentfleet.mock_llm.sentiment import score_sentiment
 
 TOOLS = [
     {"name": "search", "input_schema": {"type": "object", "properties": {}}},
@@ -87,7 +87,7 @@ def results_for(answer: MockReply, content: str = "done") -> list[dict[str, Any]
     ],
 )
 def test_sentiment_labels(text: str, label: str) -> None:
-    assert label_sentiment(text) == label
+    assert score_sentiment(text).label == label
 
 
 def test_sentiment_reads_only_the_quoted_text_and_answers_in_the_prompts_case() -> None:
@@ -135,7 +135,7 @@ index 3f2a..9c1d 100644
 
 
 def test_review_flags_each_rule_at_its_new_line_number() -> None:
-    found = {(f.rule, f.line) for f in review_diff(DIFF)}
+    found = {(f.rule, f.line) for f in find_issues(DIFF)}
     assert found == {
         ("hardcoded-secret", 5),
         ("pickle-loads", 7),
@@ -145,11 +145,11 @@ def test_review_flags_each_rule_at_its_new_line_number() -> None:
         ("tls-verify-disabled", 11),
         ("bare-except", 31),
     }
-    assert {f.file for f in review_diff(DIFF)} == {"svc/api.py"}
+    assert {f.file for f in find_issues(DIFF)} == {"svc/api.py"}
 
 
 def test_review_never_repeats_the_secret() -> None:
-    (secret,) = [f for f in review_diff(DIFF) if f.rule == "hardcoded-secret"]
+    (secret,) = [f for f in find_issues(DIFF) if f.rule == "hardcoded-secret"]
     assert secret.severity == "critical"
     assert "k-41f9a8c2d7e6" not in secret.message
 
@@ -158,7 +158,7 @@ def test_review_ignores_removed_and_context_lines() -> None:
     diff = (
         "--- a/x.py\n+++ b/x.py\n@@ -1,3 +1,2 @@\n eval(context_line)\n-exec(removed_line)\n+print('safe')\n"
     )
-    assert review_diff(diff) == []
+    assert find_issues(diff) == []
 
 
 @pytest.mark.parametrize(
@@ -171,7 +171,7 @@ def test_review_ignores_removed_and_context_lines() -> None:
 )
 def test_review_flags_sql_built_from_strings(line: str) -> None:
     diff = f"--- a/q.py\n+++ b/q.py\n@@ -0,0 +1 @@\n+{line}\n"
-    assert [f.rule for f in review_diff(diff)] == ["sql-string-format"]
+    assert [f.rule for f in find_issues(diff)] == ["sql-string-format"]
 
 
 def test_review_accepts_parameterised_sql_and_environment_secrets() -> None:
@@ -181,7 +181,7 @@ def test_review_accepts_parameterised_sql_and_environment_secrets() -> None:
         '+password = os.environ["DB_PASSWORD"]\n'
         "+value = ast.literal_eval(text)\n"
     )
-    assert review_diff(diff) == []
+    assert find_issues(diff) == []
 
 
 def test_model_answers_a_diff_with_json_findings() -> None:
@@ -203,7 +203,7 @@ def test_directives_parse_and_leave_prose_alone() -> None:
 
 
 def test_bad_call_input_is_a_bad_request() -> None:
-    with pytest.raises(BadRequest):
+    with pytest.raises(MockRequestInvalid):
         parse_directives("CALL fetch {not json}")
 
 
@@ -256,7 +256,7 @@ def test_loop_repeats_the_same_call_forever() -> None:
 
 
 def test_an_unoffered_tool_is_a_bad_request() -> None:
-    with pytest.raises(BadRequest, match="unknown_tool"):
+    with pytest.raises(MockRequestInvalid, match="unknown_tool"):
         MockModel().respond(request("CALL unknown_tool", tools=TOOLS))
 
 
@@ -277,7 +277,7 @@ def test_fail_directive_is_a_failure_with_its_wait() -> None:
 
 
 def test_token_estimate_is_four_characters_a_token() -> None:
-    assert [estimate_tokens("x" * n) for n in (0, 1, 4, 5, 400)] == [0, 1, 1, 2, 100]
+    assert [tokens_of_chars(n) for n in (0, 1, 4, 5, 400)] == [0, 1, 1, 2, 100]
 
 
 def test_long_output_is_cut_at_max_tokens() -> None:

@@ -13,7 +13,7 @@ from ratelimit_support import StoppedRenewer, make_limiter
 from agentfleet.config import LimitSpec, load_settings
 from agentfleet.errors import Deferred
 from agentfleet.ratelimit import FLEET, Limiter, llm_downstream
-from agentfleet.ratelimit.scripts import script_source
+from agentfleet.ratelimit.scripts import LIMITER_LUA
 
 SLOW = {"v.example": LimitSpec(rate_per_s=1, burst=1)}
 
@@ -276,6 +276,6 @@ def test_from_settings_reads_the_limits_table(
 
 
 def test_scripts_ship_with_the_package() -> None:
-    source = script_source("acquire")
+    source = LIMITER_LUA.source("acquire")
     assert "redis.call('TIME')" in source
     assert "local function bucket_level" in source

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agentfleet.errors import BadRequest, ConfigError
-from agentfleet.ratelimit import concurrency_plan, downstream_for, llm_downstream, plan_concurrency
+from agentfleet.ratelimit import concurrency_plan, downstream_for, llm_downstream
 
 
 @pytest.mark.parametrize(
@@ -35,10 +35,10 @@ def test_llm_downstreams_are_provider_and_model() -> None:
 
 
 def test_concurrency_is_rate_times_latency_plus_headroom() -> None:
-    assert plan_concurrency(10, 2) == 24
-    assert plan_concurrency(10, 2, headroom=0) == 20
-    assert plan_concurrency(10, 0.3, headroom=0) == 3
-    assert plan_concurrency(0.1, 1) == 1
+    assert concurrency_plan(10, 2).concurrency == 24
+    assert concurrency_plan(10, 2, headroom=0).concurrency == 20
+    assert concurrency_plan(10, 0.3, headroom=0).concurrency == 3
+    assert concurrency_plan(0.1, 1).concurrency == 1
 
 
 def test_the_plan_explains_itself() -> None:

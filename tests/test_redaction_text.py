@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from agentfleet.redaction import REDACTED, Redactor, mask_url, redact, shown_repr
+from agentfleet.redaction import REDACTED, Redactor, redact, shown_repr
+from agentfleet.redis_client import mask_url
 
 SECRET = "sk-canary-3f9a1c77d2"
 
@@ -143,9 +144,10 @@ def test_url_passwords_are_masked_known_or_not() -> None:
 @pytest.mark.parametrize(
     ("url", "shown"),
     [
-        ("redis://:p%2Fw@h:6379/0", "redis://:[REDACTED]@h:6379/0"),
-        ("redis://:p/w+x=@h:6379/0", "redis://:[REDACTED]@h:6379/0"),
-        ("rediss://user:pw@h/1", "rediss://user:[REDACTED]@h/1"),
+        ("redis://:p%2Fw@h:6379/0", "redis://:***@h:6379/0"),
+        ("redis://:p/w+x=@h:6379/0", "redis://:***@h:6379/0"),
+        ("rediss://user:pw@h/1", "rediss://user:***@h/1"),
+        ("sentinel://:pw@s1:26379;sentinel://s2:26379", "sentinel://:***@s1:26379;sentinel://s2:26379"),
         ("redis://h:6379/0", "redis://h:6379/0"),
         ("unix:///run/redis.sock", "unix:///run/redis.sock"),
     ],

@@ -16,7 +16,7 @@ from urllib.parse import quote
 import pytest
 from celery.app.utils import filter_hidden_settings
 
-from agentfleet.celery_app import celery_config
+from agentfleet.celery_config import celery_config
 from agentfleet.config import load_settings
 from agentfleet.errors import ConfigError
 

@@ -4,18 +4,15 @@ from __future__ import annotations
 
 import base64
 import json
-import uuid
 from typing import Any
 
 import pytest
 import redis
 from celery.canvas import Signature
-from dlq_samples import sample_entry
+from dlq_samples import dead_item
 
 from agentfleet.config import load_settings
-from agentfleet.dlq import DeadLetter, PreviousStage
-from agentfleet.idempotency import stage_key
-from agentfleet.models import TaskOutcome
+from agentfleet.dlq import PreviousStage
 from agentfleet.orchestration import Fleet
 
 
@@ -26,33 +23,6 @@ def fleet(redis_url: str, key_prefix: str) -> Fleet:
         broker_url=redis_url, key_prefix=key_prefix, queues={"agents": f"q-{key_prefix}"}
     )
     return Fleet(settings)
-
-
-def _dead_item(fleet: Fleet, **entry_fields: Any) -> DeadLetter:
-    """A one-item run whose item failed for good, with its dead letter."""
-    run_id = uuid.uuid4().hex[:16]
-    entry = sample_entry(run_id=run_id, **entry_fields)
-    fleet.store.create_run(
-        run_id,
-        name="t",
-        kind="map",
-        task=entry.task_name,
-        items=[(entry.task_id, entry.idempotency_key, "0")],
-    )
-    fleet.store.finish(
-        TaskOutcome(
-            task_id=entry.task_id,
-            run_id=run_id,
-            item_key="0",
-            ok=False,
-            error_type=entry.error_type,
-            error=entry.error,
-            dead_lettered=True,
-            idempotency_key=stage_key(entry.idempotency_key, entry.stage, entry.stages),
-        )
-    )
-    fleet.dlq.store.add(entry)
-    return entry
 
 
 def _published(client: redis.Redis, queue: str) -> list[tuple[dict[str, Any], list[Any]]]:
@@ -67,7 +37,7 @@ def _published(client: redis.Redis, queue: str) -> list[tuple[dict[str, Any], li
 def test_requeue_publishes_the_same_key_with_a_fresh_budget_then_removes_the_entry(
     fleet: Fleet, redis_client: redis.Redis
 ) -> None:
-    entry = _dead_item(fleet)
+    entry = dead_item(fleet)
     [result] = fleet.dlq.requeue([entry.id])
     assert result.action == "requeued"
     [(headers, (args, kwargs, _))] = _published(redis_client, fleet.settings.queues.agents)
@@ -87,7 +57,7 @@ def test_requeue_publishes_the_same_key_with_a_fresh_budget_then_removes_the_ent
 
 
 def test_a_dry_run_changes_nothing(fleet: Fleet, redis_client: redis.Redis) -> None:
-    entry = _dead_item(fleet)
+    entry = dead_item(fleet)
     [result] = fleet.dlq.requeue([entry.id], dry_run=True)
     assert result.action == "would requeue" and result.stages_sent == [entry.task_name]
     assert fleet.dlq.store.get(entry.id) == entry
@@ -99,7 +69,7 @@ def test_a_dry_run_changes_nothing(fleet: Fleet, redis_client: redis.Redis) -> N
 def test_when_the_broker_refuses_the_entry_and_the_outcome_stay(
     fleet: Fleet, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    entry = _dead_item(fleet)
+    entry = dead_item(fleet)
 
     def refuse(self: Signature, *args: Any, **kwargs: Any) -> None:
         raise ConnectionError("broker down")
@@ -120,7 +90,7 @@ def test_when_the_broker_refuses_the_entry_and_the_outcome_stay(
 def test_a_later_pipeline_stage_is_sent_with_the_previous_result_and_the_rest_of_the_chain(
     fleet: Fleet, redis_client: redis.Redis
 ) -> None:
-    entry = _dead_item(
+    entry = dead_item(
         fleet,
         stage=1,
         stages=3,
@@ -141,13 +111,13 @@ def test_a_later_pipeline_stage_is_sent_with_the_previous_result_and_the_rest_of
 
 
 def test_entries_with_redacted_input_are_skipped(fleet: Fleet) -> None:
-    entry = _dead_item(fleet, inputs={"api_key": "[REDACTED]"}, redacted=["api_key"])
+    entry = dead_item(fleet, inputs={"api_key": "[REDACTED]"}, redacted=["api_key"])
     [result] = fleet.dlq.requeue([entry.id])
     assert result.action == "skipped" and "api_key" in (result.reason or "")
     assert fleet.dlq.store.get(entry.id) == entry
 
 
 def test_a_pipeline_entry_without_its_stage_names_is_skipped(fleet: Fleet) -> None:
-    entry = _dead_item(fleet, stage=0, stages=2, stage_tasks=[])
+    entry = dead_item(fleet, stage=0, stages=2, stage_tasks=[])
     [result] = fleet.dlq.requeue([entry.id])
     assert result.action == "skipped" and "stage names" in (result.reason or "")

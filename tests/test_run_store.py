@@ -9,7 +9,7 @@ import fakeredis
 import pytest
 
 from agentfleet.models import TaskOutcome
-from agentfleet.runs import RunStore
+from agentfleet.runs import BeginState, RunStore
 
 
 @pytest.fixture
@@ -57,26 +57,93 @@ def test_an_item_is_counted_once_however_often_it_is_recorded(store: RunStore) -
     assert store.summary("r").succeeded == 1
 
 
+def _begin(store: RunStore, token: str = "w:1:a", ttl_s: float = 20.0) -> BeginState:
+    return store.begin("r", "k0", "r-0", deliveries_ttl_s=60, token=token, claim_ttl_s=ttl_s)
+
+
 def test_the_first_stored_outcome_wins(store: RunStore) -> None:
     _create(store, 1)
     store.finish(_outcome(0, result={"v": 1}), record=False)
     store.finish(_outcome(0, result={"v": 2}), record=True)
-    assert store.begin("r", "k0", "r-0", deliveries_ttl_s=60).stored.result == {"v": 1}
+    state = _begin(store)
+    assert state.verdict == "stored"
+    assert state.stored is not None and state.stored.result == {"v": 1}
     assert store.outcomes("r")[0].result == {"v": 1}
 
 
-def test_begin_counts_unfinished_deliveries_and_finish_clears_them(store: RunStore) -> None:
+def test_begin_counts_deliveries_whose_claim_lapsed_and_finish_clears_them(store: RunStore) -> None:
     _create(store, 1)
-    assert [store.begin("r", "k0", "r-0", deliveries_ttl_s=60).deliveries for _ in range(3)] == [1, 2, 3]
+    counts = []
+    for n in range(3):
+        counts.append(_begin(store, token=f"w:1:{n}").deliveries)
+        store.client.delete(store.claim_key("k0"))  # the worker died: its claim lapsed
+    assert counts == [1, 2, 3]
     store.finish(_outcome(0), store=False)
-    assert store.begin("r", "k0", "r-0", deliveries_ttl_s=60).deliveries == 1
+    assert _begin(store).deliveries == 1
 
 
 def test_cancel_is_seen_by_the_next_delivery(store: RunStore) -> None:
     _create(store, 1)
     store.cancel("r")
-    state = store.begin("r", "k0", "r-0", deliveries_ttl_s=60)
+    state = _begin(store)
     assert state.cancelled and state.deliveries == 0
+    assert not store.live_claims(["k0"])[0]
+
+
+def test_a_second_delivery_finds_the_live_claim_and_does_not_claim(store: RunStore) -> None:
+    _create(store, 1)
+    assert _begin(store, token="w:1:first").verdict == "claimed"
+    second = _begin(store, token="w:2:second")
+    assert second.verdict == "busy"
+    assert 0 < second.claim_left_s <= 20
+    assert second.deliveries == 0
+    assert store.client.get(store.claim_key("k0")) == "w:1:first"
+
+
+def test_finish_releases_only_its_own_claim(store: RunStore) -> None:
+    _create(store, 1)
+    _begin(store, token="w:1:first")
+    store.finish(_outcome(0), token="w:2:other")
+    assert store.live_claims(["k0"]) == [True]
+    store.client.delete(store.outcome_key("k0"))
+    store.finish(_outcome(0), token="w:1:first")
+    assert store.live_claims(["k0"]) == [False]
+
+
+def test_renewal_keeps_held_claims_and_reports_lost_ones(store: RunStore) -> None:
+    _create(store, 2)
+    store.begin("r", "k0", "r-0", deliveries_ttl_s=60, token="w:1:a", claim_ttl_s=5)
+    store.begin("r", "k1", "r-1", deliveries_ttl_s=60, token="w:1:b", claim_ttl_s=5)
+    store.client.set(store.claim_key("k1"), "w:9:thief")
+    kept = store.renew_claims({"k0": "w:1:a", "k1": "w:1:b"}, ttl_s=60)
+    assert kept == {"k0": True, "k1": False}
+    assert store.client.pttl(store.claim_key("k0")) > 5000
+    assert store.client.get(store.claim_key("k1")) == "w:9:thief"
+
+
+def test_a_dead_pool_process_claim_is_released_by_its_prefix(store: RunStore) -> None:
+    _create(store, 1)
+    _begin(store, token="node@host:4242:abc")
+    assert not store.release_claim_of("k0", "node@host:4243:")
+    assert store.release_claim_of("k0", "node@host:4242:")
+    assert _begin(store, token="node@host:5000:def").verdict == "claimed"
+
+
+def test_an_item_input_is_kept_until_its_outcome(store: RunStore) -> None:
+    store.create_run(
+        "r",
+        name="test",
+        kind="map",
+        task="t",
+        items=[(f"r-{i}", f"k{i}", str(i)) for i in range(2)],
+        inputs=[{"n": 0}, {"n": 1}],
+        queues=["agents"],
+    )
+    assert store.active_runs() == ["r"]
+    store.finish(_outcome(0))
+    assert store.item_inputs("r", [0, 1]) == {1: {"n": 1}}
+    store.finish(_outcome(1))
+    assert store.active_runs() == []
 
 
 def test_reopen_uncounts_a_dead_letter_so_a_requeue_can_record_again(store: RunStore) -> None:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentfleet.celery_config import make_app
 from agentfleet.config import load_settings
-from agentfleet.orchestration import Fleet
 from agentfleet.redaction import Redactor
 from agentfleet.tasks.message_reprs import message_reprs, redact_published_reprs
 from agentfleet.tasks.meta import META_KWARG, ItemMeta
+from agentfleet.tasks.redispatch import item_signature
 
 SECRET = "sk-shown-5a7e19c3"
 REDACTOR = Redactor.build(values=[SECRET])
@@ -35,14 +36,13 @@ def test_messages_a_worker_publishes_again_get_the_same_reprs() -> None:
     }
 
 
-def test_fleet_dispatches_each_item_with_its_redacted_reprs() -> None:
-    fleet = Fleet(load_settings(broker_url="redis://127.0.0.1:9/0", dlq={"redact_keys": ["api_key"]}))
-    try:
-        meta = ItemMeta(run="r1", key="k", item="0")
-        kwargs = {"text": "hello", "api_key": SECRET, META_KWARG: meta.to_kwarg()}
-        signature = fleet._signature("some.task", kwargs, meta, "agents", 0.0)
-    finally:
-        fleet.close()
+def test_each_dispatched_item_carries_its_redacted_reprs() -> None:
+    app = make_app(load_settings(broker_url="redis://127.0.0.1:9/0"))
+    meta = ItemMeta(run="r1", key="k", item="0")
+    inputs = {"text": "hello", "api_key": SECRET}
+    signature = item_signature(
+        app, names=["some.task"], queues=["agents"], meta=meta, inputs=inputs, redactor=REDACTOR
+    )
     assert signature.options["kwargsrepr"] == "{'api_key': '[REDACTED]', 'text': 'hello'}"
     assert signature.options["argsrepr"] == "()"
     assert signature.kwargs[META_KWARG] == meta.to_kwarg(), "the worker still gets the whole message"

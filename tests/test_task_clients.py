@@ -11,9 +11,9 @@ import redis
 
 from agentfleet.config import load_settings, reset_settings
 from agentfleet.errors import ConfigError
-from agentfleet.llm.mock_server import MockMessagesServer
+from agentfleet.mock_llm import MockMessagesServer
 from agentfleet.tasks import clients, shared
-from agentfleet.tasks.context import TaskContext
+from agentfleet.tasks.execution_state import new_context
 from agentfleet.tools.audit import AuditLog
 
 KEY = "sk-ant-canary-5d1f0c"
@@ -68,7 +68,7 @@ def test_the_api_key_travels_as_an_audited_credential(
     monkeypatch.setenv("AGENTFLEET_BROKER_URL", redis_url)
     monkeypatch.setenv("AGENTFLEET_KEY_PREFIX", key_prefix)
     reset_settings()
-    ctx = TaskContext(
+    ctx = new_context(
         task_id="t-key",
         run_id="r",
         item_key="i",
@@ -76,7 +76,7 @@ def test_the_api_key_travels_as_an_audited_credential(
         attempt=0,
         workdir_path=tmp_path,
         log=logging.LoggerAdapter(logging.getLogger("test"), {}),
-        _anthropic_factory=clients.anthropic_client,
+        anthropic_factory=clients.anthropic_client,
     )
     try:
         assert KEY not in repr(vars(ctx.anthropic)), "the SDK object holds a placeholder, not the key"

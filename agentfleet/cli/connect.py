@@ -11,7 +11,7 @@ from agentfleet.embedded_redis import redis_reachable
 from agentfleet.errors import ConfigError
 from agentfleet.local import LocalCluster
 from agentfleet.orchestration import Fleet
-from agentfleet.redaction import mask_url
+from agentfleet.redis_client import mask_url
 
 __all__ = ["broker_configured", "fleet_for_work", "require_broker"]
 

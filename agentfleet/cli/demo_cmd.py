@@ -19,10 +19,10 @@ from agentfleet.cli.demo_texts import FAILING_TEXTS, QUICKSTART_TEXTS, extra_tex
 from agentfleet.cli.dlq_tables import entries_table, stats_view
 from agentfleet.cli.output import console, outcomes_table, summary_table
 from agentfleet.cli.progress import follow
-from agentfleet.llm.mock_server import MockMessagesServer
 from agentfleet.local import LocalCluster
+from agentfleet.mock_llm import MockMessagesServer
 from agentfleet.orchestration import Fleet, Run
-from agentfleet.redaction import mask_url
+from agentfleet.redis_client import mask_url
 
 __all__ = ["demo"]
 

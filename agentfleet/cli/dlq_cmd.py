@@ -13,7 +13,7 @@ from agentfleet.cli.output import console, err_console, print_json
 from agentfleet.dlq import DLQFilter
 from agentfleet.errors import ConfigError
 from agentfleet.orchestration import Fleet
-from agentfleet.orchestration.dead_letters import DeadLetterQueue, make_filter
+from agentfleet.orchestration.dead_letters import DeadLetterQueue
 
 __all__ = ["dlq_app"]
 
@@ -48,7 +48,7 @@ def _filter(
     fingerprint: str | None,
     since: str | None,
 ) -> DLQFilter:
-    return make_filter(
+    return DLQFilter.of(
         category=category, downstream=downstream, run_id=run_id, fingerprint=fingerprint, since=since
     )
 
@@ -65,7 +65,7 @@ def list_entries(
 ) -> None:
     """Dead letters, newest first."""
     flt = _filter(category, downstream, run_id, fingerprint, since)
-    entries = _queue().store.find(flt, limit=limit)
+    entries = _queue().list(flt, limit=limit)
     if as_json:
         print_json([e.model_dump(mode="json") for e in entries])
     elif not entries:
@@ -88,9 +88,17 @@ def show_entry(
 
 
 @dlq_app.command("stats")
-def stats(as_json: bool = _JSON) -> None:
-    """Depth, breakdowns by category and downstream, top fingerprints, oldest age, vendor issues."""
-    found = _queue().stats()
+def stats(
+    category: str | None = _CATEGORY,
+    downstream: str | None = _DOWNSTREAM,
+    run_id: str | None = _RUN,
+    fingerprint: str | None = _FINGERPRINT,
+    since: str | None = _SINCE,
+    as_json: bool = _JSON,
+) -> None:
+    """Depth, breakdowns by category and downstream, top fingerprints, oldest age, vendor issues:
+    of the whole queue, or of the entries matching the filters."""
+    found = _queue().stats(_filter(category, downstream, run_id, fingerprint, since))
     if as_json:
         print_json(found.model_dump(mode="json"))
     else:
@@ -143,16 +151,15 @@ def purge(
 ) -> None:
     """Delete dead letters for good (asks first unless --yes)."""
     queue = _queue()
-    chosen = queue.select(
-        entry_ids or (), _filter(category, downstream, run_id, fingerprint, since), everything=everything
-    )
+    flt = _filter(category, downstream, run_id, fingerprint, since)
+    chosen = queue.purge(entry_ids or (), flt, everything=everything, dry_run=True)
     if not chosen:
         console.print("no entries matched; nothing to purge")
         return
     if not yes and not typer.confirm(f"Delete {len(chosen)} dead letters for good?", default=False):
         err_console.print("nothing deleted")
         raise typer.Exit(1)
-    removed = queue.store.remove([e.id for e in chosen])
+    removed = queue.purge(chosen)
     console.print(f"deleted {len(removed)} dead letters")
 
 

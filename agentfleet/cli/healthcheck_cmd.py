@@ -49,7 +49,7 @@ def worker(
     """The worker NODE answers a ping."""
     from kombu.exceptions import OperationalError
 
-    from agentfleet.celery_app import make_app
+    from agentfleet.celery_config import make_app
 
     name = node.replace("%h", socket.gethostname())
     app = make_app(get_settings())
@@ -68,10 +68,10 @@ def worker(
 @healthcheck_app.command("beat")
 def beat() -> None:
     """A beat holds the schedule lock (it renews it on every wake)."""
-    from agentfleet.celery_app import redbeat_key_prefix
+    from agentfleet.celery_config import redbeat_key_prefix
 
     settings = get_settings()
-    ttl_ms = int(connect(settings.broker_url).pttl(redbeat_key_prefix(settings) + ":lock"))
+    ttl_ms = int(connect(settings.redis_target()).pttl(redbeat_key_prefix(settings) + ":lock"))
     if ttl_ms <= 0:
         _down("no beat holds the schedule lock")
     console.print(f"a beat holds the schedule lock ({ttl_ms / 1000:.1f} s before it must renew)")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from agentfleet.cli.output import console
-from agentfleet.llm.mock_server import DEFAULT_PORT, MockMessagesServer, parse_error_rates, serve
+from agentfleet.mock_llm import DEFAULT_PORT, MockMessagesServer, parse_error_rates, serve
 
 __all__ = ["mock_llm"]
 

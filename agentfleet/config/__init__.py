@@ -32,6 +32,7 @@ from agentfleet.config.sections import (
     BudgetSettings,
     CommandToolSettings,
     CredentialSpec,
+    DeliverySettings,
     DLQSettings,
     FanoutSpec,
     FetchSettings,
@@ -48,7 +49,8 @@ from agentfleet.config.sections import (
     split_csv,
 )
 from agentfleet.errors import ConfigError
-from agentfleet.redaction import Redactor, mask_url
+from agentfleet.redaction import Redactor
+from agentfleet.redis_client import RedisTarget, mask_url
 
 __all__ = [
     "AgentSettings",
@@ -57,6 +59,7 @@ __all__ = [
     "CommandToolSettings",
     "CredentialSpec",
     "DLQSettings",
+    "DeliverySettings",
     "FanoutSpec",
     "FetchSettings",
     "FlowerSettings",
@@ -93,10 +96,12 @@ class Settings(BaseSettings):
     broker_url: str = "redis://127.0.0.1:6379/0"
     result_backend: str | None = None
     redis_password: SecretStr | None = None
+    sentinel_master: str | None = None
+    sentinel_password: SecretStr | None = None
     key_prefix: str = "af"
     visibility_timeout_s: int = Field(default=3600, ge=10)
     unacked_restore_interval_s: int = Field(default=10, ge=1)
-    broker_max_connections: int = Field(default=1000, ge=10)
+    broker_max_connections: int = Field(default=2000, ge=10)
     task_time_limit_s: int = Field(default=900, ge=1)
     task_soft_time_limit_s: int = Field(default=840, ge=1)
     result_ttl_s: int = Field(default=7 * 86400, ge=60)
@@ -107,6 +112,7 @@ class Settings(BaseSettings):
     log_json: bool = True
 
     worker: WorkerSettings = WorkerSettings()
+    delivery: DeliverySettings = DeliverySettings()
     queues: QueueSettings = QueueSettings()
     retry: RetrySettings = RetrySettings()
     limiter: LimiterSettings = LimiterSettings()
@@ -180,6 +186,11 @@ class Settings(BaseSettings):
                 "its message, and past the cap acknowledgements fail. Raise "
                 "AGENTFLEET_BROKER_MAX_CONNECTIONS or lower the pool size."
             )
+        if self.broker_url.startswith("sentinel://") and not self.sentinel_master:
+            raise ValueError(
+                "broker_url names Sentinels, which need the name of the master they watch. "
+                "Set AGENTFLEET_SENTINEL_MASTER (sentinel_master in agentfleet.toml)."
+            )
         if self.retry.backoff_base_s > self.retry.backoff_cap_s:
             raise ValueError(
                 "retry.backoff_base_s must not exceed retry.backoff_cap_s. "
@@ -209,6 +220,16 @@ class Settings(BaseSettings):
         """The Celery result backend: ``result_backend``, else the broker."""
         return self.result_backend or self.broker_url
 
+    def redis_target(self) -> RedisTarget:
+        """Where agentfleet keeps its own state (the broker's Redis), with the pool's size."""
+        return RedisTarget(
+            self.broker_url,
+            sentinel_master=self.sentinel_master,
+            sentinel_password=(self.sentinel_password.get_secret_value() if self.sentinel_password else None),
+            max_connections=self.broker_max_connections,
+            pool_timeout_s=self.delivery.pool_timeout_s,
+        )
+
     @property
     def max_countdown_s(self) -> float:
         """The longest countdown that cannot run a task twice: 90% of the visibility timeout."""
@@ -235,8 +256,10 @@ class Settings(BaseSettings):
                 found.extend([value, value.partition(":")[2]])
         found.append(os.environ.get("ANTHROPIC_API_KEY"))
         for url in (self.broker_url, self.result_backend):
-            if url:
-                found.append(url_password(url))
+            for part in (url or "").split(";"):
+                found.append(url_password(part))
+        if self.sentinel_password is not None:
+            found.append(self.sentinel_password.get_secret_value())
         return [v for v in dict.fromkeys(found) if v]
 
     def redactor(self) -> Redactor:

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from urllib.parse import quote, unquote, urlsplit
 
-from agentfleet.redaction import mask_url
+from agentfleet.redis_client import mask_url
 
 __all__ = ["ENCODING_HINT", "check_redis_url", "url_password", "with_password", "without_password"]
 
-SCHEMES = ("redis://", "rediss://", "unix://")
+SCHEMES = ("redis://", "rediss://", "unix://", "sentinel://")
 ENCODING_HINT = (
     "percent-encode the password in the URL ('/' as %2F, '+' as %2B, '=' as %3D, '@' as %40), "
     "or give it apart in AGENTFLEET_REDIS_PASSWORD"
@@ -24,19 +24,30 @@ ENCODING_HINT = (
 
 
 def check_redis_url(url: str) -> None:
-    """Raise ``ValueError`` (a message without the password) unless ``url`` is a usable Redis URL."""
+    """Raise ``ValueError`` (a message without the password) unless ``url`` is a usable Redis URL.
+
+    ``sentinel://`` URLs may list several Sentinels joined by ``;``; each part is checked.
+    """
     if not url.startswith(SCHEMES):
-        raise ValueError("must be a Redis URL such as redis://:password@host:6379/0")
+        raise ValueError(
+            "must be a Redis URL such as redis://:password@host:6379/0, or Sentinels as "
+            "sentinel://:password@host1:26379;sentinel://host2:26379"
+        )
     if url.startswith("unix://"):
         return
-    authority = url.split("://", 1)[1]
+    for part in url.split(";"):
+        _check_part(part)
+
+
+def _check_part(url: str) -> None:
+    authority = url.split("://", 1)[-1]
     try:
         parts = urlsplit(url)
         port = parts.port
     except ValueError:
         port = -1
     # '@' after the host part means the URL's userinfo was cut short by a raw '/', '?' or '#'.
-    stray_at = "@" in authority.split("/", 1)[-1] if "/" in authority else False
+    stray_at = "/" in authority and "@" in authority.split("/", 1)[1]
     if port == -1 or stray_at or not parts.hostname:
         if "@" in authority:
             raise ValueError(f"cannot be read: {ENCODING_HINT}")
@@ -53,7 +64,14 @@ def url_password(url: str) -> str | None:
 
 
 def with_password(url: str, password: str) -> str:
-    """``url`` with ``password`` (percent-encoded) as its password; ``ValueError`` if it has another."""
+    """``url`` with ``password`` (percent-encoded) as its password, in every ``;``-joined part.
+
+    ``ValueError`` if a part already has another password.
+    """
+    return ";".join(_with_password(part, password) for part in url.split(";"))
+
+
+def _with_password(url: str, password: str) -> str:
     scheme, _, rest = url.partition("://")
     userinfo, at, location = rest.rpartition("@")
     if at:

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic import model_validator as _model_validator
 from pydantic_settings import NoDecode
 
+from agentfleet.config.cron import cron_schedule
 from agentfleet.redaction import DEFAULT_SECRET_KEYS
 
 __all__ = [
@@ -22,6 +23,7 @@ __all__ = [
     "CommandToolSettings",
     "CredentialSpec",
     "DLQSettings",
+    "DeliverySettings",
     "FanoutSpec",
     "FetchSettings",
     "FlowerSettings",
@@ -86,6 +88,29 @@ class RetrySettings(_Section):
     backoff_base_s: float = Field(default=1.0, gt=0)
     backoff_cap_s: float = Field(default=300.0, gt=0)
     unknown_is_retryable: bool = True
+
+
+class DeliverySettings(_Section):
+    """How every dispatched item is brought to exactly one outcome (seconds).
+
+    A running item holds a claim that its worker renews every third of ``claim_ttl_s``; a
+    dead worker's claim lapses after at most ``claim_ttl_s``. Every ``reconcile_interval_s``
+    one worker (a Redis lock picks it) looks for items of running runs with no outcome, no
+    live claim and no message waiting; one still in that state ``reconcile_grace_s`` later is
+    published again. A pass reads at most ``reconcile_max_scan`` waiting messages; beyond
+    that, recovery waits until the queues are shorter. ``redis_retry_s`` is how long a
+    worker's own bookkeeping retries a Redis that does not answer before it hands the message
+    back; ``client_outage_s`` is how long ``Run`` and ``Fleet`` calls ride out a broker outage
+    before they raise; ``pool_timeout_s`` is how long a command waits for a free connection.
+    """
+
+    claim_ttl_s: float = Field(default=20.0, ge=1)
+    reconcile_interval_s: float = Field(default=5.0, gt=0)
+    reconcile_grace_s: float = Field(default=10.0, ge=0)
+    reconcile_max_scan: int = Field(default=200_000, ge=1000)
+    redis_retry_s: float = Field(default=30.0, ge=0)
+    client_outage_s: float = Field(default=60.0, ge=0)
+    pool_timeout_s: float = Field(default=20.0, gt=0)
 
 
 class WorkerSettings(_Section):
@@ -164,16 +189,8 @@ class DLQSettings(_Section):
     @field_validator("digest_cron")
     @classmethod
     def _cron_shape(cls, value: str) -> str:
-        from celery.schedules import crontab
-
-        fields = value.split()
-        if len(fields) != 5:
-            raise ValueError("must be a cron expression of 5 fields: minute hour day month weekday")
-        try:
-            crontab(*fields[:2], day_of_month=fields[2], month_of_year=fields[3], day_of_week=fields[4])
-        except (ValueError, TypeError) as exc:
-            raise ValueError(f"is not a valid cron expression ({exc})") from None
-        return value
+        cron_schedule(value)
+        return " ".join(value.split())
 
     @field_validator("webhook_url")
     @classmethod
@@ -212,16 +229,20 @@ def _default_prices() -> dict[str, ModelPrice]:
 
 
 class LLMSettings(_Section):
-    """The Anthropic client. With no ``api_key`` (nor ``ANTHROPIC_API_KEY``) the mock is used."""
+    """The LLM clients. ``base_url``: the Messages API ``ctx.anthropic`` calls (with no
+    ``api_key`` nor ``ANTHROPIC_API_KEY``, it must be set: the mock, say). ``openai_base_url``:
+    an OpenAI-compatible server whose chat completions are limited, accounted and priced like
+    ``api.openai.com``'s (``openai:<model>``)."""
 
     base_url: str | None = None
+    openai_base_url: str | None = None
     api_key: SecretStr | None = None
     default_model: str = "claude-haiku-4-5"
     timeout_s: float = Field(default=60.0, gt=0)
     connect_timeout_s: float = Field(default=5.0, gt=0)
     prices: dict[str, ModelPrice] = Field(default_factory=_default_prices)
 
-    @field_validator("api_key", "base_url", mode="before")
+    @field_validator("api_key", "base_url", "openai_base_url", mode="before")
     @classmethod
     def _empty_is_unset(cls, value: Any) -> Any:
         # docker compose passes an unset ${VAR:-} as an empty string.
@@ -316,18 +337,8 @@ class ScheduleSpec(FanoutSpec):
     def _cron_shape(cls, value: str | None) -> str | None:
         if value is None:
             return None
-        fields = value.split()
-        if len(fields) != 5:
-            raise ValueError(
-                "must have five fields (minute hour day-of-month month day-of-week), e.g. '0 6 * * *'"
-            )
-        from celery.schedules import crontab
-
-        try:
-            crontab.from_string(" ".join(fields))
-        except (ValueError, TypeError) as exc:
-            raise ValueError(f"is not a cron expression celery accepts: {exc}") from None
-        return " ".join(fields)
+        cron_schedule(value)
+        return " ".join(value.split())
 
     @_model_validator(mode="after")
     def _one_trigger(self) -> ScheduleSpec:

@@ -1,16 +1,23 @@
-"""Which dead letters a listing, requeue, purge or export applies to."""
+"""Which dead letters a listing, stats, requeue, purge or export applies to: one vocabulary.
+
+``DLQFilter`` fields are the filter words everywhere: ``category``, ``downstream``,
+``run_id``, ``fingerprint`` and ``since`` (``DeadLetterQueue`` methods take them as keyword
+arguments, ``agentfleet dlq`` commands as ``--category``, ``--downstream``, ``--run``,
+``--fingerprint`` and ``--since``).
+"""
 
 from __future__ import annotations
 
 import re
 import time
 from datetime import UTC, datetime
+from typing import Any, TypedDict
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, field_validator
 
 from agentfleet.errors import ConfigError
 
-__all__ = ["DLQFilter", "parse_since"]
+__all__ = ["DLQFilter", "FilterFields", "parse_since"]
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
 _UNIT_S = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
@@ -36,8 +43,22 @@ def parse_since(text: str, *, now: float | None = None) -> float:
     return when.timestamp()
 
 
+class FilterFields(TypedDict, total=False):
+    """``DLQFilter``'s fields as keyword arguments (``dlq.list(category="timeout", since="6h")``)."""
+
+    category: str | None
+    downstream: str | None
+    run_id: str | None
+    fingerprint: str | None
+    since: str | float | None
+
+
 class DLQFilter(BaseModel):
-    """Entries matching every field that is set. ``since`` is a Unix time (dead-lettered at or after)."""
+    """Entries matching every field that is set.
+
+    ``since`` keeps entries dead-lettered at or after it: a Unix time, or text such as
+    ``"30m"``, ``"6h"``, ``"2d"`` or an ISO date (``parse_since``), stored as a Unix time.
+    """
 
     model_config = ConfigDict(frozen=True)
 
@@ -46,6 +67,18 @@ class DLQFilter(BaseModel):
     run_id: str | None = None
     fingerprint: str | None = None
     since: float | None = None
+
+    @field_validator("since", mode="before")
+    @classmethod
+    def _since_text(cls, value: Any) -> Any:
+        return parse_since(value) if isinstance(value, str) else value
+
+    @classmethod
+    def of(cls, flt: DLQFilter | None = None, **fields: Any) -> DLQFilter:
+        """``flt`` (default: match everything) with the keyword ``fields`` that are set added."""
+        base = flt or cls()
+        given = {name: value for name, value in fields.items() if value is not None}
+        return cls.model_validate({**base.model_dump(exclude_none=True), **given}) if given else base
 
     @property
     def indexed(self) -> dict[str, str]:

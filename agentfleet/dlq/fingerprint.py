@@ -6,7 +6,7 @@ import re
 
 from agentfleet.idempotency import stable_hash
 
-__all__ = ["fingerprint", "normalise_message"]
+__all__ = ["error_fingerprint", "normalise_message"]
 
 _RULES: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"), "<uuid>"),
@@ -35,6 +35,6 @@ def normalise_message(message: str) -> str:
     return text.strip()[:MAX_NORMALISED_CHARS]
 
 
-def fingerprint(error_type: str, message: str) -> str:
+def error_fingerprint(error_type: str, message: str) -> str:
     """A 12-hex-digit fingerprint of an error type and its normalised message."""
     return stable_hash([error_type, normalise_message(message)], length=12)

@@ -3,10 +3,24 @@
 from __future__ import annotations
 
 import time
+from collections import Counter
+from collections.abc import Sequence
 
 from pydantic import BaseModel, Field
 
-__all__ = ["DLQStats", "FingerprintCount", "VendorIssue", "format_age", "merge_vendor_issues"]
+from agentfleet.dlq.fingerprint import normalise_message
+from agentfleet.dlq.model import DeadLetter
+
+__all__ = [
+    "DLQStats",
+    "FingerprintCount",
+    "VendorIssue",
+    "format_age",
+    "merge_vendor_issues",
+    "stats_of_entries",
+]
+
+NO_DOWNSTREAM = "-"
 
 
 class FingerprintCount(BaseModel):
@@ -49,6 +63,40 @@ class DLQStats(BaseModel):
     recent_by_downstream: dict[str, int] = Field(default_factory=dict)
     vendor_issues: list[VendorIssue] = Field(default_factory=list)
     generated_at: float = Field(default_factory=time.time)
+
+
+def _by_count(counts: Counter[str]) -> dict[str, int]:
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def stats_of_entries(
+    entries: Sequence[DeadLetter], *, window_s: float, top: int = 10, now: float | None = None
+) -> DLQStats:
+    """The stats of just ``entries`` (a filtered selection), counted from the entries themselves."""
+    now = time.time() if now is None else now
+    fingerprints = Counter(e.fingerprint for e in entries)
+    samples = {e.fingerprint: e for e in entries}
+    top_fps = sorted(fingerprints.items(), key=lambda kv: (-kv[1], kv[0]))[:top]
+    oldest = min((e.dead_lettered_at for e in entries), default=None)
+    recent = Counter(e.downstream for e in entries if e.downstream and e.dead_lettered_at >= now - window_s)
+    return DLQStats(
+        depth=len(entries),
+        by_category=_by_count(Counter(e.category for e in entries)),
+        by_downstream=_by_count(Counter(e.downstream or NO_DOWNSTREAM for e in entries)),
+        top_fingerprints=[
+            FingerprintCount(
+                fingerprint=fp,
+                count=count,
+                error_type=samples[fp].error_type,
+                message=normalise_message(samples[fp].error),
+            )
+            for fp, count in top_fps
+        ],
+        oldest_age_s=None if oldest is None else round(max(0.0, now - oldest), 3),
+        window_s=window_s,
+        recent_by_downstream=dict(recent),
+        generated_at=now,
+    )
 
 
 def merge_vendor_issues(

@@ -8,8 +8,9 @@ Layout under the key prefix ``p`` (nothing here expires: entries stay until requ
 - ``p:dlq:n:{dimension}``        hash: value -> entry count, for ``category``, ``downstream``, ``fingerprint``
 - ``p:dlq:fp``                   hash: fingerprint -> a sample ``[error type, normalised message]``
 
-Every write and removal is one Lua script, so a worker that dies mid-write leaves either the
-whole entry or nothing; writing an id again (a redelivery) updates it in place.
+Every write and removal is one Lua script (``scripts/add.lua``, ``scripts/remove.lua``), so a
+worker that dies mid-write leaves either the whole entry or nothing; writing an id again (a
+redelivery) updates it in place.
 """
 
 from __future__ import annotations
@@ -25,79 +26,13 @@ from agentfleet.config import Settings
 from agentfleet.dlq.filters import DLQFilter
 from agentfleet.dlq.fingerprint import normalise_message
 from agentfleet.dlq.model import DeadLetter
-from agentfleet.dlq.stats import DLQStats, FingerprintCount
+from agentfleet.dlq.stats import NO_DOWNSTREAM, DLQStats, FingerprintCount, stats_of_entries
+from agentfleet.lua import ScriptSet
 from agentfleet.redis_client import connect
 
-__all__ = ["NO_DOWNSTREAM", "DLQStore"]
+__all__ = ["DLQ_LUA", "NO_DOWNSTREAM", "DLQStore"]
 
-NO_DOWNSTREAM = "-"
-
-# Keys are built inside the scripts from the prefix: indexes move with the entry's fields, which
-# the caller cannot know before the script reads them. That ties the store to one Redis node.
-_DIMS = """
-local dims = {'category', 'downstream', 'run', 'fingerprint'}
-local counted = {category = true, downstream = true, fingerprint = true}
-local function unindex(p, id, dim, value)
-  redis.call('SREM', p .. ':i:' .. dim .. ':' .. value, id)
-  if counted[dim] and redis.call('HINCRBY', p .. ':n:' .. dim, value, -1) <= 0 then
-    redis.call('HDEL', p .. ':n:' .. dim, value)
-    if dim == 'fingerprint' then redis.call('HDEL', p .. ':fp', value) end
-  end
-end
-"""
-
-_ADD = (
-    _DIMS
-    + """
-local p, id = ARGV[1], ARGV[2]
-local entry = p .. ':e:' .. id
-local new = {category = ARGV[4], downstream = ARGV[5], run = ARGV[6], fingerprint = ARGV[7]}
-local old = redis.call('HMGET', entry, 'sid', 'category', 'downstream', 'run', 'fingerprint')
-local sid = old[1]
-local created = 0
-if sid then
-  for i, dim in ipairs(dims) do
-    local before = old[i + 1]
-    if before and before ~= new[dim] then unindex(p, id, dim, before) end
-  end
-else
-  sid = redis.call('XADD', p .. ':stream', '*', 'id', id)
-  created = 1
-end
-for _, dim in ipairs(dims) do
-  if redis.call('SADD', p .. ':i:' .. dim .. ':' .. new[dim], id) == 1 and counted[dim] then
-    redis.call('HINCRBY', p .. ':n:' .. dim, new[dim], 1)
-  end
-end
-redis.call('HSET', p .. ':fp', new.fingerprint, ARGV[10])
-redis.call('HSET', entry, 'data', ARGV[3], 'sid', sid, 'gen', ARGV[8], 'at', ARGV[9],
-  'category', new.category, 'downstream', new.downstream, 'run', new.run, 'fingerprint', new.fingerprint)
-return {sid, created}
-"""
-)
-
-_REMOVE = (
-    _DIMS
-    + """
-local p, gen = ARGV[1], ARGV[2]
-local removed = {}
-for i = 3, #ARGV do
-  local id = ARGV[i]
-  local entry = p .. ':e:' .. id
-  local f = redis.call('HMGET', entry, 'sid', 'gen', 'category', 'downstream', 'run', 'fingerprint')
-  if f[1] and (gen == '' or f[2] == gen) then
-    redis.call('XDEL', p .. ':stream', f[1])
-    for j, dim in ipairs(dims) do
-      if f[j + 2] then unindex(p, id, dim, f[j + 2]) end
-    end
-    redis.call('DEL', entry)
-    removed[#removed + 1] = id
-  end
-end
-return removed
-"""
-)
-
+DLQ_LUA = ScriptSet("agentfleet.dlq", "scripts", libraries=("indexes",))
 _PAGE = 500
 
 
@@ -112,12 +47,12 @@ class DLQStore:
         # redis-py's reply types are unions of every RESP shape; this store knows each reply.
         self.client: Any = client
         self.prefix = f"{prefix}:dlq"
-        self._add = client.register_script(_ADD)
-        self._remove = client.register_script(_REMOVE)
+        scripts = DLQ_LUA.register(client, "add", "remove")
+        self._add, self._remove = scripts["add"], scripts["remove"]
 
     @classmethod
     def from_settings(cls, settings: Settings, client: redis.Redis | None = None) -> DLQStore:
-        return cls(client or connect(settings.broker_url), prefix=settings.key_prefix)
+        return cls(client or connect(settings.redis_target()), prefix=settings.key_prefix)
 
     # Keys ----------------------------------------------------------------------------------
 
@@ -216,11 +151,17 @@ class DLQStore:
             return [e.id for e in self.scan(flt)]
         return self._stream_ids(since=flt.since, newest_first=False, limit=None)
 
-    def stats(self, *, window_s: float, top: int = 10, now: float | None = None) -> DLQStats:
+    def stats(
+        self, *, window_s: float, top: int = 10, now: float | None = None, flt: DLQFilter | None = None
+    ) -> DLQStats:
         """Depth, counts by category and downstream, the ``top`` fingerprints, the oldest
         entry's age, and what was dead-lettered per downstream in the last ``window_s`` seconds.
+
+        Of the whole queue (from the counters), or of the entries matching ``flt``.
         """
         now = time.time() if now is None else now
+        if flt is not None and not flt.empty:
+            return stats_of_entries(list(self.scan(flt)), window_s=window_s, top=top, now=now)
         pipe = self.client.pipeline(transaction=False)
         pipe.xlen(self.stream_key)
         pipe.hgetall(f"{self.prefix}:n:category")

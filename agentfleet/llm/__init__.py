@@ -1,5 +1,5 @@
-"""Anthropic support: pricing, error mapping, and the mock Messages API for offline runs.
+"""Anthropic support: pricing and error mapping.
 
-Submodules are imported directly (``agentfleet.llm.pricing``, ``agentfleet.llm.errors``,
-``agentfleet.llm.mock_server``...) so that importing the package costs nothing.
+Submodules are imported directly (``agentfleet.llm.pricing``, ``agentfleet.llm.errors``) so
+that importing the package costs nothing. The mock Messages API is ``agentfleet.mock_llm``.
 """

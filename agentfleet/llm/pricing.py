@@ -1,4 +1,4 @@
-"""The dollar cost of a Messages API response, from the price table in ``llm.prices``.
+"""The dollar cost of an LLM reply (any vendor's), from the price table in ``llm.prices``.
 
 Prices are US dollars per million tokens (``ModelPrice``). A response's cost is::
 
@@ -25,69 +25,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from agentfleet.config import ModelPrice
-from agentfleet.errors import ConfigError, DownstreamError
+from agentfleet.errors import ConfigError
+from agentfleet.models import TokenUsage
 
-__all__ = ["TokenUsage", "cost_usd", "price_for"]
+__all__ = ["cost_usd", "price_for"]
 
 _PER_TOKEN = 1_000_000.0
 _SNAPSHOT_SUFFIX = re.compile(r"-(latest|\d{8})$")
-
-
-@dataclass(frozen=True)
-class TokenUsage:
-    """Token counts of one response (or a sum of responses). All fields are token counts."""
-
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_creation_input_tokens: int = 0
-    cache_read_input_tokens: int = 0
-
-    @classmethod
-    def of(cls, usage: Any) -> TokenUsage:
-        """Read counts from an SDK ``Usage``, a dict, or any object with those attributes.
-
-        Missing or ``None`` counts are zero. A negative or non-integer count means a malformed
-        response: ``DownstreamError``.
-        """
-        if isinstance(usage, TokenUsage):
-            return usage
-
-        def read(name: str) -> int:
-            value = usage.get(name) if isinstance(usage, Mapping) else getattr(usage, name, None)
-            if value is None:
-                return 0
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise DownstreamError(f"usage.{name} is not a token count: {value!r}")
-            return value
-
-        return cls(
-            input_tokens=read("input_tokens"),
-            output_tokens=read("output_tokens"),
-            cache_creation_input_tokens=read("cache_creation_input_tokens"),
-            cache_read_input_tokens=read("cache_read_input_tokens"),
-        )
-
-    @property
-    def total_input(self) -> int:
-        """Every input token: uncached, written to the cache and read from it."""
-        return self.input_tokens + self.cache_creation_input_tokens + self.cache_read_input_tokens
-
-    @property
-    def total(self) -> int:
-        """Every input and output token."""
-        return self.total_input + self.output_tokens
-
-    def __add__(self, other: TokenUsage) -> TokenUsage:
-        return TokenUsage(
-            self.input_tokens + other.input_tokens,
-            self.output_tokens + other.output_tokens,
-            self.cache_creation_input_tokens + other.cache_creation_input_tokens,
-            self.cache_read_input_tokens + other.cache_read_input_tokens,
-        )
 
 
 def _strip_snapshot(name: str) -> str:

@@ -1,7 +1,6 @@
-"""Orchestration: ``Fleet`` dispatches, ``Run`` follows; fan-in helpers in ``merge``."""
+"""Orchestration: ``Fleet`` dispatches, ``Run`` follows."""
 
-from agentfleet.orchestration import merge
 from agentfleet.orchestration.fleet import Fleet
 from agentfleet.orchestration.run import Run
 
-__all__ = ["Fleet", "Run", "merge"]
+__all__ = ["Fleet", "Run"]

@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from celery import Celery
-from celery.backends.redis import RedisBackend
+from celery.backends.redis import RedisBackend, SentinelBackend
 
 __all__ = ["DispatchApp"]
 
 
-class _DispatchOnlyBackend(RedisBackend):
+class _DispatchOnly:
     """A Redis result backend that does not subscribe to every task it sends.
 
     Celery's Redis backend subscribes to each sent task's result channel so that ``.get()``
@@ -28,8 +28,18 @@ class _DispatchOnlyBackend(RedisBackend):
         return result
 
 
+class _DispatchOnlyBackend(_DispatchOnly, RedisBackend):
+    pass
+
+
+class _DispatchOnlySentinelBackend(_DispatchOnly, SentinelBackend):
+    pass
+
+
 class DispatchApp(Celery):
-    """The client-side app: sends tasks by name and sets up chords; never waits on results."""
+    """The client-side app: sends tasks by name; never waits on results."""
 
     def _get_backend(self) -> RedisBackend:
-        return _DispatchOnlyBackend(app=self, url=self.conf.result_backend)
+        url = str(self.conf.result_backend)
+        cls = _DispatchOnlySentinelBackend if url.startswith("sentinel://") else _DispatchOnlyBackend
+        return cls(app=self, url=url)

@@ -1,10 +1,13 @@
 """``DeadLetterQueue``: the triage API, in Python what ``agentfleet dlq`` is on the command line.
 
-::
+Every call that selects entries takes the same filter words, as keyword arguments or as a
+``DLQFilter`` (``category``, ``downstream``, ``run_id``, ``fingerprint``, ``since``);
+``requeue`` and ``purge`` also take entry ids (a list, or one id) in the filter's place::
 
     dlq = Fleet().dlq
     for entry in dlq.list(category="bad_request", since="6h"):
         print(entry.id, entry.error)
+    dlq.stats(downstream="vendor-b.example")                   # its depth, fingerprints, circuit
     dlq.requeue(downstream="vendor-b.example", dry_run=True)   # what would be sent
     dlq.requeue(downstream="vendor-b.example")                 # send them again
     dlq.purge(ids=["3f2a..."])
@@ -14,44 +17,31 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
-from typing import TextIO
+from typing import TextIO, Unpack
 
 from celery import Celery
 
 from agentfleet.config import Settings
-from agentfleet.dlq import DeadLetter, DLQFilter, DLQStats, DLQStore, parse_since
+from agentfleet.dlq import DeadLetter, DLQFilter, DLQStats, DLQStore, FilterFields, queue_stats
 from agentfleet.errors import ConfigError, DeadLetterNotFound
 from agentfleet.orchestration.requeue import RequeueResult, requeue_entry
+from agentfleet.ratelimit.circuit import CircuitBreaker
 from agentfleet.runs import RunStore
-from agentfleet.tasks.maintenance import dlq_stats
 
-__all__ = ["DeadLetterQueue", "RequeueResult", "make_filter"]
+__all__ = ["DeadLetterQueue", "RequeueResult"]
 
 # Aliases: inside DeadLetterQueue the name ``list`` is its method.
 Entries = list[DeadLetter]
 Ids = list[str]
 Results = list[RequeueResult]
-
-
-def make_filter(
-    *,
-    category: str | None = None,
-    downstream: str | None = None,
-    run_id: str | None = None,
-    fingerprint: str | None = None,
-    since: str | float | None = None,
-) -> DLQFilter:
-    """A ``DLQFilter``; ``since`` is a Unix time, or text such as ``"6h"`` or an ISO date."""
-    when = parse_since(since) if isinstance(since, str) else since
-    return DLQFilter(
-        category=category, downstream=downstream, run_id=run_id, fingerprint=fingerprint, since=when
-    )
+# What requeue and purge act on: entry ids (or one id), or a filter in their place.
+Selection = Sequence[str] | str | DLQFilter
 
 
 class DeadLetterQueue:
     """List, inspect, count, requeue, purge and export dead letters.
 
-    Selecting commands (``requeue``, ``purge``) take ``ids``, or filter fields, or
+    Selecting commands (``requeue``, ``purge``) take ``ids``, or filter words, or
     ``everything=True``; with none of them they refuse, so nothing is touched by accident.
     """
 
@@ -64,23 +54,13 @@ class DeadLetterQueue:
     # Reading -------------------------------------------------------------------------------
 
     def list(
-        self,
-        *,
-        category: str | None = None,
-        downstream: str | None = None,
-        run_id: str | None = None,
-        fingerprint: str | None = None,
-        since: str | float | None = None,
-        limit: int | None = 50,
+        self, flt: DLQFilter | None = None, *, limit: int | None = 50, **filters: Unpack[FilterFields]
     ) -> Entries:
         """Entries matching every filter given, newest first, at most ``limit`` (None: all).
 
         ``since`` is a Unix time, or text such as ``"30m"``, ``"6h"``, ``"2d"`` or an ISO date.
         """
-        flt = make_filter(
-            category=category, downstream=downstream, run_id=run_id, fingerprint=fingerprint, since=since
-        )
-        return self.store.find(flt, limit=limit)
+        return self.store.find(DLQFilter.of(flt, **filters), limit=limit)
 
     def get(self, entry_id: str) -> DeadLetter:
         """One entry; raises ``DeadLetterNotFound`` when there is none with that id."""
@@ -91,18 +71,20 @@ class DeadLetterQueue:
             )
         return entry
 
-    def stats(self) -> DLQStats:
-        """Depth, breakdowns by category and downstream, top fingerprints, oldest age, vendor issues."""
-        return dlq_stats(self.settings, self.runs.client)
+    def stats(self, flt: DLQFilter | None = None, **filters: Unpack[FilterFields]) -> DLQStats:
+        """Depth, breakdowns by category and downstream, top fingerprints, oldest age and vendor
+        issues: of the whole queue, or of the entries matching the filters."""
+        circuits = CircuitBreaker.from_settings(self.settings, self.runs.client)
+        return queue_stats(self.store, circuits, self.settings.dlq, DLQFilter.of(flt, **filters))
 
-    def entries(self, flt: DLQFilter | None = None) -> Iterator[DeadLetter]:
-        """Every entry matching ``flt``, oldest first."""
-        return self.store.scan(flt)
+    def entries(self, flt: DLQFilter | None = None, **filters: Unpack[FilterFields]) -> Iterator[DeadLetter]:
+        """Every entry matching the filters, oldest first."""
+        return self.store.scan(DLQFilter.of(flt, **filters))
 
-    def export_jsonl(self, out: TextIO, flt: DLQFilter | None = None) -> int:
+    def export_jsonl(self, out: TextIO, flt: DLQFilter | None = None, **filters: Unpack[FilterFields]) -> int:
         """Write matching entries to ``out`` as JSON Lines, oldest first; returns how many."""
         count = 0
-        for entry in self.store.scan(flt):
+        for entry in self.entries(flt, **filters):
             out.write(json.dumps(entry.model_dump(mode="json"), sort_keys=True) + "\n")
             count += 1
         return count
@@ -110,15 +92,29 @@ class DeadLetterQueue:
     # Changing ------------------------------------------------------------------------------
 
     def select(
-        self, ids: Sequence[str] = (), flt: DLQFilter | None = None, *, everything: bool = False
+        self,
+        ids: Selection = (),
+        flt: DLQFilter | None = None,
+        *,
+        everything: bool = False,
+        **filters: Unpack[FilterFields],
     ) -> Entries:
-        """The entries named by ``ids``, else matching ``flt``, else all of them with ``everything``."""
-        flt = flt or DLQFilter()
-        if ids:
+        """The entries named by ``ids``, else matching the filters, else all with ``everything``.
+
+        ``ids`` may be one id, a list of them, or a ``DLQFilter`` given in their place.
+        """
+        if isinstance(ids, DLQFilter):
+            if flt is not None:
+                raise ConfigError("give one DLQFilter, not two")
+            flt, named = ids, []
+        else:
+            named = [ids] if isinstance(ids, str) else list(ids)
+        flt = DLQFilter.of(flt, **filters)
+        if named:
             if not flt.empty or everything:
                 raise ConfigError("name entries by id, or by filters, or --all: not several at once")
-            entries = self.store.get_many(list(ids))
-            missing = set(ids) - {e.id for e in entries}
+            entries = self.store.get_many(named)
+            missing = set(named) - {e.id for e in entries}
             if missing:
                 raise DeadLetterNotFound(
                     f"no dead letter {', '.join(sorted(missing))}; see `agentfleet dlq list`"
@@ -132,11 +128,12 @@ class DeadLetterQueue:
 
     def requeue(
         self,
-        ids: Sequence[str] = (),
+        ids: Selection = (),
         flt: DLQFilter | None = None,
         *,
         everything: bool = False,
         dry_run: bool = False,
+        **filters: Unpack[FilterFields],
     ) -> Results:
         """Send the selected entries' items again (same idempotency key, a fresh retry budget).
 
@@ -147,11 +144,19 @@ class DeadLetterQueue:
             requeue_entry(
                 entry, app=self.app, runs=self.runs, dlq=self.store, settings=self.settings, dry_run=dry_run
             )
-            for entry in self.select(ids, flt, everything=everything)
+            for entry in self.select(ids, flt, everything=everything, **filters)
         ]
 
     def purge(
-        self, ids: Sequence[str] = (), flt: DLQFilter | None = None, *, everything: bool = False
+        self,
+        ids: Selection = (),
+        flt: DLQFilter | None = None,
+        *,
+        everything: bool = False,
+        dry_run: bool = False,
+        **filters: Unpack[FilterFields],
     ) -> Ids:
-        """Delete the selected entries for good; returns the ids deleted."""
-        return self.store.remove([e.id for e in self.select(ids, flt, everything=everything)])
+        """Delete the selected entries for good; returns the ids deleted (with ``dry_run``, the
+        ids that would be, deleting nothing)."""
+        chosen = [e.id for e in self.select(ids, flt, everything=everything, **filters)]
+        return chosen if dry_run else self.store.remove(chosen)

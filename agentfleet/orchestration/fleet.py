@@ -3,31 +3,35 @@
 from __future__ import annotations
 
 import functools
+import logging
 import random
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
-from celery import chain, chord, group
 from celery.canvas import Signature
 
-from agentfleet.celery_app import make_app
+from agentfleet.celery_config import make_app
 from agentfleet.config import Settings, get_settings
-from agentfleet.errors import DispatchError
+from agentfleet.errors import BrokerUnavailable, DispatchError
 from agentfleet.idempotency import canonical_json, default_item_key
 from agentfleet.models import RunSummary
 from agentfleet.orchestration.client_app import DispatchApp
 from agentfleet.orchestration.dead_letters import DeadLetterQueue
 from agentfleet.orchestration.run import Run
+from agentfleet.outages import patient, ride_out
 from agentfleet.redaction import Redactor
 from agentfleet.redis_client import connect
+from agentfleet.references import callable_path
 from agentfleet.runs import RunStore
-from agentfleet.tasks.message_reprs import message_reprs
 from agentfleet.tasks.meta import META_KWARG, ItemMeta
+from agentfleet.tasks.redispatch import aggregate_signature, item_signature
 from agentfleet.tasks.retry_policy import cap_countdown
 
 __all__ = ["Fleet", "TaskRef"]
 
+log = logging.getLogger("agentfleet.fleet")
+T = TypeVar("T")
 TaskRef = Any  # a fleet task object, or a registered task name
 KeyFn = Callable[[Mapping[str, Any]], Any]
 
@@ -42,16 +46,11 @@ def _task_name(task: TaskRef) -> str:
 
 
 def _callable_path(fn: Callable[..., Any] | str) -> str:
-    if isinstance(fn, str):
-        return fn
-    module = getattr(fn, "__module__", None)
-    qualname = getattr(fn, "__qualname__", "")
-    if not module or module == "__main__" or "<" in qualname:
-        raise DispatchError(
-            f"aggregate {fn!r} must be a module-level function in an importable module "
-            "(workers import it by name)"
-        )
-    return f"{module}:{qualname}"
+    """The aggregate's ``module:qualname``, imported here so a wrong one fails before any item runs."""
+    try:
+        return callable_path(fn)
+    except DispatchError as exc:
+        raise DispatchError(f"aggregate {exc}") from None
 
 
 def _inputs(inputs: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -80,7 +79,7 @@ class Fleet:
             settings = settings.model_copy(update={"broker_url": broker_url, "result_backend": None})
         self.settings = settings
         self.app = make_app(settings, main="agentfleet", app_cls=DispatchApp)
-        self.store = RunStore.from_settings(settings, connect(settings.broker_url))
+        self.store = RunStore.from_settings(settings, connect(settings.redis_target()))
 
     # Public API ----------------------------------------------------------------------------
 
@@ -110,26 +109,27 @@ class Fleet:
         items = _inputs(inputs)
         run_id = self._new_run_id()
         fn = _callable_path(aggregate) if aggregate is not None else None
-        countdowns = self._stagger(len(items), stagger_s)
         queue = getattr(task, "queue", None) or self.settings.queues.agents
         metas = self._metas(run_id, items, key, stages=1, max_in_flight=max_in_flight)
-        self._create_run(run_id, name or task_name, "map", task_name, metas, fn, fail_fast)
+        label = name or task_name
+        fail_fast = self.settings.fail_fast if fail_fast is None else fail_fast
+        self._create_run(run_id, label, "map", [task_name], [queue], metas, items, fn, fail_fast)
         sigs = [
-            self._signature(task_name, {**item, META_KWARG: meta.to_kwarg()}, meta, queue, countdown)
-            for item, meta, countdown in zip(items, metas, countdowns, strict=True)
-        ]
-        if not sigs:
-            return self._run(run_id, name or task_name, 0)
-        if fn is not None:
-            callback = self.app.signature(
-                "agentfleet.aggregate",
-                kwargs={"run_id": run_id, "fn": fn},
-                queue=self.settings.queues.fanin,
+            item_signature(
+                self.app,
+                names=[task_name],
+                queues=[queue],
+                meta=meta,
+                inputs=item,
+                countdown_s=c,
+                redactor=self._redactor,
             )
-            chord(group(sigs, app=self.app), callback, app=self.app).apply_async()
-        else:
-            group(sigs, app=self.app).apply_async()
-        return self._run(run_id, name or task_name, len(items))
+            for item, meta, c in zip(items, metas, self._stagger(len(items), stagger_s), strict=True)
+        ]
+        if not sigs and fn is not None:
+            sigs = [aggregate_signature(self.app, run_id, fn, self.settings.queues.fanin)]
+        self._publish(run_id, sigs)
+        return self._run(run_id, label, len(items))
 
     def pipeline(
         self,
@@ -154,22 +154,21 @@ class Fleet:
         run_id = self._new_run_id()
         metas = self._metas(run_id, items, key, stages=len(names), max_in_flight=max_in_flight)
         label = name or " -> ".join(names)
-        self._create_run(run_id, label, "pipeline", ",".join(names), metas, None, None)
         queues = [getattr(s, "queue", None) or self.settings.queues.agents for s in stages]
-        chains = []
-        for item, meta, countdown in zip(items, metas, self._stagger(len(items), stagger_s), strict=True):
-            links = []
-            for stage, (task_name, queue) in enumerate(zip(names, queues, strict=True)):
-                stage_meta = meta.model_copy(update={"stage": stage})
-                kwargs = {META_KWARG: stage_meta.to_kwarg()}
-                if stage == 0:
-                    kwargs = {**item, **kwargs}
-                links.append(
-                    self._signature(task_name, kwargs, stage_meta, queue, countdown if stage == 0 else 0.0)
-                )
-            chains.append(chain(*links, app=self.app))
-        if chains:
-            group(chains, app=self.app).apply_async()
+        self._create_run(run_id, label, "pipeline", names, queues, metas, items, None, False)
+        sigs = [
+            item_signature(
+                self.app,
+                names=names,
+                queues=queues,
+                meta=meta,
+                inputs=item,
+                countdown_s=c,
+                redactor=self._redactor,
+            )
+            for item, meta, c in zip(items, metas, self._stagger(len(items), stagger_s), strict=True)
+        ]
+        self._publish(run_id, sigs)
         return self._run(run_id, label, len(items))
 
     @functools.cached_property
@@ -213,7 +212,9 @@ class Fleet:
         return self.settings.redactor()
 
     def _run(self, run_id: str, name: str, total: int) -> Run:
-        return Run(run_id, store=self.store, app=self.app, total=total, name=name)
+        outage_s = self.settings.delivery.client_outage_s
+        store = patient(self.store, budget_s=outage_s, url=self.settings.broker_url)
+        return Run(run_id, store=store, app=self.app, total=total, name=name)
 
     def _stagger(self, count: int, stagger_s: float) -> list[float]:
         if stagger_s <= 0 or count == 0:
@@ -264,26 +265,50 @@ class Fleet:
         run_id: str,
         name: str,
         kind: str,
-        task: str,
+        tasks: list[str],
+        queues: list[str],
         metas: list[ItemMeta],
+        items: list[dict[str, Any]],
         aggregate: str | None,
-        fail_fast: bool | None,
+        fail_fast: bool,
     ) -> None:
-        self.store.create_run(
-            run_id,
-            name=name,
-            kind=kind,
-            task=task,
-            items=[(m.task_id, m.key, m.item) for m in metas],
-            aggregate=aggregate,
-            fail_fast=self.settings.fail_fast if fail_fast is None else fail_fast,
+        """Write the run record first: whatever is not published afterwards, the reconciler
+        publishes from it."""
+        self._patiently(
+            lambda: self.store.create_run(
+                run_id,
+                name=name,
+                kind=kind,
+                task=",".join(tasks),
+                items=[(m.task_id, m.key, m.item) for m in metas],
+                inputs=items,
+                queues=queues,
+                aggregate=aggregate,
+                fail_fast=fail_fast,
+                max_in_flight=metas[0].max_in_flight if metas else None,
+            )
         )
 
-    def _signature(
-        self, task_name: str, kwargs: dict[str, Any], meta: ItemMeta, queue: str, countdown: float
-    ) -> Signature:
-        options: dict[str, Any] = {"task_id": meta.task_id, "queue": queue}
-        options.update(message_reprs(kwargs, self._redactor))
-        if countdown > 0:
-            options["countdown"] = countdown
-        return self.app.signature(task_name, kwargs=kwargs, **options)
+    def _publish(self, run_id: str, sigs: Sequence[Signature]) -> None:
+        """Send every message, riding out broker outages of ``delivery.client_outage_s``.
+
+        Past that, the rest is left to the reconciler (the run record names every item and
+        keeps its input), and the run goes on once Redis is back.
+        """
+        sent = 0
+        try:
+            with self.app.producer_or_acquire() as producer:
+                for sig in sigs:
+                    self._patiently(functools.partial(sig.apply_async, producer=producer))
+                    sent += 1
+        except BrokerUnavailable as exc:
+            log.warning(
+                "run %s: %d of %d messages sent before %s; the reconciler sends the rest once Redis answers",
+                run_id,
+                sent,
+                len(sigs),
+                exc,
+            )
+
+    def _patiently(self, call: Callable[[], T]) -> T:
+        return ride_out(call, budget_s=self.settings.delivery.client_outage_s, url=self.settings.broker_url)

@@ -18,9 +18,10 @@ If publishing fails, the item's failed outcome is recorded again and the entry s
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal
 
-from celery import Celery, chain
+from celery import Celery
 from celery.canvas import Signature
 from pydantic import BaseModel
 
@@ -29,7 +30,8 @@ from agentfleet.dlq import DeadLetter, DLQStore
 from agentfleet.idempotency import stage_key
 from agentfleet.models import TaskOutcome
 from agentfleet.runs import RunStore
-from agentfleet.tasks.meta import META_KWARG, ItemMeta
+from agentfleet.tasks.meta import ItemMeta
+from agentfleet.tasks.redispatch import item_signature
 
 __all__ = ["RequeueResult", "requeue_entry"]
 
@@ -79,27 +81,19 @@ def _previous_outcome(entry: DeadLetter) -> dict[str, Any]:
     ).model_dump(mode="json")
 
 
-def _signatures(entry: DeadLetter, app: Celery, settings: Settings) -> list[Signature]:
-    first = _meta(entry, entry.stage)
+def _signature(entry: DeadLetter, app: Celery, settings: Settings) -> Signature:
     names = entry.stage_tasks or [entry.task_name]
-    queue = entry.queue or settings.queues.agents
+    queues = [settings.queues.agents] * len(names)
+    queues[entry.stage] = entry.queue or settings.queues.agents
+    meta = _meta(entry, entry.stage)
     if entry.stage == 0:
-        args: list[Any] = []
-        kwargs = {**entry.inputs, META_KWARG: first.to_kwarg()}
-    else:
-        args, kwargs = [_previous_outcome(entry)], {META_KWARG: first.to_kwarg()}
-    sigs = [app.signature(entry.task_name, args=args, kwargs=kwargs, task_id=entry.task_id, queue=queue)]
-    for stage in range(entry.stage + 1, entry.stages):
-        meta = _meta(entry, stage)
-        sigs.append(
-            app.signature(
-                names[stage],
-                kwargs={META_KWARG: meta.to_kwarg()},
-                task_id=meta.task_id,
-                queue=settings.queues.agents,
-            )
-        )
-    return sigs
+        return item_signature(app, names=names, queues=queues, meta=meta, inputs=entry.inputs)
+    return item_signature(app, names=names, queues=queues, meta=meta, previous=_previous_outcome(entry))
+
+
+def _stages_sent(entry: DeadLetter) -> list[str]:
+    names = entry.stage_tasks or [entry.task_name]
+    return [entry.task_name, *names[entry.stage + 1 :]]
 
 
 def _blocker(entry: DeadLetter, runs: RunStore) -> str | None:
@@ -130,17 +124,22 @@ def requeue_entry(
     reason = _blocker(entry, runs)
     if reason is not None:
         return result.model_copy(update={"action": "skipped", "reason": reason})
-    sigs = _signatures(entry, app, settings)
-    result.stages_sent = [str(s.task) for s in sigs]
+    result.stages_sent = _stages_sent(entry)
     if dry_run:
         return result
+    signature = _signature(entry, app, settings)
     key = stage_key(entry.idempotency_key, entry.stage, entry.stages)
     stored = runs.stored_outcomes([key])[0]
     reopened = runs.reopen(
-        entry.run_id, entry.index, key, was_ok=False, was_dead=stored.dead_lettered if stored else True
+        entry.run_id,
+        entry.index,
+        key,
+        was_ok=False,
+        was_dead=stored.dead_lettered if stored else True,
+        input_json=json.dumps(entry.inputs) if entry.stage == 0 else "",
     )
     try:
-        (chain(*sigs, app=app) if len(sigs) > 1 else sigs[0]).apply_async()
+        signature.apply_async()
     except Exception as exc:
         if stored is not None:
             runs.finish(stored)

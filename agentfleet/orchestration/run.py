@@ -27,7 +27,12 @@ def _block_ms(deadline: float | None) -> int:
 
 
 class Run:
-    """One run's handle. Cheap to create again from its id (``Fleet.get_run``)."""
+    """One run's handle. Cheap to create again from its id (``Fleet.get_run``).
+
+    Every read rides out a broker outage (``delivery.client_outage_s``, through the store the
+    ``Fleet`` hands it): a stream of outcomes resumes where it stopped once Redis answers, and
+    only a longer outage raises ``BrokerUnavailable``.
+    """
 
     def __init__(self, run_id: str, *, store: RunStore, app: Celery, total: int, name: str) -> None:
         self.id = run_id
@@ -102,10 +107,6 @@ class Run:
     def cancel(self) -> None:
         """Cancel every item that has not finished: none of them starts from now on."""
         self._store.cancel(self.id)
-        record = self._store.get_run(self.id)
-        if record.get("aggregate"):
-            # Revoking chord members would fail the chord; the cancelled flag skips them instead.
-            return
         done = self._store.done_indices(self.id)
         pending = [item[0] for idx, item in self._store.items(self.id).items() if idx not in done]
         if pending:

@@ -13,7 +13,8 @@ import logging
 import threading
 from typing import Any
 
-from agentfleet.celery_app import RUN_SCHEDULE_TASK, app
+from agentfleet.celery_app import app
+from agentfleet.celery_config import RUN_SCHEDULE_TASK
 from agentfleet.config import get_settings
 from agentfleet.orchestration.fleet import Fleet
 from agentfleet.orchestration.named import start_named

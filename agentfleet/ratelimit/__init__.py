@@ -26,7 +26,7 @@ from agentfleet.ratelimit.limiter import Limiter
 from agentfleet.ratelimit.limits import DownstreamLimits, LimitsTable
 from agentfleet.ratelimit.names import FLEET, downstream_for, llm_downstream
 from agentfleet.ratelimit.permit import Permit
-from agentfleet.ratelimit.plan import ConcurrencyPlan, concurrency_plan, plan_concurrency
+from agentfleet.ratelimit.plan import ConcurrencyPlan, concurrency_plan
 from agentfleet.ratelimit.status import BucketStatus, LimitStatus
 
 __all__ = [
@@ -45,5 +45,4 @@ __all__ = [
     "default_burst",
     "downstream_for",
     "llm_downstream",
-    "plan_concurrency",
 ]

@@ -28,6 +28,8 @@ Layout under the key prefix ``p`` (times are Redis server time, so worker clocks
 - ``p:cb:{downstream}:w``  hash: ``f:{bucket}`` / ``s:{bucket}`` / ``a:{bucket}`` failure,
   success and started-call counts, ten buckets per window
 - ``p:cb:known``           sorted set: downstreams by their last failure or state change
+
+The scripts are ``scripts/circuit/*.lua`` (``window.lua`` in front of each).
 """
 
 from __future__ import annotations
@@ -40,112 +42,14 @@ import redis
 
 from agentfleet.config import DLQSettings, Settings
 from agentfleet.errors import Deferred
+from agentfleet.lua import ScriptSet
 from agentfleet.redis_client import connect
 
-__all__ = ["CLOSED", "HALF_OPEN", "OPEN", "CircuitBreaker", "CircuitStatus"]
+__all__ = ["CIRCUIT_LUA", "CLOSED", "HALF_OPEN", "OPEN", "CircuitBreaker", "CircuitStatus"]
 
 CLOSED, OPEN, HALF_OPEN = "closed", "open", "half_open"
 BUCKETS_PER_WINDOW = 10
-
-_NOW = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
-"""
-
-# Sums the window's buckets and drops the ones that fell out of it.
-_SUM = """
-local function window_sums(w, current, nb)
-  local fails, oks, started = 0, 0, 0
-  local fields = redis.call('HGETALL', w)
-  for i = 1, #fields, 2 do
-    local name, n = fields[i], tonumber(fields[i + 1])
-    local kind = string.sub(name, 1, 1)
-    if tonumber(string.sub(name, 3)) <= current - nb then
-      redis.call('HDEL', w, name)
-    elseif kind == 'f' then
-      fails = fails + n
-    elseif kind == 's' then
-      oks = oks + n
-    else
-      started = started + n
-    end
-  end
-  return fails, oks, started
-end
-"""
-
-_BEFORE = (
-    _NOW
-    + """
-local h, w, probe_ttl = KEYS[1], KEYS[2], tonumber(ARGV[1])
-local f = redis.call('HMGET', h, 'state', 'open_until', 'probe_until')
-local state = f[1] or 'closed'
-if state == 'closed' then
-  if ARGV[2] == '1' then
-    local window, nb = tonumber(ARGV[3]), tonumber(ARGV[4])
-    if redis.call('HINCRBY', w, 'a:' .. math.floor(now / (window / nb)), 1) == 1 then
-      redis.call('EXPIRE', w, math.ceil(window * 2))
-    end
-  end
-  return {'pass', '0'}
-end
-if state == 'open' then
-  local open_until = tonumber(f[2] or '0')
-  if now < open_until then return {'wait', tostring(open_until - now)} end
-  redis.call('HSET', h, 'state', 'half_open', 'probe_until', tostring(now + probe_ttl))
-  return {'probe', '0'}
-end
-local probe_until = tonumber(f[3] or '0')
-if now < probe_until then return {'wait', tostring(probe_until - now)} end
-redis.call('HSET', h, 'probe_until', tostring(now + probe_ttl))
-return {'probe', '0'}
-"""
-)
-
-_RECORD = (
-    _NOW
-    + _SUM
-    + """
-local h, w, known = KEYS[1], KEYS[2], KEYS[3]
-local kind, window, nb = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-local threshold, ratio, cooldown, name = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7]
-local current = math.floor(now / (window / nb))
-local state = redis.call('HGET', h, 'state') or 'closed'
-if kind == 's' then
-  if state == 'half_open' then
-    redis.call('DEL', h, w)
-    redis.call('ZADD', known, now, name)
-    return {'closed', 0, 0}
-  end
-  -- A success reported while open came from a call started before the circuit opened.
-  if state ~= 'closed' then return {state, 0, 0} end
-  if redis.call('HINCRBY', w, 's:' .. current, 1) == 1 then
-    window_sums(w, current, nb)
-    redis.call('EXPIRE', w, math.ceil(window * 2))
-  end
-  return {'closed', 0, 0}
-end
-redis.call('HINCRBY', w, 'f:' .. current, 1)
-redis.call('EXPIRE', w, math.ceil(window * 2))
-redis.call('ZADD', known, now, name)
-local fails, oks, started = window_sums(w, current, nb)
-local attempts = math.max(fails + oks, started)
-if state == 'half_open' or (state == 'closed' and fails >= threshold and fails >= ratio * attempts) then
-  redis.call('HSET', h, 'state', 'open', 'opened_at', tostring(now),
-    'open_until', tostring(now + cooldown), 'probe_until', '0')
-  return {'open', fails, oks}
-end
-return {state, fails, oks}
-"""
-)
-
-_RELEASE = """
-if redis.call('HGET', KEYS[1], 'state') == 'half_open' then
-  redis.call('HSET', KEYS[1], 'probe_until', '0')
-  return 1
-end
-return 0
-"""
+CIRCUIT_LUA = ScriptSet("agentfleet.ratelimit", "scripts/circuit", libraries=("window",))
 
 
 @dataclass(frozen=True)
@@ -178,13 +82,13 @@ class CircuitBreaker:
         self.client: Any = client
         self.prefix = f"{prefix}:cb"
         self.settings = settings or DLQSettings()
-        self._before = client.register_script(_BEFORE)
-        self._record = client.register_script(_RECORD)
-        self._release = client.register_script(_RELEASE)
+        scripts = CIRCUIT_LUA.register(client, "before", "record", "release")
+        self._before, self._record, self._release = scripts["before"], scripts["record"], scripts["release"]
 
     @classmethod
     def from_settings(cls, settings: Settings, client: redis.Redis | None = None) -> CircuitBreaker:
-        return cls(client or connect(settings.broker_url), prefix=settings.key_prefix, settings=settings.dlq)
+        client = client or connect(settings.redis_target())
+        return cls(client, prefix=settings.key_prefix, settings=settings.dlq)
 
     def _key(self, downstream: str) -> str:
         return f"{self.prefix}:{downstream}"

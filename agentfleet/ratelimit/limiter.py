@@ -110,7 +110,7 @@ class Limiter:
         if client is None:
             from agentfleet.redis_client import connect
 
-            client = connect(settings.broker_url)
+            client = connect(settings.redis_target())
         return cls(
             client,
             prefix=settings.key_prefix,

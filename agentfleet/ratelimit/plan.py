@@ -9,7 +9,7 @@ from typing import Any
 
 from agentfleet.errors import ConfigError
 
-__all__ = ["ConcurrencyPlan", "concurrency_plan", "plan_concurrency"]
+__all__ = ["ConcurrencyPlan", "concurrency_plan"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,9 +68,3 @@ def concurrency_plan(rps: float, latency_s: float, headroom: float = 0.2) -> Con
         concurrency=max(1, math.ceil(with_headroom)),
         cap_only_concurrency=max(1, math.floor(without)),
     )
-
-
-def plan_concurrency(rps: float, latency_s: float, headroom: float = 0.2) -> int:
-    """The ``max_concurrency`` for ``rps`` requests a second of ``latency_s`` seconds each,
-    with ``headroom`` (a fraction) for latency variance; pair it with ``rate_per_s = rps``."""
-    return concurrency_plan(rps, latency_s, headroom).concurrency

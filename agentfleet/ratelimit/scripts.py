@@ -1,30 +1,25 @@
-"""The limiter's Lua scripts, each run by ``EVALSHA`` and reloaded after ``NOSCRIPT``.
+"""The limiter's Lua scripts (``scripts/*.lua``), each sent with ``scripts/lib.lua`` in front.
 
-Every script file is sent with ``lib.lua`` in front of it, so helpers are written once.
+Loaded by the shared loader (``agentfleet.lua``): ``EVALSHA``, reloaded after ``NOSCRIPT``.
 """
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
-from importlib import resources
 
 import redis
 from redis.commands.core import Script
 
-__all__ = ["LimiterScripts", "script_source"]
+from agentfleet.lua import ScriptSet
 
+__all__ = ["LIMITER_LUA", "LimiterScripts"]
 
-@functools.cache
-def script_source(name: str) -> str:
-    """The full text sent to Redis for script ``name`` (``acquire``, ``release``...)."""
-    folder = resources.files("agentfleet.ratelimit") / "scripts"
-    return (folder / "lib.lua").read_text() + "\n" + (folder / f"{name}.lua").read_text()
+LIMITER_LUA = ScriptSet("agentfleet.ratelimit", "scripts", libraries=("lib",))
 
 
 @dataclass(frozen=True, slots=True)
 class LimiterScripts:
-    """The scripts registered on one client; redis-py's ``Script`` handles ``NOSCRIPT``."""
+    """The scripts registered on one client."""
 
     acquire: Script
     release: Script
@@ -35,9 +30,4 @@ class LimiterScripts:
 
     @classmethod
     def register(cls, client: redis.Redis) -> LimiterScripts:
-        return cls(
-            **{
-                name: client.register_script(script_source(name))
-                for name in ("acquire", "release", "renew", "refund", "pause", "status")
-            }
-        )
+        return cls(**LIMITER_LUA.register(client, "acquire", "release", "renew", "refund", "pause", "status"))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import logging
 import random
 import time
@@ -11,6 +10,7 @@ from typing import Any, Literal
 from agentfleet.celery_app import app
 from agentfleet.config import get_settings
 from agentfleet.errors import DownstreamError, InvalidInput
+from agentfleet.references import resolve_callable
 from agentfleet.tasks import (
     flower_setup,  # noqa: F401  (configures Flower from the settings when Flower imports this)
     lifecycle,  # noqa: F401  (connects worker signals)
@@ -20,7 +20,7 @@ from agentfleet.tasks.context import TaskContext
 from agentfleet.tasks.decorator import fleet_task
 from agentfleet.tasks.shared import run_store
 
-__all__ = ["aggregate", "resolve_callable", "simulated_agent"]
+__all__ = ["aggregate", "simulated_agent"]
 
 log = logging.getLogger("agentfleet.tasks")
 
@@ -62,26 +62,23 @@ def simulated_agent(
     return {"item": item, "slept_s": round(slept, 4), "attempt": ctx.attempt}
 
 
-def resolve_callable(path: str) -> Any:
-    """Import ``module:qualname`` (or ``module.name``) and return the object."""
-    module_name, _, qualname = path.partition(":")
-    if not qualname:
-        module_name, _, qualname = path.rpartition(".")
-    target: Any = importlib.import_module(module_name)
-    for part in qualname.split("."):
-        target = getattr(target, part)
-    return target
-
-
 @app.task(name="agentfleet.aggregate", acks_late=True, reject_on_worker_lost=True)
-def aggregate(outcomes: list[dict[str, Any]], run_id: str, fn: str) -> Any:
-    """The chord callback: ``fn`` over the successful items' results, in input order."""
+def aggregate(run_id: str, fn: str) -> Any:
+    """The fan-in: ``fn`` over the successful items' results, in input order.
+
+    Sent by the worker that records a run's last outcome (or by the reconciler, if that worker
+    died first). A second copy finds the stored aggregate and returns it.
+    """
     store = run_store(get_settings())
+    found = store.get_aggregate(run_id)
+    if found is not None:
+        return found.get("value")
     store.mark_aggregate_started(run_id)
     if store.get_run(run_id).get("status") == "failed":
         store.set_aggregate(run_id, ok=False, error="an item failed and the run fails fast")
         return None
-    results = [o.get("result") for o in outcomes if isinstance(o, dict) and o.get("ok")]
+    outcomes = store.outcomes(run_id)
+    results = [outcomes[i].result for i in sorted(outcomes) if outcomes[i].ok]
     started = time.monotonic()
     try:
         value = resolve_callable(fn)(results)

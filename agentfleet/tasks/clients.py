@@ -12,34 +12,45 @@ The limiter, circuit breaker, vault and audit log are made once per worker proce
 
 from __future__ import annotations
 
+import dataclasses
 import os
-from typing import TYPE_CHECKING, Any, TypeVar
-from urllib.parse import urlsplit
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import httpx
 
 from agentfleet.config import CredentialSpec, Settings, get_settings
 from agentfleet.errors import BudgetExceeded, ConfigError, RateLimited, error_for_status
-from agentfleet.llm.pricing import cost_usd
+from agentfleet.llm.anthropic import AnthropicAdapter
+from agentfleet.llm.vendor import VendorAdapter, host_of
+from agentfleet.llm.vendors import vendors_for
+from agentfleet.models import TokenUsage
 from agentfleet.ratelimit import Permit
 from agentfleet.ratelimit.names import pool_downstream
 from agentfleet.redis_client import connect
 from agentfleet.tasks.shared import limiter, per_process, run_store
 from agentfleet.tools.audit import AuditLog
 from agentfleet.tools.guard import guard_transport
-from agentfleet.tools.transport import CallInfo, FleetHooks, Usage, fleet_transport
+from agentfleet.tools.transport import CallInfo, FleetHooks, describe_call, fleet_transport
 from agentfleet.tools.vault import CredentialVault, placeholder
 
 if TYPE_CHECKING:
     import anthropic
 
-    from agentfleet.tasks.context import TaskContext
+    from agentfleet.tasks.execution_state import ExecutionState
 
-__all__ = ["ANTHROPIC_CREDENTIAL", "anthropic_client", "http_client", "llm_endpoint", "pool_slot"]
+__all__ = [
+    "ANTHROPIC_CREDENTIAL",
+    "accounting_hooks",
+    "anthropic_client",
+    "http_client",
+    "llm_endpoint",
+    "pool_slot",
+    "rate_limit_raiser",
+]
 
 T = TypeVar("T")
 
-ANTHROPIC_API = "https://api.anthropic.com"
 ANTHROPIC_CREDENTIAL = "anthropic"
 
 
@@ -53,7 +64,9 @@ def pool_slot(settings: Settings, run_id: str, slots: int) -> Permit:
 
 
 def _audit(settings: Settings) -> AuditLog:
-    return per_process("audit", settings, lambda: AuditLog(connect(settings.broker_url), settings.key_prefix))
+    return per_process(
+        "audit", settings, lambda: AuditLog(connect(settings.redis_target()), settings.key_prefix)
+    )
 
 
 def llm_endpoint(settings: Settings) -> tuple[str, str | None]:
@@ -74,7 +87,7 @@ def llm_endpoint(settings: Settings) -> tuple[str, str | None]:
             "no LLM endpoint: set ANTHROPIC_API_KEY for the Anthropic API, or "
             "AGENTFLEET_LLM__BASE_URL to a Messages API such as `agentfleet mock-llm`"
         )
-    return (base or ANTHROPIC_API).rstrip("/"), key_env
+    return (base or AnthropicAdapter.api_url()).rstrip("/"), key_env
 
 
 def _vault(settings: Settings, *, llm_host: str | None, key_env: str | None) -> CredentialVault:
@@ -88,99 +101,117 @@ def _vault(settings: Settings, *, llm_host: str | None, key_env: str | None) -> 
     return CredentialVault(specs, audit=_audit(settings), environ=environ)
 
 
-def _hooks(ctx: TaskContext, settings: Settings, llm_hosts: frozenset[str]) -> FleetHooks:
+def accounting_hooks(
+    state: ExecutionState, settings: Settings, vendors: Sequence[VendorAdapter]
+) -> FleetHooks:
+    """What every execution's transport does, Redis or not: note each downstream, read LLM
+    usage with its vendor's adapter, price it, and check the execution's budgets first."""
+
     def on_call(info: CallInfo) -> None:
-        ctx.note_downstream(info.downstream)
+        state.note_downstream(info.downstream)
 
-    run_cap = settings.budgets.run_usd
-    runs = run_store(settings) if run_cap else None
-
-    def on_usage(info: CallInfo, usage: Usage) -> None:
+    def on_usage(info: CallInfo, usage: TokenUsage) -> None:
         assert info.model is not None
-        spent = cost_usd(info.model, usage.as_dict(), settings.llm.prices)
-        ctx.add_usage(
-            cost_usd=spent,
-            input_tokens=usage.input_tokens
-            + usage.cache_creation_input_tokens
-            + usage.cache_read_input_tokens,
-            output_tokens=usage.output_tokens,
-        )
-        if runs is not None:
-            runs.add_spend(ctx.run_id, spent)
-
-    def gate() -> None:
-        ctx.check_budget()
-        if runs is not None and run_cap is not None:
-            spent = runs.spent(ctx.run_id)
-            if spent >= run_cap:
-                # The whole run is over budget: items that have not started will not run.
-                runs.fail_fast(ctx.run_id)
-                raise BudgetExceeded(
-                    f"the run spent ${spent:.4f} of its ${run_cap:.4f} budget (budgets.run_usd)"
-                )
+        # The vendor is one of ``vendors``: the transport only knows it by its protocol.
+        spent = cast(VendorAdapter, info.vendor).cost_usd(info.model, usage, settings.llm.prices)
+        state.add_usage(cost_usd=spent, input_tokens=usage.total_input, output_tokens=usage.output_tokens)
 
     return FleetHooks(
-        limiter=limiter(settings),
-        breaker=ctx.breaker,
-        gate=gate,
+        gate=state.check_budget,
         on_call=on_call,
         on_usage=on_usage,
-        llm_hosts=llm_hosts,
+        vendors=vendors,
         default_pause_s=settings.limiter.pause_without_retry_after_s,
     )
 
 
-def _llm_hosts(settings: Settings) -> frozenset[str]:
-    hosts = {"api.anthropic.com"}
-    if settings.llm.base_url:
-        hosts.add((urlsplit(settings.llm.base_url).hostname or "").lower())
-    return frozenset(hosts)
+def _hooks(state: ExecutionState, settings: Settings, vendors: Sequence[VendorAdapter]) -> FleetHooks:
+    """``accounting_hooks`` plus the cluster: limiter, circuit breaker and the run's budget."""
+    hooks = accounting_hooks(state, settings, vendors)
+    run_cap = settings.budgets.run_usd
+    if not run_cap:
+        return dataclasses.replace(hooks, limiter=limiter(settings), breaker=state.breaker)
+    runs = run_store(settings)
+    price = hooks.on_usage
+    assert price is not None
+
+    def on_usage(info: CallInfo, usage: TokenUsage) -> None:
+        before = state.cost_usd
+        price(info, usage)
+        runs.add_spend(state.run_id, state.cost_usd - before)
+
+    def gate() -> None:
+        state.check_budget()
+        spent = runs.spent(state.run_id)
+        if spent >= run_cap:
+            # The whole run is over budget: items that have not started will not run.
+            runs.fail_fast(state.run_id)
+            raise BudgetExceeded(f"the run spent ${spent:.4f} of its ${run_cap:.4f} budget (budgets.run_usd)")
+
+    return dataclasses.replace(
+        hooks, limiter=limiter(settings), breaker=state.breaker, gate=gate, on_usage=on_usage
+    )
 
 
-def _raise_for_rate_limit(response: httpx.Response) -> None:
-    # The fleet owns retries: a 429 or 529 ends the attempt, carrying the downstream's wait.
-    if response.status_code in (429, 529):
+def rate_limit_raiser(vendors: Sequence[VendorAdapter]) -> Any:
+    """The response hook of ``ctx.http``: a 429 or 529 raises at once (the fleet owns retries),
+    mapped by the call's vendor when it is an LLM call (a spend limit is then permanent)."""
+
+    def raise_for_rate_limit(response: httpx.Response) -> None:
+        if response.status_code not in (429, 529):
+            return
         response.read()
-        err = error_for_status(
-            response.status_code,
-            message=f"HTTP {response.status_code} from {response.request.url.host}",
-            headers=dict(response.headers),
-            body=response.text[:2000],
-            downstream=response.request.url.host,
+        host = response.request.url.host
+        call = describe_call(response.request, vendors)
+        err = (
+            cast(VendorAdapter, call.vendor).error_for_response(
+                response.status_code, dict(response.headers), response.text[:2000], call.model
+            )
+            if call.vendor is not None
+            else error_for_status(
+                response.status_code,
+                message=f"HTTP {response.status_code} from {host}",
+                headers=dict(response.headers),
+                body=response.text[:2000],
+                downstream=host,
+            )
         )
-        raise err or RateLimited(downstream=response.request.url.host)
+        raise err or RateLimited(downstream=host)
+
+    return raise_for_rate_limit
 
 
-def http_client(ctx: TaskContext) -> httpx.Client:
+def http_client(state: ExecutionState) -> httpx.Client:
     """An ``httpx.Client`` for one execution, on the fleet transport and the guard."""
     settings = get_settings()
     vault = _vault(settings, llm_host=None, key_env=None)
-    guard = guard_transport(httpx, settings=settings.fetch, vault=vault, task_id=ctx.task_id)
-    transport = fleet_transport(httpx, guard, _hooks(ctx, settings, _llm_hosts(settings)))
+    guard = guard_transport(httpx, settings=settings.fetch, vault=vault, task_id=state.task_id)
+    vendors = vendors_for(settings)
+    transport = fleet_transport(httpx, guard, _hooks(state, settings, vendors))
     return httpx.Client(
         transport=transport,
         timeout=httpx.Timeout(settings.fetch.timeout_s, connect=settings.llm.connect_timeout_s),
         follow_redirects=False,
         trust_env=False,
-        event_hooks={"response": [_raise_for_rate_limit]},
+        event_hooks={"response": [rate_limit_raiser(vendors)]},
     )
 
 
-def anthropic_client(ctx: TaskContext) -> anthropic.Anthropic:
+def anthropic_client(state: ExecutionState) -> anthropic.Anthropic:
     """An ``anthropic.Anthropic`` for one execution: ``max_retries=0``, on the fleet transport."""
     import anthropic
     import httpx2
 
     settings = get_settings()
     base_url, key_env = llm_endpoint(settings)
-    host = (urlsplit(base_url).hostname or "").lower()
+    host = host_of(base_url)
     vault = _vault(settings, llm_host=host, key_env=key_env)
     # The operator chose this endpoint, so a loopback mock is reachable through the guard.
     fetch = settings.fetch.model_copy(
         update={"allow_private_hosts": [*settings.fetch.allow_private_hosts, host]}
     )
-    guard = guard_transport(httpx2, settings=fetch, vault=vault, task_id=ctx.task_id)
-    transport = fleet_transport(httpx2, guard, _hooks(ctx, settings, _llm_hosts(settings)))
+    guard = guard_transport(httpx2, settings=fetch, vault=vault, task_id=state.task_id)
+    transport = fleet_transport(httpx2, guard, _hooks(state, settings, vendors_for(settings)))
     timeout = httpx2.Timeout(settings.llm.timeout_s, connect=settings.llm.connect_timeout_s)
     http = httpx2.Client(transport=transport, timeout=timeout, trust_env=False)
     uses_credential = key_env is not None or ANTHROPIC_CREDENTIAL in settings.credentials

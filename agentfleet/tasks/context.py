@@ -1,129 +1,102 @@
-"""``TaskContext``: what a fleet task's body receives as its first argument."""
+"""``TaskContext``: what a fleet task's body receives as its first argument.
+
+Only the public surface lives on it; the fleet's wiring (client factories, circuit breaker,
+budgets, usage counters) is its ``ExecutionState`` (``agentfleet.tasks.execution_state``).
+"""
 
 from __future__ import annotations
 
 import logging
-import shutil
-import tempfile
-import threading
-import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-from agentfleet.errors import BudgetExceeded
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import anthropic
     import httpx
 
+    from agentfleet.tasks.execution_state import ExecutionState
+
 __all__ = ["TaskContext"]
 
 
-@dataclass
 class TaskContext:
     """Ids, a scratch directory and clients for one execution of one item.
 
     ``workdir`` is a directory of this execution's own, removed when it ends. ``http`` and
     ``anthropic`` are built on first use and send every request through the fleet transport
     (limits, SSRF guard, credentials, accounting); they are closed when the execution ends.
-    ``cost_usd`` (US dollars) and the token counts add up what this execution spent; the
-    ``budget_*`` caps (dollars, tokens, seconds of wall clock) stop it with ``BudgetExceeded``
-    at its next request once crossed.
+    ``cost_usd`` (US dollars) and the token counts add up what this execution spent so far;
+    once a budget of the task is crossed, ``check_budget()`` (and the next request) raises
+    ``BudgetExceeded``.
     """
 
-    task_id: str
-    run_id: str
-    item_key: str
-    idempotency_key: str
-    attempt: int
-    log: logging.LoggerAdapter[logging.Logger]
-    task_name: str = ""
-    downstream: str | None = None
-    index: int = 0
-    cost_usd: float = 0.0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    downstreams_called: list[str] = field(default_factory=list)
-    budget_usd: float | None = None
-    budget_tokens: int | None = None
-    budget_wall_s: float | None = None
-    started_at: float = field(default_factory=time.monotonic)
-    breaker: Any = field(default=None, repr=False)
-    workdir_path: Path | None = field(default=None, repr=False)
-    workdir_root: str | None = field(default=None, repr=False)
-    _made_workdir: bool = field(default=False, repr=False)
-    _http_factory: Callable[[TaskContext], httpx.Client] | None = field(default=None, repr=False)
-    _anthropic_factory: Callable[[TaskContext], anthropic.Anthropic] | None = field(default=None, repr=False)
-    _http: Any = field(default=None, repr=False)
-    _anthropic: Any = field(default=None, repr=False)
-    # Parallel tool calls may each call a model and report usage from their own thread.
-    _usage_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    __slots__ = ("_execution", "attempt", "idempotency_key", "item_key", "log", "run_id", "task_id")
+
+    def __init__(
+        self,
+        *,
+        task_id: str,
+        run_id: str,
+        item_key: str,
+        idempotency_key: str,
+        attempt: int,
+        log: logging.LoggerAdapter[logging.Logger],
+        execution: ExecutionState,
+    ) -> None:
+        self.task_id = task_id
+        self.run_id = run_id
+        self.item_key = item_key
+        self.idempotency_key = idempotency_key
+        self.attempt = attempt
+        self.log = log
+        self._execution = execution
+
+    def __repr__(self) -> str:
+        return f"TaskContext(task_id={self.task_id!r}, run_id={self.run_id!r}, item_key={self.item_key!r})"
 
     @property
     def workdir(self) -> Path:
-        """A scratch directory of this execution's own, made on first use (under
-        ``workdir_root``) and removed when the execution ends."""
-        if self.workdir_path is None:
-            self.workdir_path = Path(tempfile.mkdtemp(prefix="af-", dir=self.workdir_root))
-            self._made_workdir = True
-        return self.workdir_path
+        """A scratch directory of this execution's own, made on first use and removed at the end."""
+        return self._execution.workdir()
 
     @property
     def http(self) -> httpx.Client:
         """An ``httpx.Client`` on the fleet transport."""
-        if self._http is None:
-            if self._http_factory is None:
-                raise RuntimeError("this context has no HTTP client factory")
-            self._http = self._http_factory(self)
-        return self._http
+        return self._execution.http()
 
     @property
     def anthropic(self) -> anthropic.Anthropic:
         """An ``anthropic.Anthropic`` with ``max_retries=0`` on the fleet transport."""
-        if self._anthropic is None:
-            if self._anthropic_factory is None:
-                raise RuntimeError("this context has no Anthropic client factory")
-            self._anthropic = self._anthropic_factory(self)
-        return self._anthropic
+        return self._execution.anthropic()
 
-    def add_usage(self, *, cost_usd: float = 0.0, input_tokens: int = 0, output_tokens: int = 0) -> None:
-        """Add one call's spending (US dollars, tokens) to this execution's totals."""
-        with self._usage_lock:
-            self.cost_usd += cost_usd
-            self.input_tokens += input_tokens
-            self.output_tokens += output_tokens
+    @property
+    def cost_usd(self) -> float:
+        """US dollars this execution's LLM calls cost so far."""
+        return self._execution.cost_usd
 
-    def check_budget(self) -> None:
-        """Raise ``BudgetExceeded`` once this execution crossed its dollar, token or wall budget."""
-        if self.budget_usd is not None and self.cost_usd >= self.budget_usd:
-            raise BudgetExceeded(f"spent ${self.cost_usd:.4f} of a ${self.budget_usd:.4f} budget")
-        tokens = self.input_tokens + self.output_tokens
-        if self.budget_tokens is not None and tokens >= self.budget_tokens:
-            raise BudgetExceeded(f"used {tokens} tokens of a {self.budget_tokens}-token budget")
-        elapsed = time.monotonic() - self.started_at
-        if self.budget_wall_s is not None and elapsed >= self.budget_wall_s:
-            raise BudgetExceeded(f"ran {elapsed:.1f} s of a {self.budget_wall_s:.1f} s budget")
+    @property
+    def input_tokens(self) -> int:
+        return self._execution.input_tokens
 
-    def note_downstream(self, downstream: str) -> None:
-        """Remember a downstream this execution called (the last one names a dead letter's)."""
-        if not self.downstreams_called or self.downstreams_called[-1] != downstream:
-            self.downstreams_called.append(downstream)
+    @property
+    def output_tokens(self) -> int:
+        return self._execution.output_tokens
+
+    @property
+    def downstreams_called(self) -> tuple[str, ...]:
+        """The downstreams this execution called, in order (repeats in a row once)."""
+        return tuple(self._execution.downstreams_called)
 
     @property
     def last_downstream(self) -> str | None:
-        return self.downstreams_called[-1] if self.downstreams_called else self.downstream
+        """The downstream called last, else the task's declared one."""
+        called = self._execution.downstreams_called
+        return called[-1] if called else self._execution.downstream
+
+    def check_budget(self) -> None:
+        """Raise ``BudgetExceeded`` once this execution crossed its dollar, token or wall budget."""
+        self._execution.check_budget()
 
     def close(self) -> None:
         """Close the clients this execution opened, and remove the scratch directory it made."""
-        for client in (self._anthropic, self._http):
-            if client is not None:
-                try:
-                    client.close()
-                except Exception:  # closing must never mask the task's own outcome
-                    self.log.debug("closing a client failed", exc_info=True)
-        self._anthropic = self._http = None
-        if self._made_workdir and self.workdir_path is not None:
-            shutil.rmtree(self.workdir_path, ignore_errors=True)
-            self.workdir_path, self._made_workdir = None, False
+        self._execution.close(self.log)

@@ -3,8 +3,11 @@
 The steps, in order:
 
 1. A pipeline stage whose previous stage failed passes that failure on unchanged.
-2. ``RunStore.begin``: a cancelled run records a cancelled outcome; an item with a stored
-   outcome returns it without running (idempotency); a task id delivered more than
+2. ``RunStore.begin`` (one round trip): an item with a stored outcome returns it without
+   running (idempotency); a cancelled run records a cancelled outcome; an item another
+   delivery holds a live claim on is rescheduled for when that claim would lapse, without
+   using a retry (overlapping copies never both run the body); otherwise this delivery claims
+   the item, and its claim is renewed until the delivery ends. A task id delivered more than
    ``max_deliveries`` times without finishing is poison.
 3. The input is validated against the function's type hints (invalid: permanent).
 4. The body runs with a fresh ``TaskContext``.
@@ -17,41 +20,56 @@ The steps, in order:
 
 A hard time limit kills the worker process mid-body; ``after_hard_time_limit`` then does step
 5 from the worker's main process (see ``tasks/request.py``).
+
+Every bookkeeping call rides out a Redis outage of ``delivery.redis_retry_s``; past it the
+message is rejected for redelivery, never acknowledged without an outcome. The last outcome
+of a run with an aggregate sends the aggregate (fan-in is driven by the run store, not by a
+Celery chord, so redelivered copies cannot make it run early or twice).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 import traceback
+from collections.abc import Callable
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
-from celery.exceptions import SoftTimeLimitExceeded
-from pydantic import BaseModel, ValidationError
+from celery.exceptions import Reject, SoftTimeLimitExceeded
 
 from agentfleet.config import Settings, get_settings
 from agentfleet.errors import (
     AgentfleetError,
+    BrokerUnavailable,
     Deferred,
     InvalidInput,
-    PermanentError,
     PoisonMessage,
     RetryableError,
     TaskTimeLimit,
-    classify,
 )
 from agentfleet.idempotency import stage_key
-from agentfleet.llm.errors import is_anthropic_error, map_anthropic_error
 from agentfleet.log_filter import RedactingAdapter
 from agentfleet.models import TaskOutcome
+from agentfleet.outages import patient, ride_out
 from agentfleet.redaction import Redactor
+from agentfleet.runs import FinishState, claim_renewer, new_claim_token
+from agentfleet.runs.claims import claim_owner_prefix
 from agentfleet.tasks import clients, failures
 from agentfleet.tasks.circuit_guard import CircuitGuard
 from agentfleet.tasks.context import TaskContext
+from agentfleet.tasks.execution_state import new_context
+from agentfleet.tasks.item import (
+    cancelled_outcome,
+    jsonable,
+    meta_for,
+    outcome_for,
+    previous_stage,
+    validate_input,
+)
 from agentfleet.tasks.meta import META_KWARG, ItemMeta
 from agentfleet.tasks.process_logging import process_redactor
+from agentfleet.tasks.redispatch import aggregate_signature
 from agentfleet.tasks.retry_policy import backoff_s, cap_countdown, deferral_s
 from agentfleet.tasks.shared import circuit_breaker, run_store
 
@@ -60,67 +78,10 @@ if TYPE_CHECKING:
 
     from agentfleet.tasks.base import FleetTask
 
-__all__ = ["after_hard_time_limit", "cancelled_outcome", "execute"]
+__all__ = ["after_hard_time_limit", "cancelled_outcome", "execute", "release_claims_of_process"]
 
 log = logging.getLogger("agentfleet.task")
-
-
-def _meta_for(kwargs: dict[str, Any], task_id: str | None) -> ItemMeta:
-    raw = kwargs.pop(META_KWARG, None)
-    if raw:
-        return ItemMeta.model_validate(raw)
-    # Called directly (``task.delay(...)``), outside any run: the task id is the item.
-    task_id = task_id or "local"
-    return ItemMeta(run=f"direct-{task_id}", key=f"direct:{task_id}", item=task_id)
-
-
-def _previous_stage(args: tuple[Any, ...], meta: ItemMeta) -> TaskOutcome | None:
-    if meta.stage == 0 or not args or not isinstance(args[0], dict):
-        return None
-    return TaskOutcome.model_validate(args[0])
-
-
-def _outcome(meta: ItemMeta, task_id: str, **fields: Any) -> TaskOutcome:
-    return TaskOutcome(
-        task_id=task_id,
-        run_id=meta.run,
-        item_key=meta.item,
-        index=meta.idx,
-        idempotency_key=meta.key,
-        **fields,
-    )
-
-
-def cancelled_outcome(meta: ItemMeta, task_id: str) -> TaskOutcome:
-    """The outcome of an item whose run was cancelled before it started."""
-    return _outcome(
-        meta,
-        task_id,
-        ok=False,
-        error_type="Cancelled",
-        error="the run was cancelled before this item started",
-    )
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, BaseModel):
-        return value.model_dump(mode="json")
-    try:
-        json.dumps(value)
-    except (TypeError, ValueError) as exc:
-        raise PermanentError(f"the task's result is not JSON: {exc}") from None
-    return value
-
-
-def _validate(task: FleetTask, inputs: dict[str, Any]) -> dict[str, Any]:
-    try:
-        model = task.input_model.model_validate(inputs)
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or '(input)'}: {err['msg']}" for err in exc.errors()
-        )
-        raise InvalidInput(f"invalid input for {task.name}: {problems}") from None
-    return {name: getattr(model, name) for name in type(model).model_fields}
+T = TypeVar("T")
 
 
 class _Rescheduled(Exception):
@@ -145,16 +106,22 @@ class _Delivery:
         self.task = task
         self.request = request
         self.settings: Settings = get_settings()
-        self.store = run_store(self.settings)
+        # ``runs`` is the process's run store; ``store`` is the same, riding out Redis outages.
+        self.runs = run_store(self.settings)
+        self.store = patient(
+            self.runs, budget_s=self.settings.delivery.redis_retry_s, url=self.settings.broker_url
+        )
         self.kwargs = dict(kwargs)
         own_id = (request.id if request is not None else task.request.id) or None
-        self.meta = _meta_for(self.kwargs, own_id)
+        self.meta = meta_for(self.kwargs, own_id)
         self.args = args
         self.task_id: str = own_id or self.meta.item
         self.key = stage_key(self.meta.key, self.meta.stage, self.meta.stages)
         self.previous: TaskOutcome | None = None
         # What earlier pipeline stages of this item spent: attempts, seconds, US dollars.
         self.carried: tuple[int, float, float] = (0, 0.0, 0.0)
+        # The claim this delivery holds on its item while it runs the body ('' when none).
+        self.token = ""
 
     @cached_property
     def redactor(self) -> Redactor:
@@ -165,11 +132,36 @@ class _Delivery:
     # Outcomes ------------------------------------------------------------------------------
 
     def _finish(self, outcome: TaskOutcome, *, store: bool = True) -> dict[str, Any]:
-        """Store the outcome under this stage's key; count it for the run if it ends the item."""
+        """Store the outcome under this stage's key, release the claim, count the outcome for
+        the run if it ends the item, and send the aggregate if it ends the run."""
         final = self.meta.last_stage or not outcome.ok
         scoped = outcome.model_copy(update={"idempotency_key": self.key})
-        self.store.finish(scoped, store=store, record=final)
+        state = self.store.finish(scoped, store=store, record=final, token=self.token)
+        if state.run_ended and state.aggregate:
+            self._send_aggregate(state)
         return outcome.model_dump(mode="json")
+
+    def _send_aggregate(self, state: FinishState) -> None:
+        try:
+            aggregate_signature(
+                self.task.app, self.meta.run, state.aggregate, self.settings.queues.fanin
+            ).apply_async()
+        except Exception:
+            # The run stays active without its aggregate: the reconciler sends it.
+            log.exception("could not send the aggregate of run %s; the reconciler will", self.meta.run)
+
+    def _patiently(self, call: Callable[[], T]) -> T:
+        return ride_out(call, budget_s=self.settings.delivery.redis_retry_s, url=self.settings.broker_url)
+
+    def _release_renewal(self) -> None:
+        if self.token:
+            claim_renewer().drop(self.runs, self.key)
+
+    def _release_claim(self) -> None:
+        if self.token:
+            self._release_renewal()
+            self.store.release_claim(self.key, self.token)
+            self.token = ""
 
     def _record_attempt(
         self, err: AgentfleetError, attempt: int, downstream: str | None, duration_s: float = 0.0
@@ -207,7 +199,7 @@ class _Delivery:
     ) -> dict[str, Any]:
         downstream = downstream or err.downstream or self.task.downstream
         message = self.redactor.text(str(err))
-        outcome = _outcome(
+        outcome = outcome_for(
             self.meta,
             self.task_id,
             ok=False,
@@ -233,7 +225,7 @@ class _Delivery:
             stage_tasks=self._stage_tasks(),
             cost_usd=self.carried[2] + cost,
         )
-        if failures.on_final_failure(self.settings, entry, client=self.store.client):
+        if self._patiently(lambda: failures.on_final_failure(self.settings, entry, client=self.runs.client)):
             outcome = outcome.model_copy(update={"dead_lettered": True})
         finished = self._finish(outcome)
         if self.store.get_run(self.meta.run).get("fail_fast") == "1":
@@ -243,9 +235,9 @@ class _Delivery:
 
     # The delivery --------------------------------------------------------------------------
 
-    def _take_previous_stage(self) -> TaskOutcome | None:
+    def _takeprevious_stage(self) -> TaskOutcome | None:
         """For a later pipeline stage: its input is the previous stage's result."""
-        previous = _previous_stage(self.args, self.meta)
+        previous = previous_stage(self.args, self.meta)
         if previous is not None and previous.ok:
             self.previous = previous
             self.carried = (previous.attempts, previous.duration_s, previous.cost_usd)
@@ -253,17 +245,21 @@ class _Delivery:
         return previous
 
     def run(self) -> dict[str, Any]:
-        previous = self._take_previous_stage()
+        previous = self._takeprevious_stage()
         if previous is not None and not previous.ok:
             return previous.model_dump(mode="json")
 
+        token = new_claim_token(str(getattr(self.task.request, "hostname", None) or "local"))
+        ttl_s = self.settings.delivery.claim_ttl_s
         state = self.store.begin(
             self.meta.run,
             self.key,
             self.task_id,
             deliveries_ttl_s=self.settings.visibility_timeout_s * 4,
+            token=token,
+            claim_ttl_s=ttl_s,
         )
-        if state.cancelled:
+        if state.verdict == "cancelled":
             # Not stored under the idempotency key: a resumed run must still do this item.
             return self._finish(cancelled_outcome(self.meta, self.task_id), store=False)
         if state.stored is not None:
@@ -271,9 +267,29 @@ class _Delivery:
                 update={"task_id": self.task_id, "run_id": self.meta.run, "index": self.meta.idx}
             )
             return self._finish(stored)
+        if state.verdict == "busy":
+            # Another copy of this message is running the item: come back when its claim would
+            # have lapsed (by then it has an outcome, or its worker died and this copy runs).
+            log.info(
+                "%s[%s] runs elsewhere; this copy comes back in %.1f s",
+                self.task.name,
+                self.task_id,
+                state.claim_left_s,
+            )
+            wait_s = cap_countdown(deferral_s(state.claim_left_s), self.settings.max_countdown_s)
+            self._reschedule(self.meta, wait_s)
+        self.token = token
+        claim_renewer().hold(self.runs, self.key, token, ttl_s)
+        try:
+            return self._claimed(state.deliveries)
+        finally:
+            self._release_renewal()
+
+    def _claimed(self, deliveries: int) -> dict[str, Any]:
+        """The rest of a delivery that holds the item's claim: poison check, input, body."""
         attempts = self.carried[0] + self.meta.attempt + 1
-        if state.deliveries > self.settings.dlq.max_deliveries:
-            died = state.deliveries - 1
+        if deliveries > self.settings.dlq.max_deliveries:
+            died = deliveries - 1
             err = PoisonMessage(
                 f"the worker process died {died} times running this task; "
                 f"max_deliveries is {self.settings.dlq.max_deliveries}"
@@ -287,7 +303,7 @@ class _Delivery:
                 cost=self.meta.cost_usd,
             )
         try:
-            values = _validate(self.task, self.kwargs)
+            values = validate_input(self.task, self.kwargs)
         except InvalidInput as err:
             self._record_attempt(err, self.meta.attempt + 1, None)
             return self._failure(
@@ -306,14 +322,14 @@ class _Delivery:
             {"task_id": self.task_id, "run_id": self.meta.run, "item_key": self.meta.item},
             self.redactor,
         )
-        return TaskContext(
+        return new_context(
             task_id=self.task_id,
             run_id=self.meta.run,
             item_key=self.meta.item,
             idempotency_key=self.meta.key,
             attempt=self.meta.attempt,
-            workdir_root=self.settings.workdir_root,
             log=logger,
+            workdir_root=self.settings.workdir_root,
             task_name=self.task.name,
             downstream=self.task.downstream,
             index=self.meta.idx,
@@ -321,8 +337,8 @@ class _Delivery:
             budget_tokens=budget.tokens if budget.tokens is not None else caps.task_tokens,
             budget_wall_s=budget.wall_s if budget.wall_s is not None else caps.task_wall_s,
             breaker=guard.for_transport(),
-            _http_factory=clients.http_client,
-            _anthropic_factory=clients.anthropic_client,
+            http_factory=clients.http_client,
+            anthropic_factory=clients.anthropic_client,
         )
 
     def _classify(self, exc: Exception, ctx: TaskContext) -> AgentfleetError:
@@ -332,17 +348,7 @@ class _Delivery:
                 f"the soft time limit of {self.task.soft_time_limit} s ran out{where}",
                 downstream=ctx.last_downstream,
             )
-        own_types = (*self.task.retry_on, *self.task.fail_on)
-        if is_anthropic_error(exc) and not (own_types and isinstance(exc, own_types)):
-            # Only the SDK's error body tells a spend limit from a rate limit, and an error
-            # event inside a 200 stream carries its real status in its type.
-            return map_anthropic_error(exc)
-        return classify(
-            exc,
-            retryable=self.task.retry_on,
-            permanent=self.task.fail_on,
-            unknown_is_retryable=self.settings.retry.unknown_is_retryable,
-        )
+        return failures.classify_failure(self.task, exc, self.settings)
 
     def _execute(self, values: dict[str, Any], attempts: int) -> dict[str, Any]:
         guard = CircuitGuard(circuit_breaker(self.settings), self.task.downstream)
@@ -354,7 +360,7 @@ class _Delivery:
                 # The run is a pool: wait briefly for one of its slots, else defer (no retry used).
                 slot = clients.pool_slot(self.settings, self.meta.run, self.meta.max_in_flight)
             guard.enter()
-            result = _jsonable(self.task.fn(ctx, **values))
+            result = jsonable(self.task.fn(ctx, **values))
         except Exception as exc:
             elapsed = time.monotonic() - started
             err = self._classify(exc, ctx)
@@ -366,7 +372,7 @@ class _Delivery:
                 slot.release()
         elapsed = time.monotonic() - started
         guard.succeeded()
-        outcome = _outcome(
+        outcome = outcome_for(
             self.meta,
             self.task_id,
             ok=True,
@@ -431,6 +437,7 @@ class _Delivery:
         )
 
     def _reschedule(self, meta: ItemMeta, countdown: float) -> NoReturn:
+        self._release_claim()
         args: tuple[Any, ...] = ()
         kwargs = dict(self.kwargs)
         if self.meta.stage > 0:
@@ -447,8 +454,24 @@ class _Delivery:
 
 
 def execute(task: FleetTask, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
-    """Run one delivery of ``task``; returns a ``TaskOutcome`` as a dict."""
-    return _Delivery(task, args, kwargs).run()
+    """Run one delivery of ``task``; returns a ``TaskOutcome`` as a dict.
+
+    When Redis stays out of reach longer than ``delivery.redis_retry_s``, the message is
+    rejected for redelivery rather than acknowledged without an outcome.
+    """
+    delivery = _Delivery(task, args, kwargs)
+    try:
+        return delivery.run()
+    except BrokerUnavailable as exc:
+        log.error("%s[%s]: %s; handing the message back for redelivery", task.name, delivery.task_id, exc)
+        raise Reject(str(exc), requeue=True) from None
+
+
+def release_claims_of_process(task: FleetTask, request: Context, node: str, pid: int) -> None:
+    """Release the claim a pool process that died (``pid`` of worker ``node``) held on the item of
+    ``request``, so its next delivery runs at once instead of after the claim lapses."""
+    delivery = _Delivery(task, tuple(request.args or ()), dict(request.kwargs or {}), request=request)
+    delivery.store.release_claim_of(delivery.key, claim_owner_prefix(node, pid))
 
 
 def after_hard_time_limit(task: FleetTask, request: Context, limit_s: float) -> dict[str, Any] | None:
@@ -458,7 +481,7 @@ def after_hard_time_limit(task: FleetTask, request: Context, limit_s: float) -> 
     as a dict when it ended, None when it was sent again.
     """
     delivery = _Delivery(task, tuple(request.args or ()), dict(request.kwargs or {}), request=request)
-    previous = delivery._take_previous_stage()
+    previous = delivery._takeprevious_stage()
     if previous is not None and not previous.ok:
         return previous.model_dump(mode="json")
     err = TaskTimeLimit(f"the hard time limit of {limit_s} s ran out and the worker process was killed")

@@ -10,8 +10,16 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from agentfleet.config import Settings
-from agentfleet.dlq import AttemptRecord, DeadLetter, DLQStore, PreviousStage, dead_letter_id, fingerprint
-from agentfleet.errors import AgentfleetError
+from agentfleet.dlq import (
+    AttemptRecord,
+    DeadLetter,
+    DLQStore,
+    PreviousStage,
+    dead_letter_id,
+    error_fingerprint,
+)
+from agentfleet.errors import AgentfleetError, classify
+from agentfleet.llm.vendors import map_vendor_error, vendors_for
 from agentfleet.models import TaskOutcome
 from agentfleet.redaction import Redactor
 from agentfleet.tasks.meta import ItemMeta
@@ -19,9 +27,29 @@ from agentfleet.tasks.meta import ItemMeta
 if TYPE_CHECKING:
     from agentfleet.tasks.base import FleetTask
 
-__all__ = ["build_dead_letter", "on_final_failure"]
+__all__ = ["build_dead_letter", "classify_failure", "on_final_failure"]
 
 log = logging.getLogger("agentfleet.failures")
+
+
+def classify_failure(task: FleetTask, exc: BaseException, settings: Settings) -> AgentfleetError:
+    """The fleet error an exception from ``task``'s body stands for.
+
+    The task's own ``retry_on`` / ``fail_on`` types come first; then a vendor's error (only its
+    body tells a spend limit from a rate limit, and an error event inside a 200 stream carries
+    its real status in its type); then the tree's ``classify``.
+    """
+    own_types = (*task.retry_on, *task.fail_on)
+    if not (own_types and isinstance(exc, own_types)):
+        mapped = map_vendor_error(exc, vendors_for(settings))
+        if mapped is not None:
+            return mapped
+    return classify(
+        exc,
+        retryable=task.retry_on,
+        permanent=task.fail_on,
+        unknown_is_retryable=settings.retry.unknown_is_retryable,
+    )
 
 
 def _worker_name(task: FleetTask) -> str:
@@ -74,7 +102,7 @@ def build_dead_letter(
         error_type=type(error).__name__,
         error=message,
         category=error.category,
-        fingerprint=fingerprint(type(error).__name__, message),
+        fingerprint=error_fingerprint(type(error).__name__, message),
         status_code=error.status_code,
         downstream=downstream,
         attempts=attempts,

@@ -1,5 +1,6 @@
-"""Worker process hooks: fresh Redis pools after fork, exit when the parent is gone, and only
-redacted user inputs in the argument reprs of the messages a worker publishes."""
+"""Worker process hooks: fresh Redis pools after fork, the reconciler in the main process,
+exit when the parent is gone, and only redacted user inputs in the argument reprs of the
+messages a worker publishes."""
 
 from __future__ import annotations
 
@@ -10,7 +11,14 @@ import threading
 import time
 from typing import Any
 
-from celery.signals import before_task_publish, task_revoked, worker_init, worker_process_init, worker_ready
+from celery.signals import (
+    before_task_publish,
+    task_revoked,
+    worker_init,
+    worker_process_init,
+    worker_ready,
+    worker_shutdown,
+)
 
 from agentfleet.redis_client import reset_connections
 from agentfleet.tasks.message_reprs import redact_published_reprs
@@ -20,6 +28,7 @@ __all__ = ["PARENT_PID_ENV"]
 
 PARENT_PID_ENV = "AGENTFLEET_PARENT_PID"
 log = logging.getLogger("agentfleet.worker")
+_reconciler_stop: threading.Event | None = None
 
 
 def _warm_imports() -> None:
@@ -64,9 +73,28 @@ def _watch_parent(parent_pid: int, interval_s: float) -> None:
             return
 
 
+def _start_reconciler(node: str) -> None:
+    global _reconciler_stop
+    from agentfleet.celery_app import app
+    from agentfleet.config import get_settings
+    from agentfleet.tasks.reconciler import start_reconciler
+    from agentfleet.tasks.shared import run_store
+
+    settings = get_settings()
+    _reconciler_stop = start_reconciler(settings, app, run_store(settings), node=node)
+
+
+@worker_shutdown.connect
+def _stop_reconciler(**_: Any) -> None:
+    if _reconciler_stop is not None:
+        _reconciler_stop.set()
+
+
 @worker_ready.connect
-def _on_worker_ready(**_: Any) -> None:
+def _on_worker_ready(sender: Any = None, **_: Any) -> None:
     _warm_in_background()
+    # Every worker runs the reconciler; a lock in Redis lets one of them act at a time.
+    _start_reconciler(str(getattr(sender, "hostname", None) or "worker"))
     # LocalCluster sets the variable so a worker never outlives the process that started it.
     raw = os.environ.get(PARENT_PID_ENV)
     if raw and raw.isdigit():

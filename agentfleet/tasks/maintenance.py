@@ -1,7 +1,6 @@
 """Maintenance tasks (queue ``maintenance``): the dead-letter digest, run by celery beat.
 
-``dlq_stats`` is also what ``agentfleet dlq stats`` shows: the store's numbers plus the vendor
-issues that the circuit breakers see.
+The digest reports what ``agentfleet dlq stats`` shows (``agentfleet.dlq.queue_stats``).
 """
 
 from __future__ import annotations
@@ -15,29 +14,13 @@ import redis
 
 from agentfleet.celery_app import app
 from agentfleet.config import Settings, get_settings
-from agentfleet.dlq import DLQStats, DLQStore, build_digest, merge_vendor_issues, post_webhook, slack_payload
+from agentfleet.dlq import DLQStore, build_digest, post_webhook, queue_stats, slack_payload
 from agentfleet.ratelimit.circuit import CircuitBreaker
 from agentfleet.redis_client import connect
 
-__all__ = ["dlq_digest", "dlq_stats", "run_digest"]
+__all__ = ["dlq_digest", "run_digest"]
 
 log = logging.getLogger("agentfleet.maintenance")
-
-
-def dlq_stats(settings: Settings, client: redis.Redis | None = None) -> DLQStats:
-    """The queue's stats with ``vendor_issues``: from recent dead letters and the circuit breakers."""
-    client = client or connect(settings.broker_url)
-    stats = DLQStore.from_settings(settings, client).stats(window_s=settings.dlq.vendor_issue_window_s)
-    statuses = CircuitBreaker.from_settings(settings, client).statuses()
-    failing = {
-        s.downstream: s.failures for s in statuses if s.failure_ratio >= settings.dlq.circuit_failure_ratio
-    }
-    return merge_vendor_issues(
-        stats,
-        threshold=settings.dlq.vendor_issue_failures,
-        failures=failing,
-        circuits={s.downstream: s.state for s in statuses},
-    )
 
 
 def run_digest(
@@ -48,7 +31,11 @@ def run_digest(
     Returns the digest as a dict plus ``posted`` (True once the webhook accepted it) and, when a
     POST failed, ``webhook_error``.
     """
-    digest = build_digest(dlq_stats(settings, client), threshold=settings.dlq.digest_threshold)
+    client = client or connect(settings.redis_target())
+    stats = queue_stats(
+        DLQStore.from_settings(settings, client), CircuitBreaker.from_settings(settings, client), settings.dlq
+    )
+    digest = build_digest(stats, threshold=settings.dlq.digest_threshold)
     record = digest.log_record()
     log.info(json.dumps(record))
     record["posted"] = False

@@ -13,11 +13,14 @@ and solo pools do not enforce them.
 from __future__ import annotations
 
 import logging
+from typing import Any
 
+from billiard.einfo import ExceptionInfo
+from billiard.exceptions import WorkerLostError
 from celery.worker import state
 from celery.worker.request import Request
 
-from agentfleet.tasks.execution import after_hard_time_limit
+from agentfleet.tasks.execution import after_hard_time_limit, release_claims_of_process
 
 __all__ = ["FleetRequest"]
 
@@ -27,11 +30,31 @@ log = logging.getLogger("agentfleet.worker")
 class FleetRequest(Request):
     """Celery's request, with the hard time limit turned into a fleet retry or dead letter."""
 
+    def _release_claim_of_dead_process(self) -> None:
+        # The pool process died holding the item's claim: free it, so the next delivery runs
+        # at once instead of waiting for the claim to lapse.
+        pid = self.worker_pid
+        if pid is None:
+            return
+        try:
+            release_claims_of_process(self.task, self._context, str(self.hostname), int(pid))
+        except Exception:
+            log.warning("could not release the claim of %s[%s]; it lapses on its own", self.name, self.id)
+
+    def on_failure(
+        self, exc_info: ExceptionInfo, send_failed_event: bool = True, return_ok: bool = False
+    ) -> Any:
+        exc = exc_info.exception
+        if isinstance(getattr(exc, "exc", exc), WorkerLostError):
+            self._release_claim_of_dead_process()
+        return super().on_failure(exc_info, send_failed_event=send_failed_event, return_ok=return_ok)
+
     def on_timeout(self, soft: bool, timeout: float) -> None:
         if soft or state.should_terminate:
             super().on_timeout(soft, timeout)
             return
         log.error("hard time limit (%s s) exceeded for %s[%s]", timeout, self.name, self.id)
+        self._release_claim_of_dead_process()
         try:
             outcome = after_hard_time_limit(self.task, self._context, timeout)
         except Exception:

@@ -37,17 +37,17 @@ def per_process(kind: str, settings: Settings, make: Callable[[], T]) -> T:
 
 def run_store(settings: Settings) -> RunStore:
     return per_process(
-        "runs", settings, lambda: RunStore.from_settings(settings, connect(settings.broker_url))
+        "runs", settings, lambda: RunStore.from_settings(settings, connect(settings.redis_target()))
     )
 
 
 def limiter(settings: Settings) -> Limiter:
     return per_process(
-        "limiter", settings, lambda: Limiter.from_settings(settings, connect(settings.broker_url))
+        "limiter", settings, lambda: Limiter.from_settings(settings, connect(settings.redis_target()))
     )
 
 
 def circuit_breaker(settings: Settings) -> CircuitBreaker:
     return per_process(
-        "circuits", settings, lambda: CircuitBreaker.from_settings(settings, connect(settings.broker_url))
+        "circuits", settings, lambda: CircuitBreaker.from_settings(settings, connect(settings.redis_target()))
     )

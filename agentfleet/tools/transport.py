@@ -8,47 +8,50 @@ alike::
 
 For each request it:
 
-1. names the downstream: the host, or ``anthropic:<model>`` for a Messages API call (whose
-   host is then limited too);
+1. names the downstream: the host, or ``<vendor>:<model>`` for a call a vendor adapter
+   recognises (``anthropic:<model>``, ``openai:<model>``), whose host is then limited too;
 2. asks the circuit breaker (an open circuit raises ``Deferred``), then the limiter for a
-   bucket token and a concurrency lease; a Messages call also charges its estimated input
-   tokens and its ``max_tokens`` (waiting too long raises ``Deferred``: the task is
+   bucket token and a concurrency lease; an LLM call also charges its estimated input
+   tokens and its most output tokens (waiting too long raises ``Deferred``: the task is
    rescheduled, not retried);
 3. after the response: a 429 or 529 pauses the downstream for every worker for its
-   ``retry-after``; 5xx and 529 count against the circuit, anything else for it; a Messages
-   reply's ``usage`` reconciles the token charge (unused tokens go back) and is priced;
-4. releases the lease when the response is closed (at once for a Messages reply, which is
+   ``retry-after``; 5xx and 529 count against the circuit, anything else for it; an LLM
+   reply's usage (read by its vendor's adapter, from the body or the stream's events)
+   reconciles the token charge (unused tokens go back) and is priced;
+4. releases the lease when the response is closed (at once for a whole LLM reply, which is
    read here to find its usage).
 
-Collaborators come in as small protocols, so this module imports neither the limiter nor
-the pricing (they are its siblings); ``agentfleet.tasks.clients`` wires them together.
+Collaborators come in as small protocols, so this module imports neither the limiter, the
+circuit breaker nor the vendor adapters (they are its siblings); ``agentfleet.tasks.clients``
+wires them together.
 """
 
 from __future__ import annotations
 
 import functools
 import json
-import math
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Protocol
 
-from agentfleet.errors import AgentfleetError, retry_after_from_headers
+from agentfleet.errors import AgentfleetError, DownstreamError, retry_after_from_headers
+from agentfleet.models import TokenUsage
 
 __all__ = [
-    "Breaker",
+    "BreakerProtocol",
     "CallInfo",
     "FleetHooks",
-    "Limiter",
-    "Permit",
-    "Usage",
-    "estimate_tokens",
+    "LLMCallProtocol",
+    "LimiterProtocol",
+    "PermitProtocol",
+    "VendorProtocol",
+    "describe_call",
     "fleet_transport",
 ]
 
 
-class Permit(Protocol):
+class PermitProtocol(Protocol):
     def release(self) -> None: ...
 
     def reconcile(
@@ -56,15 +59,15 @@ class Permit(Protocol):
     ) -> Any: ...
 
 
-class Limiter(Protocol):
+class LimiterProtocol(Protocol):
     def acquire(
         self, downstream: str, *, also: Iterable[str] = (), input_tokens: int = 0, output_tokens: int = 0
-    ) -> Permit: ...
+    ) -> PermitProtocol: ...
 
     def pause(self, downstream: str, seconds: float) -> Any: ...
 
 
-class Breaker(Protocol):
+class BreakerProtocol(Protocol):
     def before(self, downstream: str) -> bool: ...
 
     def release_probe(self, downstream: str) -> None: ...
@@ -74,10 +77,36 @@ class Breaker(Protocol):
     def record_failure(self, downstream: str) -> None: ...
 
 
+class LLMCallProtocol(Protocol):
+    """A call a vendor recognised (``agentfleet.llm.vendor.LLMRequest``)."""
+
+    @property
+    def downstream(self) -> str: ...
+
+    @property
+    def model(self) -> str: ...
+
+    @property
+    def input_tokens(self) -> int: ...
+
+    @property
+    def output_tokens(self) -> int: ...
+
+
+class VendorProtocol(Protocol):
+    """An LLM vendor's adapter (``agentfleet.llm.vendor.VendorAdapter``)."""
+
+    def describe(self, method: str, host: str, path: str, content: bytes) -> LLMCallProtocol | None: ...
+
+    def reply_usage(self, body: Any) -> TokenUsage | None: ...
+
+    def event_usage(self, event: Any) -> TokenUsage | None: ...
+
+
 @dataclass(frozen=True)
 class CallInfo:
-    """One outgoing call: its downstream, the extra names it is limited under, and for a
-    Messages API call its model, estimated input tokens and ``max_tokens``."""
+    """One outgoing call: its downstream, the extra names it is limited under, and for an LLM
+    call its vendor, model, estimated input tokens and most output tokens."""
 
     downstream: str
     host: str
@@ -85,30 +114,11 @@ class CallInfo:
     model: str | None = None
     input_tokens: int = 0
     output_tokens: int = 0
+    vendor: VendorProtocol | None = field(default=None, compare=False, repr=False)
 
     @property
     def is_llm(self) -> bool:
         return self.model is not None
-
-
-@dataclass
-class Usage:
-    """Tokens a Messages reply reports (``usage`` of the response or of its stream events)."""
-
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_creation_input_tokens: int = 0
-    cache_read_input_tokens: int = 0
-
-    def add(self, data: dict[str, Any]) -> None:
-        for name in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"):
-            if isinstance(data.get(name), int) and data[name]:
-                setattr(self, name, data[name])
-        if isinstance(data.get("output_tokens"), int):
-            self.output_tokens = data["output_tokens"]
-
-    def as_dict(self) -> dict[str, int]:
-        return dict(self.__dict__)
 
 
 @dataclass
@@ -117,47 +127,37 @@ class FleetHooks:
 
     ``gate()`` runs before anything else (a budget check that raises ``BudgetExceeded``);
     ``on_call(info)`` notes the downstream a task called; ``on_usage(info, usage)`` prices and
-    records a Messages reply's tokens. ``llm_hosts`` are the hosts whose ``/v1/messages``
-    calls are LLM calls; ``default_pause_s`` is how long a 429 or 529 without ``retry-after``
-    pauses its downstream (seconds).
+    records an LLM reply's tokens. ``vendors`` recognise LLM calls (the first that does
+    names it); ``default_pause_s`` is how long a 429 or 529 without ``retry-after`` pauses
+    its downstream (seconds).
     """
 
-    limiter: Limiter | None = None
-    breaker: Breaker | None = None
+    limiter: LimiterProtocol | None = None
+    breaker: BreakerProtocol | None = None
     gate: Callable[[], None] | None = None
     on_call: Callable[[CallInfo], None] | None = None
-    on_usage: Callable[[CallInfo, Usage], None] | None = None
-    llm_hosts: frozenset[str] = field(default_factory=lambda: frozenset({"api.anthropic.com"}))
+    on_usage: Callable[[CallInfo, TokenUsage], None] | None = None
+    vendors: Sequence[VendorProtocol] = ()
     default_pause_s: float = 1.0
-    provider: str = "anthropic"
 
 
-def estimate_tokens(text: str) -> int:
-    """Tokens in ``text`` by the usual rule of thumb: about four characters a token."""
-    return math.ceil(len(text) / 4)
-
-
-def _describe(request: Any, hooks: FleetHooks) -> CallInfo:
+def describe_call(request: Any, vendors: Sequence[VendorProtocol]) -> CallInfo:
+    """The downstream of ``request`` (an httpx or httpx2 request), named by the first vendor
+    that recognises it as an LLM call, else by its host."""
     host = str(request.url.host).lower().rstrip(".")
-    path = str(request.url.path)
-    if request.method == "POST" and host in hooks.llm_hosts and path.rstrip("/").endswith("/messages"):
-        try:
-            body = json.loads(request.content or b"{}")
-        except (ValueError, UnicodeDecodeError):
-            body = {}
-        model = body.get("model") if isinstance(body, dict) else None
-        if isinstance(model, str) and model:
-            prompt = json.dumps(
-                [body.get("system"), body.get("messages"), body.get("tools")], ensure_ascii=False
-            )
-            max_tokens = body.get("max_tokens")
+    # read(), not .content: a redirect hop's request holds an unread stream (even an empty one).
+    content = request.read() if vendors else b""
+    for vendor in vendors:
+        call = vendor.describe(str(request.method), host, str(request.url.path), content)
+        if call is not None:
             return CallInfo(
-                downstream=f"{hooks.provider}:{model}",
+                downstream=call.downstream,
                 host=host,
                 also=(host,),
-                model=model,
-                input_tokens=estimate_tokens(prompt),
-                output_tokens=max_tokens if isinstance(max_tokens, int) and max_tokens > 0 else 0,
+                model=call.model,
+                input_tokens=call.input_tokens,
+                output_tokens=call.output_tokens,
+                vendor=vendor,
             )
     return CallInfo(downstream=host, host=host)
 
@@ -170,24 +170,27 @@ def _pause_for(response: Any, default_s: float) -> float:
 class _Settlement:
     """Ends one call exactly once: reconcile tokens, record usage, release the lease."""
 
-    def __init__(self, info: CallInfo, permit: Permit | None, hooks: FleetHooks) -> None:
+    def __init__(self, info: CallInfo, permit: PermitProtocol | None, hooks: FleetHooks) -> None:
         self.info = info
         self.permit = permit
         self.hooks = hooks
-        self.usage: Usage | None = Usage() if info.is_llm else None
+        self.usage: TokenUsage | None = TokenUsage() if info.is_llm else None
         self.done = False
+
+    def report(self, usage: TokenUsage | None) -> None:
+        """Take a usage report of the reply (the body's, or a stream event's running totals)."""
+        if usage is not None and self.usage is not None:
+            self.usage = self.usage.latest(usage)
 
     def settle(self) -> None:
         if self.done:
             return
         self.done = True
         try:
-            if self.usage is not None and (self.usage.input_tokens or self.usage.output_tokens):
+            if self.usage is not None and self.usage.total:
                 if self.permit is not None:
                     self.permit.reconcile(
-                        actual_input_tokens=self.usage.input_tokens
-                        + self.usage.cache_creation_input_tokens
-                        + self.usage.cache_read_input_tokens,
+                        actual_input_tokens=self.usage.total_input,
                         actual_output_tokens=self.usage.output_tokens,
                     )
                 if self.hooks.on_usage is not None:
@@ -221,13 +224,14 @@ class _SettlingStreamCore:
                 event = json.loads(line[5:])
             except ValueError:
                 continue
-            if not isinstance(event, dict) or self._settlement.usage is None:
+            vendor = self._settlement.info.vendor
+            if vendor is None:
                 continue
-            message = event.get("message")
-            if isinstance(message, dict) and isinstance(message.get("usage"), dict):
-                self._settlement.usage.add(message["usage"])
-            if isinstance(event.get("usage"), dict):
-                self._settlement.usage.add(event["usage"])
+            try:
+                self._settlement.report(vendor.event_usage(event))
+            except DownstreamError:
+                # A malformed count in one event must not break the caller's stream.
+                continue
 
     def close(self) -> None:
         try:
@@ -250,7 +254,7 @@ class _FleetCore:
         hooks = self.hooks
         if hooks.gate is not None:
             hooks.gate()
-        info = _describe(request, hooks)
+        info = describe_call(request, hooks.vendors)
         probe = hooks.breaker.before(info.downstream) if hooks.breaker is not None else False
         permit = None
         if hooks.limiter is not None:
@@ -310,13 +314,12 @@ class _FleetCore:
             content = response.read()
         finally:
             response.close()
-        if response.status_code == 200 and settlement.usage is not None:
+        if response.status_code == 200 and settlement.info.vendor is not None:
             try:
                 body = json.loads(content)
             except ValueError:
                 body = None
-            if isinstance(body, dict) and isinstance(body.get("usage"), dict):
-                settlement.usage.add(body["usage"])
+            settlement.report(settlement.info.vendor.reply_usage(body))
         settlement.settle()
         # The body is already decoded, so its encoding and length headers no longer apply.
         headers = [

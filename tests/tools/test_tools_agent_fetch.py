@@ -18,7 +18,7 @@ from tool_servers import Server, open_redirect, start_server
 
 from agentfleet.config import reset_settings
 from agentfleet.errors import ForbiddenDestination, InvalidInput
-from agentfleet.llm.mock_server import MockMessagesServer
+from agentfleet.mock_llm import MockMessagesServer
 from agentfleet.tasks.agent import run_agent
 from agentfleet.tasks.context import TaskContext
 from agentfleet.tasks.llm_tasks import BUILTIN_TOOLS

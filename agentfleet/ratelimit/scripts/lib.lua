@@ -1,14 +1,9 @@
--- Helpers shared by every limiter script; the loader puts this file in front of each one.
--- Times are milliseconds of Redis server time, so workers with skewed clocks agree.
+-- Helpers shared by every limiter script; the loader puts this file in front of each one,
+-- after the shared library (`now_ms()`). Times are milliseconds of Redis server time.
 --
 -- A downstream's token buckets are refilled and charged together, so they share one record:
 -- a JSON array of each bucket's tokens, then the time they were counted. A missing record is a
 -- set of full buckets, which is why a record is set to expire exactly when all would be full.
-
-local function now_ms()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
-end
 
 -- Tokens in each bucket at `now`, from a record (false when missing). `rates` are tokens per
 -- millisecond.

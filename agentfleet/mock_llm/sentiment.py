@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["LABELS", "Label", "SentimentScore", "label_sentiment", "score_sentiment"]
+__all__ = ["LABELS", "Label", "SentimentScore", "score_sentiment"]
 
 Label = Literal["positive", "negative", "neutral", "mixed"]
 LABELS: tuple[Label, ...] = ("positive", "negative", "neutral", "mixed")
@@ -178,8 +178,3 @@ def score_sentiment(text: str) -> SentimentScore:
         negative=sum(n for _, n in parts),
         contrasted={1, -1} <= leanings,
     )
-
-
-def label_sentiment(text: str) -> Label:
-    """``positive``, ``negative``, ``neutral`` or ``mixed`` for ``text``."""
-    return score_sentiment(text).label

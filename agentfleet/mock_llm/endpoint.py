@@ -1,7 +1,7 @@
 """The behaviour of the mock Messages API, and the state behind it.
 
 ``MessagesEndpoint`` answers ``/v1/messages`` and ``/v1/messages/count_tokens`` (see
-``agentfleet.llm.mock_server`` for the order of checks) and keeps the request log, the
+``agentfleet.mock_llm.server`` for the order of checks) and keeps the request log, the
 limits, the injected and scripted errors and the latency. One lock guards that state; replies
 are computed and delayed outside it, so slow replies never wait on each other.
 """
@@ -18,11 +18,11 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentfleet.errors import BadRequest, ConfigError
-from agentfleet.llm.mock_http import Exchange
-from agentfleet.llm.mock_model import MockFailure, MockModel
-from agentfleet.llm.mock_policy import ErrorInjector, Latency, RateLimits, ScriptedReply
-from agentfleet.llm.mock_protocol import (
+from agentfleet.errors import MockRequestInvalid, MockSetupInvalid
+from agentfleet.mock_llm.http_server import Exchange
+from agentfleet.mock_llm.model import MockFailure, MockModel
+from agentfleet.mock_llm.policy import ErrorInjector, Latency, RateLimits, ScriptedReply
+from agentfleet.mock_llm.protocol import (
     error_body,
     message_body,
     sse_error,
@@ -103,7 +103,7 @@ class MessagesEndpoint:
     ) -> None:
         unknown = set(limits or {}) - set(LIMIT_OPTIONS)
         if unknown:
-            raise ConfigError(f"unknown mock server limits: {', '.join(sorted(unknown))}")
+            raise MockSetupInvalid(f"unknown mock server limits: {', '.join(sorted(unknown))}")
         self._limit_options: dict[str, float | None] = dict.fromkeys(LIMIT_OPTIONS)
         self._limit_options.update(limits or {})
         self._rng = random.Random(seed)
@@ -146,7 +146,7 @@ class MessagesEndpoint:
         """Change latency, error rates or limits while serving; a changed limit starts full."""
         unknown = set(limits) - set(LIMIT_OPTIONS)
         if unknown:
-            raise ConfigError(f"unknown mock server settings: {', '.join(sorted(unknown))}")
+            raise MockSetupInvalid(f"unknown mock server settings: {', '.join(sorted(unknown))}")
         # Everything is checked before anything changes, so a bad value changes nothing.
         new_latency = Latency.parse(latency) if latency is not None else None
         new_rates = ErrorInjector.check_rates(error_rates) if error_rates is not None else None
@@ -196,7 +196,7 @@ class MessagesEndpoint:
         o = self._limit_options if options is None else options
         for name, value in o.items():
             if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
-                raise ConfigError(f"mock server setting {name} must be a number, got {value!r}")
+                raise MockSetupInvalid(f"mock server setting {name} must be a number, got {value!r}")
         return RateLimits(
             requests_per_min=o["requests_per_min"],
             input_tokens_per_min=o["input_tokens_per_min"],
@@ -309,7 +309,7 @@ class MessagesEndpoint:
             call.stream = body.get("stream") is True and not counting
         try:
             validate_request(body, counting=counting)
-        except BadRequest as exc:
+        except MockRequestInvalid as exc:
             self._fail(call, 400, exc.message)
             return None
         if self._models is not None and call.model not in self._models:
@@ -386,7 +386,7 @@ class MessagesEndpoint:
             return
         try:
             reply = self.model.respond(body)
-        except BadRequest as exc:
+        except MockRequestInvalid as exc:
             reply = MockFailure(400, exc.message)
         if isinstance(reply, MockFailure):
             if admitted:

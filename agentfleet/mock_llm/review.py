@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-__all__ = ["RULES", "Finding", "Rule", "is_unified_diff", "review_diff"]
+__all__ = ["RULES", "Finding", "Rule", "find_issues", "is_unified_diff"]
 
 Severity = Literal["low", "medium", "high", "critical"]
 
@@ -199,7 +199,7 @@ def _is_comment(text: str) -> bool:
     return text.lstrip().startswith(("#", "//", "--"))
 
 
-def review_diff(diff: str) -> list[Finding]:
+def find_issues(diff: str) -> list[Finding]:
     """Findings for the added lines of ``diff``, in diff order, one per rule and line."""
     findings: list[Finding] = []
     for file, line_no, text in _added_lines(diff):

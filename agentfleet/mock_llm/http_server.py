@@ -18,7 +18,7 @@ from typing import Any
 
 __all__ = ["Exchange", "TrackedHTTPServer"]
 
-log = logging.getLogger("agentfleet.llm.mock_server")
+log = logging.getLogger("agentfleet.mock_llm.server")
 
 
 class Exchange:

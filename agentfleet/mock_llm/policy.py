@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from agentfleet.errors import ConfigError
+from agentfleet.errors import MockSetupInvalid
 
 __all__ = [
     "UNLIMITED",
@@ -44,9 +44,9 @@ class Latency:
 
     def __post_init__(self) -> None:
         if self.a < 0 or self.b < 0 or (self.max_s is not None and self.max_s < 0):
-            raise ConfigError(f"mock latency must not be negative, got {self.describe()}")
+            raise MockSetupInvalid(f"mock latency must not be negative, got {self.describe()}")
         if self.kind == "uniform" and self.b < self.a:
-            raise ConfigError(f"mock latency uniform:lo,hi needs lo <= hi, got {self.describe()}")
+            raise MockSetupInvalid(f"mock latency uniform:lo,hi needs lo <= hi, got {self.describe()}")
 
     @classmethod
     def fixed(cls, seconds: float) -> Latency:
@@ -84,7 +84,7 @@ class Latency:
         }
         arity = {"fixed": (1,), "uniform": (2,), "lognormal": (2, 3)}
         if kind not in shapes or len(values) not in arity[kind]:
-            raise ConfigError(
+            raise MockSetupInvalid(
                 f"mock latency {spec!r} is not understood: use seconds (0.5), fixed:S, "
                 "uniform:LO,HI or lognormal:MEDIAN,SIGMA[,MAX]"
             )
@@ -118,7 +118,7 @@ class TokenBucket:
 
     def __init__(self, per_min: float, clock: Callable[[], float]) -> None:
         if per_min <= 0:
-            raise ConfigError(f"mock rate limits must be positive per minute, got {per_min}")
+            raise MockSetupInvalid(f"mock rate limits must be positive per minute, got {per_min}")
         self.capacity = float(per_min)
         self.rate_per_s = self.capacity / 60.0
         self._clock = clock
@@ -239,11 +239,11 @@ class ScriptedReply:
 
     def __post_init__(self) -> None:
         if self.status != 200 and not 400 <= self.status <= 599:
-            raise ConfigError(f"a scripted reply's status is 200 or 4xx/5xx, got {self.status}")
+            raise MockSetupInvalid(f"a scripted reply's status is 200 or 4xx/5xx, got {self.status}")
         for name in ("retry_after_s", "delay_s"):
             value = getattr(self, name)
             if value is not None and value < 0:
-                raise ConfigError(f"a scripted reply's {name} must not be negative, got {value}")
+                raise MockSetupInvalid(f"a scripted reply's {name} must not be negative, got {value}")
 
     @classmethod
     def of(cls, spec: int | Mapping[str, Any] | ScriptedReply) -> ScriptedReply:
@@ -255,12 +255,12 @@ class ScriptedReply:
         if isinstance(spec, Mapping):
             unknown = set(spec) - set(cls.__dataclass_fields__)
             if unknown:
-                raise ConfigError(f"unknown scripted reply fields: {', '.join(sorted(unknown))}")
+                raise MockSetupInvalid(f"unknown scripted reply fields: {', '.join(sorted(unknown))}")
             try:
                 return cls(**spec)
             except TypeError as exc:
-                raise ConfigError(f"bad scripted reply {dict(spec)!r}: {exc}") from None
-        raise ConfigError(f"a scripted reply is a status or an object, got {spec!r}")
+                raise MockSetupInvalid(f"bad scripted reply {dict(spec)!r}: {exc}") from None
+        raise MockSetupInvalid(f"a scripted reply is a status or an object, got {spec!r}")
 
 
 class ErrorInjector:
@@ -277,18 +277,18 @@ class ErrorInjector:
 
     @staticmethod
     def check_rates(rates: Mapping[int, float]) -> dict[int, float]:
-        """``rates`` with integer statuses, or ``ConfigError`` naming what is wrong."""
+        """``rates`` with integer statuses, or ``MockSetupInvalid`` naming what is wrong."""
         checked: dict[int, float] = {}
         for status, rate in rates.items():
             code = int(status)
             if not 400 <= code <= 599 or not 0.0 <= float(rate) <= 1.0:
-                raise ConfigError(
+                raise MockSetupInvalid(
                     f"mock error rate {status}={rate}: the status must be 4xx or 5xx and the "
                     "rate between 0 and 1"
                 )
             checked[code] = float(rate)
         if sum(checked.values()) > 1.0 + 1e-9:
-            raise ConfigError(f"mock error rates add up to more than 1: {checked}")
+            raise MockSetupInvalid(f"mock error rates add up to more than 1: {checked}")
         return checked
 
     def script(self, replies: Iterable[int | Mapping[str, Any] | ScriptedReply]) -> int:

@@ -32,9 +32,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentfleet.errors import BadRequest
+from agentfleet.errors import MockRequestInvalid
 
-__all__ = ["Directives", "ToolCall", "parse_directives"]
+__all__ = ["Directives", "ToolDirective", "parse_directives"]
 
 _NAME = r"[A-Za-z0-9_\-]+"
 _NAMES = rf"{_NAME}(?:\s*,\s*{_NAME})*(?:\s+in\s+parallel)?\.?"
@@ -56,7 +56,7 @@ _IN_PARALLEL = re.compile(r"\s+in\s+parallel\.?$|\.$")
 
 
 @dataclass(frozen=True)
-class ToolCall:
+class ToolDirective:
     """A tool named in a directive, with its input (None: build it from the schema)."""
 
     name: str
@@ -67,10 +67,10 @@ class ToolCall:
 class Directives:
     """What an instruction asks of the mock model. ``content`` is the instruction's other lines."""
 
-    calls: list[ToolCall] = field(default_factory=list)
+    calls: list[ToolDirective] = field(default_factory=list)
     use_all_tools: bool = False
     chain: list[str] = field(default_factory=list)
-    loop: ToolCall | None = None
+    loop: ToolDirective | None = None
     long_tokens: int | None = None
     say: str | None = None
     fail_status: int | None = None
@@ -84,19 +84,19 @@ class Directives:
         return bool(self.calls or self.use_all_tools or self.chain or self.loop)
 
 
-def _tool_call(found: re.Match[str], keyword: str) -> ToolCall:
+def _tool_call(found: re.Match[str], keyword: str) -> ToolDirective:
     tool, raw = found.group("tool"), found.group("input")
     if raw is None:
-        return ToolCall(tool, {})
+        return ToolDirective(tool, {})
     try:
         value = json.loads(raw)
     except json.JSONDecodeError as exc:
-        raise BadRequest(
+        raise MockRequestInvalid(
             f"mock directive {keyword} {tool}: input is not JSON ({exc.msg})", status_code=400
         ) from None
     if not isinstance(value, dict):
-        raise BadRequest(f"mock directive {keyword} {tool}: input must be an object", status_code=400)
-    return ToolCall(tool, value)
+        raise MockRequestInvalid(f"mock directive {keyword} {tool}: input must be an object", status_code=400)
+    return ToolDirective(tool, value)
 
 
 def _names(found: re.Match[str]) -> list[str]:
@@ -111,7 +111,7 @@ def _apply(directives: Directives, kind: str, found: re.Match[str]) -> None:
     elif kind == "USE_ALL":
         directives.use_all_tools = True
     elif kind == "USE":
-        directives.calls.extend(ToolCall(name) for name in _names(found))
+        directives.calls.extend(ToolDirective(name) for name in _names(found))
     elif kind == "CHAIN":
         directives.chain = _names(found)
     elif kind == "LONG":
@@ -129,7 +129,7 @@ def _apply(directives: Directives, kind: str, found: re.Match[str]) -> None:
 def parse_directives(text: str) -> Directives:
     """Split ``text`` into its directives and its content.
 
-    ``BadRequest`` (status 400) when a ``CALL`` or ``LOOP`` input is not a JSON object.
+    ``MockRequestInvalid`` (status 400) when a ``CALL`` or ``LOOP`` input is not a JSON object.
     """
     directives = Directives()
     content: list[str] = []

@@ -4,13 +4,13 @@ Given a validated Messages API request body, ``MockModel.respond`` returns the r
 blocks, ``stop_reason`` and ``usage``, or a ``MockFailure`` the server turns into an HTTP error.
 What it answers, in order:
 
-1. the directives of the instruction (``agentfleet.llm.mock_directives``): scripted tool calls,
+1. the directives of the instruction (``agentfleet.mock_llm.directives``): scripted tool calls,
    loops, long outputs, fixed text, failures, extra latency;
 2. when the latest user message returns ``tool_result`` blocks: the next call of a ``CHAIN`` or
    ``LOOP``, else a text that sums the results up;
 3. a unified diff: code-review findings as JSON, ``{"findings": [{"file", "line", "severity",
-   "rule", "message"}, ...]}`` (``agentfleet.llm.mock_review``);
-4. anything else: a sentiment label (``agentfleet.llm.mock_sentiment``). When the prompt
+   "rule", "message"}, ...]}`` (``agentfleet.mock_llm.review``);
+4. anything else: a sentiment label (``agentfleet.mock_llm.sentiment``). When the prompt
    quotes its text after ``Text:``, only the quote is read. When the prompt names two or more
    of the labels, only those are answered, in the prompt's letter case (``POSITIVE``).
 
@@ -40,10 +40,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentfleet.errors import BadRequest
-from agentfleet.llm.mock_directives import Directives, ToolCall, parse_directives
-from agentfleet.llm.mock_review import is_unified_diff, review_diff
-from agentfleet.llm.mock_sentiment import LABELS, score_sentiment
+from agentfleet.errors import MockRequestInvalid
+from agentfleet.mock_llm.directives import Directives, ToolDirective, parse_directives
+from agentfleet.mock_llm.review import find_issues, is_unified_diff
+from agentfleet.mock_llm.sentiment import LABELS, score_sentiment
 
 __all__ = [
     "CACHE_TTL_S",
@@ -52,7 +52,7 @@ __all__ = [
     "MockFailure",
     "MockModel",
     "MockReply",
-    "estimate_tokens",
+    "tokens_of_chars",
 ]
 
 CHARS_PER_TOKEN = 4
@@ -64,9 +64,9 @@ _FILLER = "The quick brown fox jumps over the lazy dog while the fleet keeps cou
 _RESULT_EXCERPT_CHARS = 200
 
 
-def estimate_tokens(text: str) -> int:
-    """Tokens in ``text`` by the mock's rule: one per ``CHARS_PER_TOKEN`` characters, rounded up."""
-    return math.ceil(len(text) / CHARS_PER_TOKEN)
+def tokens_of_chars(chars: int) -> int:
+    """Tokens in ``chars`` characters by the mock's rule: one per ``CHARS_PER_TOKEN``, rounded up."""
+    return math.ceil(chars / CHARS_PER_TOKEN)
 
 
 @dataclass(frozen=True)
@@ -151,7 +151,7 @@ def _input_pieces(request: Mapping[str, Any]) -> list[tuple[str, int, bool]]:
 
 
 def _output_tokens(blocks: Sequence[Mapping[str, Any]]) -> int:
-    return math.ceil(sum(_counted_chars(b) for b in blocks) / CHARS_PER_TOKEN)
+    return tokens_of_chars(sum(_counted_chars(b) for b in blocks))
 
 
 def _value_for(schema: Mapping[str, Any], sample: str) -> Any:
@@ -227,16 +227,16 @@ class MockModel:
 
     def count_input_tokens(self, request: Mapping[str, Any]) -> int:
         """All input tokens of ``request`` (cached or not), as ``/v1/messages/count_tokens``."""
-        return max(1, math.ceil(sum(c for _, c, _ in _input_pieces(request)) / CHARS_PER_TOKEN))
+        return max(1, tokens_of_chars(sum(c for _, c, _ in _input_pieces(request))))
 
     def _input_usage(self, request: Mapping[str, Any]) -> dict[str, int]:
         pieces = _input_pieces(request)
-        total = max(1, math.ceil(sum(c for _, c, _ in pieces) / CHARS_PER_TOKEN))
+        total = max(1, tokens_of_chars(sum(c for _, c, _ in pieces)))
         marks = [i for i, (_, _, cached) in enumerate(pieces) if cached]
         created = read = 0
         if marks:
             prefix = pieces[: marks[-1] + 1]
-            prefix_tokens = min(total, math.ceil(sum(c for _, c, _ in prefix) / CHARS_PER_TOKEN))
+            prefix_tokens = min(total, tokens_of_chars(sum(c for _, c, _ in prefix)))
             key = hashlib.sha256(
                 (str(request.get("model")) + "\n".join(p for p, _, _ in prefix)).encode()
             ).hexdigest()
@@ -261,7 +261,7 @@ class MockModel:
     # Replies ------------------------------------------------------------------------------
 
     def respond(self, request: Mapping[str, Any]) -> MockReply | MockFailure:
-        """The reply to a validated request body; ``BadRequest`` when a directive cannot apply."""
+        """The reply to a validated request body; ``MockRequestInvalid`` when a directive cannot apply."""
         messages: list[Mapping[str, Any]] = list(request.get("messages") or [])
         at = self._instruction_index(messages)
         directives = parse_directives(_text_of(messages[at].get("content")) if at >= 0 else "")
@@ -295,12 +295,12 @@ class MockModel:
                 return i
         return -1
 
-    def _tool_use(self, request: Mapping[str, Any], calls: Sequence[ToolCall], sample: str) -> _Output:
+    def _tool_use(self, request: Mapping[str, Any], calls: Sequence[ToolDirective], sample: str) -> _Output:
         offered = {str(t.get("name")): t for t in request.get("tools") or [] if isinstance(t, dict)}
         missing = [c.name for c in calls if c.name not in offered]
         if missing:
             names = ", ".join(sorted(offered)) or "none"
-            raise BadRequest(
+            raise MockRequestInvalid(
                 f"mock directive names tool(s) {', '.join(missing)} that the request does not "
                 f"offer (offered: {names})",
                 status_code=400,
@@ -328,9 +328,9 @@ class MockModel:
             if directives.loop is not None:
                 calls = [directives.loop]
             elif directives.chain:
-                calls = [ToolCall(directives.chain[0])]
+                calls = [ToolDirective(directives.chain[0])]
             elif directives.use_all_tools:
-                calls = [ToolCall(str(t.get("name"))) for t in request.get("tools") or []]
+                calls = [ToolDirective(str(t.get("name"))) for t in request.get("tools") or []]
             else:
                 calls = directives.calls
             return self._tool_use(request, calls, sample)
@@ -343,7 +343,7 @@ class MockModel:
         system = _text_of(request.get("system"))
         prompt = directives.content
         if is_unified_diff(prompt):
-            findings = [f.as_dict() for f in review_diff(prompt)]
+            findings = [f.as_dict() for f in find_issues(prompt)]
             return _Output([{"type": "text", "text": json.dumps({"findings": findings})}])
         text, instruction = _split_sentiment_prompt(prompt)
         return _Output([{"type": "text", "text": _answer_label(text, instruction + "\n" + system)}])
@@ -362,7 +362,7 @@ class MockModel:
             1 for m in messages[at + 1 :] if m.get("role") == "assistant" and _has_block(m, "tool_use")
         )
         if rounds < len(directives.chain):
-            return self._tool_use(request, [ToolCall(directives.chain[rounds])], sample)
+            return self._tool_use(request, [ToolDirective(directives.chain[rounds])], sample)
         return _Output([{"type": "text", "text": self._summary(messages)}])
 
     @staticmethod

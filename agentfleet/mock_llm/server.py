@@ -35,10 +35,10 @@ from dataclasses import asdict
 from types import TracebackType
 from typing import Any
 
-from agentfleet.errors import BadRequest, ConfigError
-from agentfleet.llm.mock_endpoint import MessagesEndpoint, RequestRecord
-from agentfleet.llm.mock_http import Exchange, TrackedHTTPServer
-from agentfleet.llm.mock_policy import ErrorInjector, Latency, ScriptedReply
+from agentfleet.errors import MockRequestInvalid, MockSetupInvalid
+from agentfleet.mock_llm.endpoint import MessagesEndpoint, RequestRecord
+from agentfleet.mock_llm.http_server import Exchange, TrackedHTTPServer
+from agentfleet.mock_llm.policy import ErrorInjector, Latency, ScriptedReply
 
 __all__ = [
     "DEFAULT_PORT",
@@ -61,7 +61,7 @@ def parse_error_rates(specs: Iterable[str]) -> dict[int, float]:
             try:
                 rates[int(status)] = float(rate)
             except ValueError:
-                raise ConfigError(
+                raise MockSetupInvalid(
                     f"mock error rate {part!r} is not STATUS=RATE (for example 529=0.05)"
                 ) from None
     return ErrorInjector.check_rates(rates)
@@ -121,11 +121,11 @@ class MockMessagesServer:
     def start(self) -> MockMessagesServer:
         """Bind and serve in a background thread; returns self."""
         if self._httpd is not None:
-            raise ConfigError("this mock server is already started; make a new one")
+            raise MockSetupInvalid("this mock server is already started; make a new one")
         try:
             self._httpd = TrackedHTTPServer((self.host, self._port), self._route)
         except OSError as exc:
-            raise ConfigError(
+            raise MockSetupInvalid(
                 f"mock Messages API cannot listen on {self.host}:{self._port} ({exc.strerror}); "
                 "choose another --port"
             ) from None
@@ -239,12 +239,12 @@ class MockMessagesServer:
         try:
             return json.loads(exchange.read_body() or b"null")
         except ValueError:
-            raise BadRequest("control request body is not JSON", status_code=400) from None
+            raise MockRequestInvalid("control request body is not JSON", status_code=400) from None
 
     def _control(self, exchange: Exchange, action: Callable[[Any], Any]) -> None:
         try:
             exchange.send_json(200, action(self._control_body(exchange)))
-        except (BadRequest, ConfigError) as exc:
+        except (MockRequestInvalid, MockSetupInvalid) as exc:
             exchange.send_json(400, {"error": exc.message})
         except (TypeError, ValueError) as exc:
             exchange.send_json(400, {"error": f"bad control request: {exc}"})
@@ -253,7 +253,7 @@ class MockMessagesServer:
         def action(body: Any) -> Any:
             replies = body.get("replies") if isinstance(body, dict) else body
             if not isinstance(replies, list):
-                raise BadRequest('send a JSON list of replies, or {"replies": [...]}')
+                raise MockRequestInvalid('send a JSON list of replies, or {"replies": [...]}')
             return {"scripted_pending": self.script(replies)}
 
         self._control(exchange, action)
@@ -268,7 +268,7 @@ class MockMessagesServer:
     def _control_config(self, exchange: Exchange) -> None:
         def action(body: Any) -> Any:
             if not isinstance(body, dict):
-                raise BadRequest("send a JSON object of settings")
+                raise MockRequestInvalid("send a JSON object of settings")
             options = dict(body)
             rates = options.pop("error_rates", None)
             self.configure(

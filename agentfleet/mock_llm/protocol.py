@@ -1,6 +1,6 @@
 """The Messages API's wire shapes, as the mock server speaks them.
 
-Request validation (``validate_request`` raises ``BadRequest`` with status 400, in the words
+Request validation (``validate_request`` raises ``MockRequestInvalid`` with status 400, in the words
 of Anthropic's own messages where it has them), the message and error bodies, and the
 server-sent events of a streamed message.
 """
@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from agentfleet.errors import BadRequest
+from agentfleet.errors import MockRequestInvalid
 
 __all__ = [
     "ERROR_TYPES",
@@ -60,8 +60,8 @@ def error_body(
     return {"type": "error", "error": error, "request_id": request_id}
 
 
-def _invalid(message: str) -> BadRequest:
-    return BadRequest(message, status_code=400)
+def _invalid(message: str) -> MockRequestInvalid:
+    return MockRequestInvalid(message, status_code=400)
 
 
 def _check_content(index: int, message: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -132,7 +132,7 @@ def _check_tools(tools: Any) -> None:
 
 
 def validate_request(body: Any, *, counting: bool = False) -> None:
-    """``BadRequest`` (400) unless ``body`` is a well-formed ``POST /v1/messages`` request.
+    """``MockRequestInvalid`` (400) unless ``body`` is a well-formed ``POST /v1/messages`` request.
 
     ``counting``: the body is for ``/v1/messages/count_tokens``, which takes no ``max_tokens``.
     """

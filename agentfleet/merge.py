@@ -1,7 +1,9 @@
 """Fan-in helpers: concatenate, structured merge with de-duplication, reduce.
 
 Each takes the list of successful items' results (failed items never reach an aggregate) and
-can be named directly as an aggregate, e.g. ``aggregate=merge.concat``.
+can be named directly as an aggregate, as a function (``aggregate=merge.concat``) or by the
+name workers import (``aggregate="agentfleet.merge:merge_findings"``, as ``[fanouts]`` do).
+``successful_results`` picks those results out of outcomes (``Run.outcomes()``) on the client.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from agentfleet.models import TaskOutcome
 __all__ = [
     "DEFAULT_SEVERITY_ORDER",
     "concat",
-    "fingerprint",
+    "item_fingerprint",
     "merge_findings",
     "merge_structured",
     "reduce_results",
@@ -49,7 +51,7 @@ def concat(results: Sequence[Any]) -> list[Any]:
     return merged
 
 
-def fingerprint(item: Any, fields: Sequence[str] | None = None) -> str:
+def item_fingerprint(item: Any, fields: Sequence[str] | None = None) -> str:
     """A stable content hash of ``item`` (of just ``fields`` when given and it is a mapping)."""
     if fields and isinstance(item, Mapping):
         item = {name: item.get(name) for name in fields}
@@ -76,7 +78,7 @@ def merge_structured(
         items = result.get(items_field, []) if isinstance(result, Mapping) else result
         for item in items or []:
             total += 1
-            seen.setdefault(fingerprint(item, fingerprint_fields), item)
+            seen.setdefault(item_fingerprint(item, fingerprint_fields), item)
     rank = {value: i for i, value in enumerate(order)}
 
     def sort_key(entry: tuple[str, Any]) -> tuple[int, str]:

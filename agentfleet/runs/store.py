@@ -1,13 +1,23 @@
-"""The run store: run records, one key per item outcome, counters by ``HINCRBY``.
+"""The run store: run records, one key per item outcome, counters by ``HINCRBY``, claims.
 
-Layout under the key prefix ``p`` (every key expires after ``ttl_s`` seconds):
+Layout under the key prefix ``p`` (every key expires after ``ttl_s`` seconds unless noted):
 
-- ``p:run:{id}``          hash: name, kind, totals, status, times and the counters
+- ``p:run:{id}``          hash: name, kind, task names, queues, totals, status, times, the
+                          counters, and the aggregate's path and result
 - ``p:run:{id}:items``    hash: item index -> ``[task_id, idempotency key, item key]``
+- ``p:run:{id}:inputs``   hash: item index -> its input, kept until the item has an outcome so
+                          that a lost message can be published again
 - ``p:run:{id}:done``     hash: item index -> 1, the guard that counts each item once
 - ``p:run:{id}:events``   stream: each outcome in completion order, then ``end``; ``reopen``
-  when a dead-lettered item is requeued (its next outcome follows)
+                          when a dead-lettered item is requeued (its next outcome follows);
+                          ``aggregate`` once the aggregate is stored
+- ``p:run:{id}:suspect``  hash: item index -> epoch seconds the reconciler first found it with
+                          no outcome, no claim and no message (see ``tasks/reconciler.py``)
+- ``p:runs:active``       set: runs that are running or waiting for their aggregate (no expiry;
+                          the reconciler drops runs that ended or expired)
 - ``p:out:{key}``         an item's stored outcome, under its idempotency key
+- ``p:claim:{key}``       string, the token of the delivery running the item; expires
+                          ``claim_ttl_s`` after its last renewal (see ``runs/claims.py``)
 - ``p:errs:{key}``        list: every failed attempt of an item (type, message, time)
 - ``p:deliv:{task_id}``   deliveries of a task id that have not finished (poison detection)
 - ``p:runs``              sorted set: run ids by creation time
@@ -19,7 +29,9 @@ Layout under the key prefix ``p`` (every key expires after ``ttl_s`` seconds):
                           completions of the last minute are one ``MGET`` of 60 keys
 
 Nothing here reads, changes and writes back: counters move by ``HINCRBY`` inside Lua
-scripts, so any number of workers can record outcomes of one run at once.
+scripts (``runs/scripts/``), so any number of workers can record outcomes of one run at once,
+and every script can run twice (a retried call after a dropped connection) without counting
+twice.
 """
 
 from __future__ import annotations
@@ -27,98 +39,48 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import redis
 
 from agentfleet.config import Settings
+from agentfleet.lua import ScriptSet
 from agentfleet.models import RunSummary, TaskOutcome
 from agentfleet.redis_client import connect
+from agentfleet.runs.summary import CompletionStats, summary_from_record
 
-__all__ = ["BeginState", "CompletionStats", "FinishState", "RunStore", "summary_from_record"]
+__all__ = ["RUNS_LUA", "BeginState", "FinishState", "RunStore"]
+
+RUNS_LUA = ScriptSet("agentfleet.runs", "scripts")
 
 log = logging.getLogger("agentfleet.runs")
 
-_BEGIN = """
-local status = redis.call('HGET', KEYS[1], 'status')
-local stored = redis.call('GET', KEYS[2])
-local n = 0
-if (not stored) and status ~= 'cancelled' and status ~= 'failed' then
-  n = redis.call('INCR', KEYS[3])
-  redis.call('EXPIRE', KEYS[3], ARGV[1])
-end
-return {status or '', stored or '', n}
-"""
-
-_FINISH = """
-local run, done, events, outkey, deliv = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local idx, body, kind, dead = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-local cost, secs, ttl, store, record, now = ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9], ARGV[10]
-local stats, bucket = KEYS[6], KEYS[7]
-redis.call('DEL', deliv)
-if store == '1' then
-  local ok = redis.call('SET', outkey, body, 'EX', ttl, 'NX')
-  if not ok then body = redis.call('GET', outkey) or body end
-end
-if record ~= '1' or redis.call('EXISTS', run) == 0 then return {0, 0, 0, 0} end
-if redis.call('HSETNX', done, idx, '1') == 0 then return {0, 0, 0, 0} end
-redis.call('XADD', events, '*', 'kind', 'outcome', 'idx', idx, 'outcome', body)
-local n = redis.call('HINCRBY', run, 'done', 1)
-redis.call('HINCRBY', run, kind, 1)
-if dead == '1' then redis.call('HINCRBY', run, 'dead_lettered', 1) end
-redis.call('HINCRBYFLOAT', run, 'cost_usd', cost)
-redis.call('HINCRBYFLOAT', run, 'worker_seconds', secs)
-redis.call('EXPIRE', done, ttl)
-redis.call('EXPIRE', events, ttl)
-redis.call('HINCRBY', stats, kind, 1)
-if dead == '1' then redis.call('HINCRBY', stats, 'dead_lettered', 1) end
-redis.call('HINCRBYFLOAT', stats, 'cost_usd', cost)
-redis.call('HINCRBYFLOAT', stats, 'worker_seconds', secs)
-redis.call('HSET', stats, 'last_done_at', now)
-redis.call('INCR', bucket)
-redis.call('EXPIRE', bucket, 120)
-local total = tonumber(redis.call('HGET', run, 'tasks_total') or '0')
-if n >= total then
-  redis.call('HSETNX', run, 'ended_at', now)
-  if redis.call('HGET', run, 'status') == 'running' then redis.call('HSET', run, 'status', 'finished') end
-  redis.call('XADD', events, '*', 'kind', 'end')
-  redis.call('HINCRBY', stats, 'runs_finished', 1)
-  return {1, n, total, 1}
-end
-return {1, n, total, 0}
-"""
-
-_REOPEN = """
-local run, done, outkey, events = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local idx, was_ok, was_dead = ARGV[1], ARGV[2], ARGV[3]
-redis.call('DEL', outkey)
-if redis.call('HDEL', done, idx) == 0 then return 0 end
-redis.call('XADD', events, '*', 'kind', 'reopen', 'idx', idx)
-redis.call('HINCRBY', run, 'done', -1)
-if was_ok == '1' then redis.call('HINCRBY', run, 'succeeded', -1)
-else redis.call('HINCRBY', run, 'failed', -1) end
-if was_dead == '1' then redis.call('HINCRBY', run, 'dead_lettered', -1) end
-redis.call('HINCRBY', run, 'redelivered', 1)
-redis.call('HDEL', run, 'ended_at')
-if redis.call('HGET', run, 'status') == 'finished' then redis.call('HSET', run, 'status', 'running') end
-return 1
-"""
+Verdict = Literal["stored", "cancelled", "busy", "claimed"]
 
 
 @dataclass(frozen=True)
 class BeginState:
-    """What a delivery finds when it starts: run status, a stored outcome, its delivery count."""
+    """What a delivery finds when it starts.
+
+    ``verdict`` says what it must do: ``stored`` (return the stored outcome), ``cancelled``
+    (the run was cancelled or failed fast), ``busy`` (another delivery holds a live claim on
+    the item, for ``claim_left_s`` more seconds) or ``claimed`` (run the body; the claim is
+    this delivery's). ``deliveries`` counts the claimed deliveries of the task id that did
+    not finish, this one included.
+    """
 
     status: str
     stored: TaskOutcome | None
     deliveries: int
+    verdict: Verdict = "claimed"
+    claim_left_s: float = 0.0
 
     @property
     def cancelled(self) -> bool:
         """True when the run was cancelled, or failed fast: this delivery must not run."""
-        return self.status in ("cancelled", "failed")
+        return self.verdict == "cancelled"
 
 
 @dataclass(frozen=True)
@@ -129,60 +91,7 @@ class FinishState:
     done: int
     total: int
     run_ended: bool
-
-
-@dataclass(frozen=True)
-class CompletionStats:
-    """Fleet-wide progress: items counted in the last ``window_s`` seconds, the epoch seconds of
-    the last one (None if none ever), and the cumulative counters of ``p:stats``.
-
-    Times come from the clocks of the workers that recorded the items.
-    """
-
-    window_s: int
-    completed_in_window: int
-    last_done_at: float | None
-    totals: dict[str, float]
-
-
-def _num(record: dict[str, str], field: str, kind: type = int) -> Any:
-    raw = record.get(field)
-    if raw in (None, ""):
-        return kind(0)
-    return kind(float(raw)) if kind is int else kind(raw)
-
-
-def summary_from_record(
-    run_id: str, record: dict[str, str], *, timed_out_ids: Sequence[str] = (), now: float | None = None
-) -> RunSummary:
-    """A ``RunSummary`` from a run hash. ``wall_clock_s`` stops at ``ended_at`` if set."""
-    total = _num(record, "tasks_total")
-    succeeded = _num(record, "succeeded")
-    created = _num(record, "created_at", float)
-    ended_raw = record.get("ended_at")
-    ended = float(ended_raw) if ended_raw else None
-    end = ended if ended is not None else (time.time() if now is None else now)
-    return RunSummary(
-        run_id=run_id,
-        name=record.get("name", ""),
-        tasks_total=total,
-        succeeded=succeeded,
-        failed=_num(record, "failed"),
-        dead_lettered=_num(record, "dead_lettered"),
-        cancelled=_num(record, "cancelled"),
-        redelivered=_num(record, "redelivered"),
-        retries=_num(record, "retries"),
-        deferrals=_num(record, "deferrals"),
-        timed_out=len(timed_out_ids),
-        timed_out_ids=list(timed_out_ids),
-        wall_clock_s=round(max(0.0, end - created), 3) if created else 0.0,
-        worker_seconds=round(_num(record, "worker_seconds", float), 3),
-        cost_usd=round(_num(record, "cost_usd", float), 6),
-        success_rate=round(succeeded / total, 4) if total else 1.0,
-        status=record.get("status", "unknown"),
-        created_at=created,
-        ended_at=ended,
-    )
+    aggregate: str = ""
 
 
 class RunStore:
@@ -193,14 +102,12 @@ class RunStore:
         self.client: Any = client
         self.prefix = prefix
         self.ttl_s = ttl_s
-        self._begin = client.register_script(_BEGIN)
-        self._finish = client.register_script(_FINISH)
-        self._reopen = client.register_script(_REOPEN)
+        self._scripts = RUNS_LUA.register(client, "begin", "finish", "reopen", "release", "renew")
 
     @classmethod
     def from_settings(cls, settings: Settings, client: redis.Redis | None = None) -> RunStore:
         return cls(
-            client or connect(settings.broker_url),
+            client or connect(settings.redis_target()),
             prefix=settings.key_prefix,
             ttl_s=settings.result_ttl_s,
         )
@@ -225,6 +132,12 @@ class RunStore:
     def _done_bucket_key(self, second: int) -> str:
         return f"{self.prefix}:stats:done:{second}"
 
+    def claim_key(self, key: str) -> str:
+        return f"{self.prefix}:claim:{key}"
+
+    def active_key(self) -> str:
+        return f"{self.prefix}:runs:active"
+
     # Runs ----------------------------------------------------------------------------------
 
     def create_run(
@@ -235,21 +148,27 @@ class RunStore:
         kind: str,
         task: str,
         items: Sequence[tuple[str, str, str]],
+        inputs: Sequence[Mapping[str, Any]] = (),
+        queues: Sequence[str] = (),
         aggregate: str | None = None,
         fail_fast: bool = False,
+        max_in_flight: int | None = None,
         created_at: float | None = None,
     ) -> None:
-        """Record a new run and its items: ``(task_id, idempotency key, item key)`` each."""
+        """Record a new run: its items (``(task_id, idempotency key, item key)`` each), their
+        inputs, and the queue of each stage, everything a lost message is rebuilt from."""
         created = time.time() if created_at is None else created_at
         record = {
             "name": name,
             "kind": kind,
             "task": task,
+            "queues": ",".join(queues),
             "tasks_total": len(items),
             "status": "running" if items else "finished",
             "created_at": repr(created),
             "aggregate": aggregate or "",
             "fail_fast": int(fail_fast),
+            "max_in_flight": max_in_flight or 0,
             "done": 0,
             "succeeded": 0,
             "failed": 0,
@@ -259,11 +178,14 @@ class RunStore:
         pipe = self.client.pipeline(transaction=True)
         pipe.hset(self.run_key(run_id), mapping=record)
         pipe.expire(self.run_key(run_id), self.ttl_s)
-        for start in range(0, len(items), 1000):
-            chunk = {str(start + i): json.dumps(item) for i, item in enumerate(items[start : start + 1000])}
-            pipe.hset(self.run_key(run_id, "items"), mapping=chunk)
-        pipe.expire(self.run_key(run_id, "items"), self.ttl_s)
+        for part, rows in (("items", items), ("inputs", inputs)):
+            for start in range(0, len(rows), 1000):
+                chunk = {str(start + i): json.dumps(row) for i, row in enumerate(rows[start : start + 1000])}
+                pipe.hset(self.run_key(run_id, part), mapping=chunk)
+            pipe.expire(self.run_key(run_id, part), self.ttl_s)
         pipe.zadd(f"{self.prefix}:runs", {run_id: created})
+        if items or aggregate:
+            pipe.sadd(self.active_key(), run_id)
         pipe.hincrby(self._stats_key(), "runs_started", 1)
         if not items:
             pipe.hincrby(self._stats_key(), "runs_finished", 1)
@@ -273,10 +195,16 @@ class RunStore:
         """The run's hash, or ``{}`` when there is no such run."""
         return dict(self.client.hgetall(self.run_key(run_id)))
 
-    def items(self, run_id: str) -> dict[int, tuple[str, str, str]]:
-        """Item index -> ``(task_id, idempotency key, item key)``."""
-        raw = self.client.hgetall(self.run_key(run_id, "items"))
-        return {int(k): tuple(json.loads(v)) for k, v in raw.items()}
+    def items(self, run_id: str, indices: Sequence[int] | None = None) -> dict[int, tuple[str, str, str]]:
+        """Item index -> ``(task_id, idempotency key, item key)``, for ``indices`` or every item."""
+        key = self.run_key(run_id, "items")
+        if indices is None:
+            raw = self.client.hgetall(key)
+            return {int(k): tuple(json.loads(v)) for k, v in raw.items()}
+        if not indices:
+            return {}
+        values = self.client.hmget(key, [str(i) for i in indices])
+        return {i: tuple(json.loads(v)) for i, v in zip(indices, values, strict=True) if v is not None}
 
     def done_indices(self, run_id: str) -> set[int]:
         return {int(k) for k in self.client.hkeys(self.run_key(run_id, "done"))}
@@ -352,12 +280,15 @@ class RunStore:
             self.run_key(run_id), "aggregate_started_at", repr(time.time() if at is None else at)
         )
 
-    def set_aggregate(self, run_id: str, *, ok: bool, value: Any = None, error: str = "") -> None:
+    def set_aggregate(self, run_id: str, *, ok: bool, value: Any = None, error: str = "") -> bool:
+        """Store the aggregate's result (the first one stored wins); the run is then done."""
         body = json.dumps({"ok": ok, "value": value, "error": error})
         pipe = self.client.pipeline(transaction=True)
-        pipe.hset(self.run_key(run_id), "aggregate_result", body)
+        pipe.hsetnx(self.run_key(run_id), "aggregate_result", body)
         pipe.xadd(self.run_key(run_id, "events"), {"kind": "aggregate"})
-        pipe.execute()
+        pipe.srem(self.active_key(), run_id)
+        stored, _, _ = pipe.execute()
+        return bool(stored)
 
     def get_aggregate(self, run_id: str) -> dict[str, Any] | None:
         raw = self.client.hget(self.run_key(run_id), "aggregate_result")
@@ -365,17 +296,34 @@ class RunStore:
 
     # Items ---------------------------------------------------------------------------------
 
-    def begin(self, run_id: str, key: str, task_id: str, *, deliveries_ttl_s: int) -> BeginState:
-        """Start a delivery: read run status and any stored outcome; count the delivery."""
-        status, stored, deliveries = self._begin(
-            keys=[self.run_key(run_id), self.outcome_key(key), self._deliveries_key(task_id)],
-            args=[deliveries_ttl_s],
+    def begin(
+        self, run_id: str, key: str, task_id: str, *, deliveries_ttl_s: int, token: str, claim_ttl_s: float
+    ) -> BeginState:
+        """Start a delivery: read run status and any stored outcome; claim the item for
+        ``claim_ttl_s`` seconds under ``token``; count the delivery (one round trip)."""
+        status, stored, deliveries, verdict, left_ms = self._scripts["begin"](
+            keys=[
+                self.run_key(run_id),
+                self.outcome_key(key),
+                self._deliveries_key(task_id),
+                self.claim_key(key),
+            ],
+            args=[deliveries_ttl_s, token, max(1, int(claim_ttl_s * 1000))],
         )
         outcome = TaskOutcome.model_validate_json(stored) if stored else None
-        return BeginState(status=str(status), stored=outcome, deliveries=int(deliveries))
+        return BeginState(
+            status=str(status),
+            stored=outcome,
+            deliveries=int(deliveries),
+            verdict=verdict,
+            claim_left_s=max(0.0, int(left_ms) / 1000),
+        )
 
-    def finish(self, outcome: TaskOutcome, *, store: bool = True, record: bool = True) -> FinishState:
-        """Store an outcome under its key (first write wins) and count it once for its run."""
+    def finish(
+        self, outcome: TaskOutcome, *, store: bool = True, record: bool = True, token: str = ""
+    ) -> FinishState:
+        """Store an outcome under its key (first write wins), release the claim ``token``
+        holds, and count the outcome once for its run."""
         if outcome.ok:
             kind = "succeeded"
         elif outcome.error_type == "Cancelled":
@@ -383,7 +331,7 @@ class RunStore:
         else:
             kind = "failed"
         now = time.time()
-        recorded, done, total, ended = self._finish(
+        recorded, done, total, ended, aggregate = self._scripts["finish"](
             keys=[
                 self.run_key(outcome.run_id),
                 self.run_key(outcome.run_id, "done"),
@@ -392,6 +340,9 @@ class RunStore:
                 self._deliveries_key(outcome.task_id),
                 self._stats_key(),
                 self._done_bucket_key(int(now)),
+                self.claim_key(outcome.idempotency_key),
+                self.run_key(outcome.run_id, "inputs"),
+                self.active_key(),
             ],
             args=[
                 outcome.index,
@@ -404,12 +355,42 @@ class RunStore:
                 int(store),
                 int(record),
                 repr(now),
+                token,
+                outcome.run_id,
             ],
         )
-        state = FinishState(bool(recorded), int(done), int(total), bool(ended))
+        state = FinishState(bool(recorded), int(done), int(total), bool(ended), str(aggregate or ""))
         if state.run_ended:
             log.info(self.summary(outcome.run_id).model_dump_json())
         return state
+
+    # Claims --------------------------------------------------------------------------------
+
+    def release_claim(self, key: str, token: str) -> bool:
+        """Give up the claim on ``key`` if ``token`` holds it."""
+        return bool(self._scripts["release"](keys=[self.claim_key(key)], args=[token, "exact"]))
+
+    def release_claim_of(self, key: str, owner_prefix: str) -> bool:
+        """Give up the claim on ``key`` if a token starting with ``owner_prefix`` holds it (the
+        worker's main process releasing the claim of a pool process that died)."""
+        return bool(self._scripts["release"](keys=[self.claim_key(key)], args=[owner_prefix, "prefix"]))
+
+    def renew_claims(self, held: Mapping[str, str], ttl_s: float) -> dict[str, bool]:
+        """Extend each claim ``key -> token`` still held; which ones were (True) or were lost."""
+        keys = list(held)
+        if not keys:
+            return {}
+        kept = self._scripts["renew"](
+            keys=[self.claim_key(k) for k in keys],
+            args=[max(1, int(ttl_s * 1000)), *[held[k] for k in keys]],
+        )
+        return {k: bool(v) for k, v in zip(keys, kept, strict=True)}
+
+    def live_claims(self, keys: Sequence[str]) -> list[bool]:
+        """Whether each key has a live claim now."""
+        if not keys:
+            return []
+        return [v is not None for v in self.client.mget([self.claim_key(k) for k in keys])]
 
     def completion_stats(self, window_s: int = 60, *, now: float | None = None) -> CompletionStats:
         """Items counted in the last ``window_s`` seconds (at most 120), the last one's time,
@@ -436,19 +417,60 @@ class RunStore:
         """Forget unfinished deliveries of a task id (it ended an attempt normally)."""
         self.client.delete(self._deliveries_key(task_id))
 
-    def reopen(self, run_id: str, index: int, key: str, *, was_ok: bool, was_dead: bool) -> bool:
-        """Un-count an item's outcome and drop it, so a re-dispatch can record a new one."""
+    def reopen(
+        self, run_id: str, index: int, key: str, *, was_ok: bool, was_dead: bool, input_json: str = ""
+    ) -> bool:
+        """Un-count an item's outcome and drop it, so a re-dispatch can record a new one.
+
+        ``input_json`` (a stage-0 input) is kept again, for the reconciler, until the item's
+        next outcome; the run becomes active again.
+        """
         return bool(
-            self._reopen(
+            self._scripts["reopen"](
                 keys=[
                     self.run_key(run_id),
                     self.run_key(run_id, "done"),
                     self.outcome_key(key),
                     self.run_key(run_id, "events"),
+                    self.run_key(run_id, "inputs"),
+                    self.active_key(),
                 ],
-                args=[index, int(was_ok), int(was_dead)],
+                args=[index, int(was_ok), int(was_dead), input_json, run_id],
             )
         )
+
+    # What the reconciler reads and marks ---------------------------------------------------
+
+    def active_runs(self) -> list[str]:
+        """Runs that are running or waiting for their aggregate."""
+        return sorted(self.client.smembers(self.active_key()))
+
+    def deactivate(self, run_id: str) -> None:
+        """The run needs no more reconciling (it ended, or its record expired)."""
+        self.client.srem(self.active_key(), run_id)
+
+    def item_inputs(self, run_id: str, indices: Sequence[int]) -> dict[int, dict[str, Any]]:
+        """The stage-0 inputs still kept for ``indices`` (an item's is dropped at its outcome)."""
+        if not indices:
+            return {}
+        raw = self.client.hmget(self.run_key(run_id, "inputs"), [str(i) for i in indices])
+        return {i: json.loads(r) for i, r in zip(indices, raw, strict=True) if r is not None}
+
+    def suspects(self, run_id: str) -> dict[int, float]:
+        """Items found with no outcome, claim or message, and since when (epoch seconds)."""
+        return {int(k): float(v) for k, v in self.client.hgetall(self.run_key(run_id, "suspect")).items()}
+
+    def mark_suspects(self, run_id: str, first_seen: Mapping[int, float], cleared: Iterable[int]) -> None:
+        """Note newly suspect items (first sighting kept) and forget ones seen alive again."""
+        key = self.run_key(run_id, "suspect")
+        gone = [str(i) for i in cleared]
+        pipe = self.client.pipeline(transaction=False)
+        if gone:
+            pipe.hdel(key, *gone)
+        for idx, at in first_seen.items():
+            pipe.hsetnx(key, str(idx), repr(at))
+        pipe.expire(key, self.ttl_s)
+        pipe.execute()
 
     def add_attempt_error(self, key: str, error: dict[str, Any]) -> None:
         """Append one failed attempt (type, message, time...) to the item's history."""

@@ -1,0 +1,30 @@
+-- Store an entry, or update the entry of the same id in place (a redelivery).
+--
+-- ARGV: prefix, id, entry JSON, category, downstream, run id, fingerprint, generation,
+--       dead-lettered-at (Unix seconds), fingerprint sample JSON
+-- Returns {stream id, 1 when the entry is new else 0}.
+
+local p, id = ARGV[1], ARGV[2]
+local entry = p .. ':e:' .. id
+local new = {category = ARGV[4], downstream = ARGV[5], run = ARGV[6], fingerprint = ARGV[7]}
+local old = redis.call('HMGET', entry, 'sid', 'category', 'downstream', 'run', 'fingerprint')
+local sid = old[1]
+local created = 0
+if sid then
+  for i, dim in ipairs(dims) do
+    local before = old[i + 1]
+    if before and before ~= new[dim] then unindex(p, id, dim, before) end
+  end
+else
+  sid = redis.call('XADD', p .. ':stream', '*', 'id', id)
+  created = 1
+end
+for _, dim in ipairs(dims) do
+  if redis.call('SADD', p .. ':i:' .. dim .. ':' .. new[dim], id) == 1 and counted[dim] then
+    redis.call('HINCRBY', p .. ':n:' .. dim, new[dim], 1)
+  end
+end
+redis.call('HSET', p .. ':fp', new.fingerprint, ARGV[10])
+redis.call('HSET', entry, 'data', ARGV[3], 'sid', sid, 'gen', ARGV[8], 'at', ARGV[9],
+  'category', new.category, 'downstream', new.downstream, 'run', new.run, 'fingerprint', new.fingerprint)
+return {sid, created}

@@ -1,0 +1,21 @@
+-- Delete entries with their index entries and counts.
+--
+-- ARGV: prefix, generation ('' for any), then the ids
+-- Returns the ids that were there (and, with a generation, still of that generation).
+
+local p, gen = ARGV[1], ARGV[2]
+local removed = {}
+for i = 3, #ARGV do
+  local id = ARGV[i]
+  local entry = p .. ':e:' .. id
+  local f = redis.call('HMGET', entry, 'sid', 'gen', 'category', 'downstream', 'run', 'fingerprint')
+  if f[1] and (gen == '' or f[2] == gen) then
+    redis.call('XDEL', p .. ':stream', f[1])
+    for j, dim in ipairs(dims) do
+      if f[j + 2] then unindex(p, id, dim, f[j + 2]) end
+    end
+    redis.call('DEL', entry)
+    removed[#removed + 1] = id
+  end
+end
+return removed

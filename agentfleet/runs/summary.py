@@ -1,0 +1,67 @@
+"""Turning a run's hash into a ``RunSummary``, and the fleet-wide completion figures."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from agentfleet.models import RunSummary
+
+__all__ = ["CompletionStats", "summary_from_record"]
+
+
+@dataclass(frozen=True)
+class CompletionStats:
+    """Fleet-wide progress: items counted in the last ``window_s`` seconds, the epoch seconds of
+    the last one (None if none ever), and the cumulative counters of ``p:stats``.
+
+    Times come from the clocks of the workers that recorded the items.
+    """
+
+    window_s: int
+    completed_in_window: int
+    last_done_at: float | None
+    totals: dict[str, float]
+
+
+def _num(record: dict[str, str], field: str, kind: type = int) -> Any:
+    raw = record.get(field)
+    if raw in (None, ""):
+        return kind(0)
+    return kind(float(raw)) if kind is int else kind(raw)
+
+
+def summary_from_record(
+    run_id: str, record: dict[str, str], *, timed_out_ids: Sequence[str] = (), now: float | None = None
+) -> RunSummary:
+    """A ``RunSummary`` from a run hash. ``wall_clock_s`` stops at ``ended_at`` if set."""
+    total = _num(record, "tasks_total")
+    succeeded = _num(record, "succeeded")
+    created = _num(record, "created_at", float)
+    ended_raw = record.get("ended_at")
+    ended = float(ended_raw) if ended_raw else None
+    end = ended if ended is not None else (time.time() if now is None else now)
+    return RunSummary(
+        run_id=run_id,
+        name=record.get("name", ""),
+        tasks_total=total,
+        succeeded=succeeded,
+        failed=_num(record, "failed"),
+        dead_lettered=_num(record, "dead_lettered"),
+        cancelled=_num(record, "cancelled"),
+        redelivered=_num(record, "redelivered"),
+        recovered=_num(record, "recovered"),
+        retries=_num(record, "retries"),
+        deferrals=_num(record, "deferrals"),
+        timed_out=len(timed_out_ids),
+        timed_out_ids=list(timed_out_ids),
+        wall_clock_s=round(max(0.0, end - created), 3) if created else 0.0,
+        worker_seconds=round(_num(record, "worker_seconds", float), 3),
+        cost_usd=round(_num(record, "cost_usd", float), 6),
+        success_rate=round(succeeded / total, 4) if total else 1.0,
+        status=record.get("status", "unknown"),
+        created_at=created,
+        ended_at=ended,
+    )

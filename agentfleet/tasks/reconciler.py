@@ -1,0 +1,275 @@
+"""The reconciler: no run stays ``running`` because a message was lost.
+
+A message can vanish although every worker acknowledges late: kombu pops it with ``BRPOP`` and
+records it as unacknowledged a round trip later (a worker killed in between loses it), and
+Redis itself loses up to a second of writes when it dies with ``appendfsync everysec``. A dead
+worker's unacknowledged messages come back only after the broker's visibility timeout (an
+hour by default). The reconciler brings every such item back within a minute:
+
+Every ``delivery.reconcile_interval_s`` seconds, the one worker holding the reconciler's lock
+(the claim ``reconciler``, renewed each pass) looks at each active run. An item with no
+outcome, no live claim on any of its stages and no message waiting for it (queued, or
+unacknowledged with a future countdown or taken moments ago: see ``waiting.py``) becomes a
+suspect; still one ``delivery.reconcile_grace_s`` seconds later, it is published again with its
+own task id and idempotency key from the stage it had reached, any stale unacknowledged copy is
+dropped, and the run counts it as ``recovered``. Items of a cancelled run are given their
+cancelled outcome instead. A run whose items all ended but whose aggregate was never stored has
+its aggregate sent again.
+
+Publishing again is safe because a second copy never runs the body while the first holds its
+claim, and an item that has an outcome returns it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from celery import Celery
+
+from agentfleet.config import Settings
+from agentfleet.idempotency import stage_key
+from agentfleet.models import TaskOutcome
+from agentfleet.runs import RunStore, new_claim_token
+from agentfleet.tasks.item import cancelled_outcome
+from agentfleet.tasks.meta import ItemMeta
+from agentfleet.tasks.redispatch import aggregate_signature, aggregate_task_id, item_signature
+from agentfleet.tasks.waiting import BrokerView, forget_stale, read_broker
+
+__all__ = ["PassReport", "Reconciler", "start_reconciler"]
+
+log = logging.getLogger("agentfleet.reconciler")
+
+_LOCK = "reconciler"
+_AGGREGATE = -1  # the suspect index of a run's aggregate
+
+
+@dataclass
+class PassReport:
+    """What one pass did: whether it held the lock, runs looked at, items sent again, cancelled
+    outcomes given, aggregates sent again, and whether the broker could be read in full."""
+
+    acted: bool = False
+    runs: int = 0
+    recovered: list[str] = field(default_factory=list)
+    cancelled: int = 0
+    aggregates: int = 0
+    complete: bool = True
+
+
+@dataclass
+class _Candidate:
+    run_id: str
+    index: int
+    task_ids: list[str]
+    record: dict[str, str]
+    item: tuple[str, str, str] | None = None
+
+
+class Reconciler:
+    """Finds lost items and sends them again (see the module docstring)."""
+
+    def __init__(self, settings: Settings, app: Celery, store: RunStore, *, node: str = "reconciler") -> None:
+        self.settings = settings
+        self.app = app
+        self.store = store
+        self.token = new_claim_token(node)
+
+    # The lock ------------------------------------------------------------------------------
+
+    def _hold_lock(self) -> bool:
+        ttl_s = self.settings.delivery.reconcile_interval_s * 3
+        if self.store.renew_claims({_LOCK: self.token}, ttl_s).get(_LOCK):
+            return True
+        key = self.store.claim_key(_LOCK)
+        return bool(self.store.client.set(key, self.token, nx=True, px=max(1, int(ttl_s * 1000))))
+
+    def release(self) -> None:
+        """Give up the lock, so another worker takes over at its next pass."""
+        self.store.release_claim(_LOCK, self.token)
+
+    # A pass --------------------------------------------------------------------------------
+
+    def pass_once(self, now: float | None = None) -> PassReport:
+        """Look at every active run once; act only while holding the lock."""
+        report = PassReport()
+        if not self._hold_lock():
+            return report
+        report.acted = True
+        now = time.time() if now is None else now
+        candidates: list[_Candidate] = []
+        queues: set[str] = {self.settings.queues.fanin}
+        for run_id in self.store.active_runs():
+            record = self.store.get_run(run_id)
+            if not record:
+                self.store.deactivate(run_id)
+                continue
+            report.runs += 1
+            queues.update(q for q in record.get("queues", "").split(",") if q)
+            candidates.extend(self._candidates(run_id, record))
+        if not candidates:
+            return report
+        delivery = self.settings.delivery
+        view = read_broker(
+            self.store.client,
+            sorted(queues),
+            grace_s=delivery.reconcile_grace_s,
+            max_scan=delivery.reconcile_max_scan,
+            now=now,
+        )
+        report.complete = view.complete
+        by_run: dict[str, list[_Candidate]] = {}
+        for candidate in candidates:
+            by_run.setdefault(candidate.run_id, []).append(candidate)
+        for run_id, found in by_run.items():
+            self._judge(run_id, found, view, now, report)
+        return report
+
+    def _candidates(self, run_id: str, record: dict[str, str]) -> list[_Candidate]:
+        """Items (or the aggregate) of one run with no outcome and no live claim."""
+        total = int(record.get("tasks_total") or 0)
+        done = self.store.done_indices(run_id)
+        if len(done) >= total:
+            if record.get("aggregate") and not record.get("aggregate_result"):
+                return [_Candidate(run_id, _AGGREGATE, [aggregate_task_id(run_id)], record)]
+            self.store.deactivate(run_id)
+            return []
+        pending = [i for i in range(total) if i not in done]
+        items = self.store.items(run_id, pending)
+        stages = len(record.get("task", "").split(","))
+        keys = {i: [stage_key(item[1], s, stages) for s in range(stages)] for i, item in items.items()}
+        alive = self.store.live_claims([k for i in items for k in keys[i]])
+        found = []
+        for n, (i, item) in enumerate(items.items()):
+            if any(alive[n * stages : (n + 1) * stages]):
+                continue
+            meta = ItemMeta(run=run_id, idx=i, key=item[1], item=item[2], stages=stages)
+            task_ids = [meta.model_copy(update={"stage": s}).task_id for s in range(stages)]
+            found.append(_Candidate(run_id, i, task_ids, record, item))
+        return found
+
+    def _judge(
+        self, run_id: str, found: list[_Candidate], view: BrokerView, now: float, report: PassReport
+    ) -> None:
+        seen = self.store.suspects(run_id)
+        waiting = [c.index for c in found if any(t in view.waiting for t in c.task_ids)]
+        missing = [c for c in found if c.index not in waiting]
+        cleared = [i for i in waiting if i in seen]
+        if not view.complete:
+            self.store.mark_suspects(run_id, {}, cleared)
+            return
+        due = [
+            c
+            for c in missing
+            if c.index in seen and now - seen[c.index] >= self.settings.delivery.reconcile_grace_s
+        ]
+        fresh = {c.index: now for c in missing if c.index not in seen}
+        for candidate in due:
+            stale = [tag for t in candidate.task_ids for tag in view.stale.get(t, [])]
+            self._recover(candidate, stale, report)
+        self.store.mark_suspects(run_id, fresh, [*cleared, *(c.index for c in due)])
+
+    # Sending again -------------------------------------------------------------------------
+
+    def _recover(self, candidate: _Candidate, stale: list[str], report: PassReport) -> None:
+        record, run_id = candidate.record, candidate.run_id
+        if candidate.index == _AGGREGATE:
+            forget_stale(self.store.client, stale)
+            aggregate_signature(
+                self.app, run_id, record["aggregate"], self.settings.queues.fanin
+            ).apply_async()
+            report.aggregates += 1
+            log.warning("run %s: sent its aggregate again (its message was lost)", run_id)
+            return
+        assert candidate.item is not None
+        meta = self._meta(candidate, record)
+        if record.get("status") in ("cancelled", "failed"):
+            self.store.finish(cancelled_outcome(meta, meta.task_id), store=False)
+            report.cancelled += 1
+            return
+        signature = self._signature(meta, record)
+        if signature is None:
+            return
+        forget_stale(self.store.client, stale)
+        signature.apply_async()
+        self.store.incr(run_id, "recovered")
+        report.recovered.append(meta.task_id)
+        log.warning(
+            "run %s: item %s had lost its message; sent it again from stage %d", run_id, meta.item, meta.stage
+        )
+
+    def _meta(self, candidate: _Candidate, record: dict[str, str]) -> ItemMeta:
+        assert candidate.item is not None
+        names = record.get("task", "").split(",")
+        _, key, item_key = candidate.item
+        keys = [stage_key(key, s, len(names)) for s in range(len(names))]
+        stored = self.store.stored_outcomes(keys[:-1])
+        stage = next((s for s, outcome in enumerate(stored) if outcome is None), len(names) - 1)
+        return ItemMeta(
+            run=candidate.run_id,
+            idx=candidate.index,
+            key=key,
+            item=item_key,
+            stage=stage,
+            stages=len(names),
+            attempt=len(self.store.attempt_errors(keys[stage])),
+            max_in_flight=int(record.get("max_in_flight") or 0) or None,
+        )
+
+    def _signature(self, meta: ItemMeta, record: dict[str, str]) -> Any:
+        names = record.get("task", "").split(",")
+        queues = [q for q in record.get("queues", "").split(",") if q]
+        if len(queues) != len(names):
+            queues = [self.settings.queues.agents] * len(names)
+        if meta.stage == 0:
+            inputs = self.store.item_inputs(meta.run, [meta.idx]).get(meta.idx)
+            if inputs is None:
+                self._lost_input(meta)
+                return None
+            return item_signature(self.app, names=names, queues=queues, meta=meta, inputs=inputs)
+        before = stage_key(meta.key, meta.stage - 1, meta.stages)
+        previous = self.store.stored_outcomes([before])[0]
+        assert previous is not None
+        return item_signature(
+            self.app, names=names, queues=queues, meta=meta, previous=previous.model_dump(mode="json")
+        )
+
+    def _lost_input(self, meta: ItemMeta) -> None:
+        # Only a Redis that lost the run's inputs but kept its items gets here: end the item.
+        outcome = TaskOutcome(
+            task_id=meta.task_id,
+            run_id=meta.run,
+            item_key=meta.item,
+            index=meta.idx,
+            idempotency_key=meta.key,
+            ok=False,
+            error_type="ItemLost",
+            error="the item's message and its stored input were both lost; dispatch it again",
+        )
+        self.store.finish(outcome, store=False)
+        log.error("run %s: item %s lost its message and its input", meta.run, meta.item)
+
+
+def start_reconciler(settings: Settings, app: Celery, store: RunStore, *, node: str) -> threading.Event:
+    """Run passes every ``delivery.reconcile_interval_s`` seconds in a daemon thread until the
+    returned event is set; the lock then goes at once to another worker."""
+    reconciler = Reconciler(settings, app, store, node=node)
+    stop = threading.Event()
+
+    def loop() -> None:
+        while not stop.is_set():
+            try:
+                reconciler.pass_once()
+            except Exception as exc:
+                # Redis away, or a broker read that failed: the next pass tries again.
+                log.warning("reconciler pass failed: %s", exc)
+            stop.wait(settings.delivery.reconcile_interval_s)
+        with contextlib.suppress(Exception):
+            reconciler.release()
+
+    threading.Thread(target=loop, name="agentfleet-reconciler", daemon=True).start()
+    return stop
