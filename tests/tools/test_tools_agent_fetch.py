@@ -118,3 +118,15 @@ def test_ctx_http_following_redirects_does_not_carry_the_value_away(
         ctx.http.get(_reflecting(servers), follow_redirects=True)
     assert servers["other"].hits == []
     assert len(servers["allowed"].hits) == 1
+
+
+def test_the_llm_key_itself_goes_nowhere_but_the_llm_host(
+    ctx: TaskContext, servers: dict[str, Server], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A task that copied the key (an echo, a debug dump) cannot send it on through ctx.http.
+    # The mock Messages API listens on 127.0.0.1: 127.0.0.2 stands for any other host.
+    key = "sk-ant-canary-" + "4" * 24
+    monkeypatch.setenv("ANTHROPIC_API_KEY", key)
+    with pytest.raises(ForbiddenDestination, match="credential 'anthropic'"):
+        ctx.http.get(servers["allowed"].url("/collect"), headers={"X-Debug": key})
+    assert servers["allowed"].hits == []
