@@ -259,12 +259,14 @@ class FetchSettings(_Section):
 
 
 class BudgetSettings(_Section):
-    """Spending caps. Unset means no cap. Dollars are US dollars."""
+    """Spending caps (unset means no cap), in US dollars; ``ledger_days`` is how many days the
+    spend ledger keeps each day's spend by downstream."""
 
     run_usd: float | None = Field(default=None, gt=0)
     task_usd: float | None = Field(default=None, gt=0)
     task_tokens: int | None = Field(default=None, ge=1)
     task_wall_s: float | None = Field(default=None, gt=0)
+    ledger_days: int = Field(default=35, ge=1)
 
 
 class CredentialSpec(_Section):
@@ -381,6 +383,8 @@ class ServiceSettings(_Section):
     ``stale_after_s`` seconds. ``ping_timeout_s`` is how long it waits for workers to answer.
     ``max_inputs`` caps the inputs one ``POST /runs`` may carry, ``max_body_bytes`` its body
     (a larger one answers 413) and ``max_json_depth`` how deeply its JSON may nest (422).
+    The console at ``/console`` signs in with the same token; a session lasts
+    ``console_session_s`` seconds.
     """
 
     host: str = "127.0.0.1"
@@ -391,6 +395,7 @@ class ServiceSettings(_Section):
     max_inputs: int = Field(default=10_000, ge=1)
     max_body_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
     max_json_depth: int = Field(default=64, ge=3, le=500)
+    console_session_s: float = Field(default=8 * 3600.0, ge=60)
 
 
 class FlowerSettings(_Section):

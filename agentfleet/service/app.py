@@ -9,6 +9,8 @@
   inputs (default: its own); answers 202 with the run id. Needs ``Authorization: Bearer
   <service.token>``; with no token configured the trigger is off (403).
 - ``GET /runs/{id}``: the run's summary, with the same bearer token.
+- ``/console``: the operator's console (``agentfleet.service.console``), signed in with the
+  same token.
 
 /health and /metrics need no token: probes and scrapers reach them, so expose this service
 only where those may.
@@ -35,7 +37,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
-from starlette.routing import Route
+from starlette.routing import Mount, Route
 
 from agentfleet.config import Settings
 from agentfleet.errors import ConfigError, DispatchError, InvalidInput
@@ -43,6 +45,7 @@ from agentfleet.orchestration import Fleet
 from agentfleet.orchestration.named import start_named
 from agentfleet.runs import RunStore
 from agentfleet.service.collectors import DEFAULT_COLLECTORS, Collected, Collector, collect
+from agentfleet.service.console import create_console
 from agentfleet.service.health import PendingClock, assess
 from agentfleet.service.prometheus import CONTENT_TYPE, render
 from agentfleet.service.request_body import read_json_body
@@ -208,6 +211,7 @@ def create_app(settings: Settings, *, collectors: Sequence[Collector] = DEFAULT_
             Route("/metrics", metrics, methods=["GET"]),
             Route("/runs", start_run, methods=["POST"]),
             Route("/runs/{run_id}", show_run, methods=["GET"]),
+            Mount("/console", app=create_console(settings, state.fleet)),
         ],
         lifespan=lifespan,
         exception_handlers={HTTPException: _http_error, Exception: _unexpected},
