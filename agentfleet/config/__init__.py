@@ -109,7 +109,7 @@ class Settings(BaseSettings):
     task_modules: Annotated[list[str], NoDecode] = Field(default_factory=list)
     workdir_root: str | None = None
     fail_fast: bool = False
-    log_json: bool = True
+    log_json: bool = False
 
     worker: WorkerSettings = WorkerSettings()
     delivery: DeliverySettings = DeliverySettings()

@@ -10,6 +10,9 @@ sets up its logging first and imports the task modules afterwards: ``flower_setu
 calls ``install_secret_filter``, as ``agentfleet serve`` does once uvicorn has configured
 its loggers.
 
+With ``log_json`` set, the same hooks give every handler the JSON formatter
+(``agentfleet.log_format``).
+
 The filter redacts with the settings' redactor: secret-named keys, every configured
 credential, the LLM key, the service token, Flower's password and the Redis password.
 """
@@ -23,6 +26,7 @@ from celery.signals import after_setup_logger, after_setup_task_logger
 
 from agentfleet.config import get_settings
 from agentfleet.log_filter import SecretFilter, install
+from agentfleet.log_format import use_json_format
 from agentfleet.redaction import Redactor
 
 __all__ = ["install_secret_filter", "process_redactor", "secret_filter"]
@@ -46,7 +50,10 @@ def process_redactor() -> Redactor:
 
 
 def install_secret_filter() -> int:
-    """Put the process's filter on every handler that lacks it; how many handlers got it."""
+    """Put the process's filter on every handler that lacks it (and, with ``log_json``, the
+    JSON formatter); how many handlers got the filter."""
+    if get_settings().log_json:
+        use_json_format()
     return install(secret_filter)
 
 
