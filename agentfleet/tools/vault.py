@@ -276,16 +276,6 @@ class CredentialVault:
                 found.append(name)
         return found
 
-    def known_values(self) -> list[str]:
-        """Every value this vault can currently read or has used, for redaction."""
-        values = set(self._last_values.values())
-        for name in self._specs:
-            try:
-                values.add(self.value(name))
-            except (ConfigError, ForbiddenDestination):
-                continue
-        return sorted(values)
-
     def scrub(self, text: str) -> str:
         """``text`` with each known value (plain or percent-encoded) put back as its placeholder."""
         pairs: list[tuple[str, str]] = []

@@ -365,9 +365,8 @@ def test_placeholders_are_found_in_both_spellings() -> None:
     assert placeholder("x") == "$CRED{x}"
 
 
-def test_scrub_and_known_values(secret: str) -> None:
+def test_scrub_puts_the_placeholder_back_for_every_spelling(secret: str) -> None:
     vault = _vault(secret, None, "127.0.0.1")
-    assert vault.known_values() == [secret]
     text = f"GET /?k={secret.replace('-', '%2D')} header {secret}"
     assert vault.scrub(text).count("$CRED{vendor_a}") == 1
     assert vault.scrub(f"x {secret} y") == "x $CRED{vendor_a} y"
