@@ -33,6 +33,7 @@ from agentfleet.config.sections import (
     CommandToolSettings,
     CredentialSpec,
     DeliverySettings,
+    DispatchSettings,
     DLQSettings,
     FanoutSpec,
     FetchSettings,
@@ -60,6 +61,7 @@ __all__ = [
     "CredentialSpec",
     "DLQSettings",
     "DeliverySettings",
+    "DispatchSettings",
     "FanoutSpec",
     "FetchSettings",
     "FlowerSettings",
@@ -114,6 +116,7 @@ class Settings(BaseSettings):
 
     worker: WorkerSettings = WorkerSettings()
     delivery: DeliverySettings = DeliverySettings()
+    dispatch: DispatchSettings = DispatchSettings()
     queues: QueueSettings = QueueSettings()
     retry: RetrySettings = RetrySettings()
     limiter: LimiterSettings = LimiterSettings()

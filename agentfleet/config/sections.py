@@ -24,6 +24,7 @@ __all__ = [
     "CredentialSpec",
     "DLQSettings",
     "DeliverySettings",
+    "DispatchSettings",
     "FanoutSpec",
     "FetchSettings",
     "FlowerSettings",
@@ -153,6 +154,17 @@ class QueueSettings(_Section):
     agents: str = "agentfleet.agents"
     fanin: str = "agentfleet.fanin"
     maintenance: str = "agentfleet.maintenance"
+
+
+class DispatchSettings(_Section):
+    """How ``Fleet.map`` and ``Fleet.pipeline`` send a run.
+
+    ``small_run_items``: a run of at most this many items is served ahead of larger runs'
+    waiting messages unless it names its own priority (an interactive run never waits behind
+    a batch of thousands).
+    """
+
+    small_run_items: int = Field(default=100, ge=0)
 
 
 class DLQSettings(_Section):

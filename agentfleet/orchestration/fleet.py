@@ -25,15 +25,18 @@ from agentfleet.redis_client import connect
 from agentfleet.references import callable_path
 from agentfleet.runs import RunStore
 from agentfleet.tasks.meta import META_KWARG, ItemMeta
-from agentfleet.tasks.redispatch import aggregate_signature, item_signature
+from agentfleet.tasks.redispatch import MAX_PRIORITY, aggregate_signature, item_signature
 from agentfleet.tasks.retry_policy import cap_countdown
 
-__all__ = ["Fleet", "TaskRef"]
+__all__ = ["Fleet", "TaskRef", "run_priority"]
 
 log = logging.getLogger("agentfleet.fleet")
 T = TypeVar("T")
 TaskRef = Any  # a fleet task object, or a registered task name
 KeyFn = Callable[[Mapping[str, Any]], Any]
+# The default priorities (see ``run_priority``): a different list of kombu's for each.
+RUN_PRIORITY = 5
+SMALL_RUN_PRIORITY = 8
 
 
 def _task_name(task: TaskRef) -> str:
@@ -70,6 +73,19 @@ def _inputs(inputs: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return items
 
 
+def run_priority(priority: int | None, items: int, settings: Settings) -> int:
+    """A run's priority, 0 to 9 (higher first): ``priority`` when given, else ``SMALL_RUN_PRIORITY``
+    for a run of at most ``dispatch.small_run_items`` items and ``RUN_PRIORITY`` for a larger one,
+    so an interactive run never waits behind a big batch's queued messages."""
+    if priority is not None:
+        if not 0 <= priority <= MAX_PRIORITY:
+            raise DispatchError(
+                f"priority must be between 0 and {MAX_PRIORITY} (higher first), not {priority}"
+            )
+        return priority
+    return SMALL_RUN_PRIORITY if items <= settings.dispatch.small_run_items else RUN_PRIORITY
+
+
 class Fleet:
     """Dispatches runs to the broker in ``settings`` (from env and ``agentfleet.toml``)."""
 
@@ -96,6 +112,7 @@ class Fleet:
         stagger_s: float = 0.0,
         fail_fast: bool | None = None,
         max_in_flight: int | None = None,
+        priority: int | None = None,
     ) -> Run:
         """Run ``task`` once per input, in parallel; with ``aggregate``, fan in as a chord.
 
@@ -105,7 +122,9 @@ class Fleet:
         seconds, with jitter. ``fail_fast`` cancels the rest of the run at the first failure.
         ``max_in_flight`` makes the run a pool: at most that many of its items execute at
         once, across the cluster, whatever the workers' sizes (the others wait in the queue
-        without using retries).
+        without using retries). ``priority`` (0 to 9, higher first) orders the run's messages
+        against other runs'; by default a run of at most ``dispatch.small_run_items`` items is
+        served ahead of larger ones (see ``run_priority``).
         """
         task_name = _task_name(task)
         items = _inputs(inputs)
@@ -115,7 +134,8 @@ class Fleet:
         metas = self._metas(run_id, items, key, stages=1, max_in_flight=max_in_flight)
         label = name or task_name
         fail_fast = self.settings.fail_fast if fail_fast is None else fail_fast
-        self._create_run(run_id, label, "map", [task_name], [queue], metas, items, fn, fail_fast)
+        prio = run_priority(priority, len(items), self.settings)
+        self._create_run(run_id, label, "map", [task_name], [queue], metas, items, fn, fail_fast, prio)
         sigs = [
             item_signature(
                 self.app,
@@ -125,6 +145,7 @@ class Fleet:
                 inputs=item,
                 countdown_s=c,
                 redactor=self._redactor,
+                priority=prio,
             )
             for item, meta, c in zip(items, metas, self._stagger(len(items), stagger_s), strict=True)
         ]
@@ -142,12 +163,14 @@ class Fleet:
         key: KeyFn | None = None,
         stagger_s: float = 0.0,
         max_in_flight: int | None = None,
+        priority: int | None = None,
     ) -> Run:
         """Run the stages in order for each item, the items in parallel (a chain per item).
 
         Each stage returns a dict, the next stage's keyword input; an item's outcome carries
         the last stage's result. A failed stage ends that item with a failed outcome.
-        ``max_in_flight`` caps the stages executing at once across the run, as in ``map``.
+        ``max_in_flight`` caps the stages executing at once across the run, and ``priority``
+        orders its messages, as in ``map``.
         """
         if not stages:
             raise DispatchError("a pipeline needs at least one stage")
@@ -157,7 +180,8 @@ class Fleet:
         metas = self._metas(run_id, items, key, stages=len(names), max_in_flight=max_in_flight)
         label = name or " -> ".join(names)
         queues = [getattr(s, "queue", None) or self.settings.queues.agents for s in stages]
-        self._create_run(run_id, label, "pipeline", names, queues, metas, items, None, False)
+        prio = run_priority(priority, len(items), self.settings)
+        self._create_run(run_id, label, "pipeline", names, queues, metas, items, None, False, prio)
         sigs = [
             item_signature(
                 self.app,
@@ -167,6 +191,7 @@ class Fleet:
                 inputs=item,
                 countdown_s=c,
                 redactor=self._redactor,
+                priority=prio,
             )
             for item, meta, c in zip(items, metas, self._stagger(len(items), stagger_s), strict=True)
         ]
@@ -273,6 +298,7 @@ class Fleet:
         items: list[dict[str, Any]],
         aggregate: str | None,
         fail_fast: bool,
+        priority: int,
     ) -> None:
         """Write the run record first: whatever is not published afterwards, the reconciler
         publishes from it."""
@@ -288,6 +314,7 @@ class Fleet:
                 aggregate=aggregate,
                 fail_fast=fail_fast,
                 max_in_flight=metas[0].max_in_flight if metas else None,
+                priority=priority,
             )
         )
 

@@ -81,16 +81,20 @@ def _previous_outcome(entry: DeadLetter) -> dict[str, Any]:
     ).model_dump(mode="json")
 
 
-def _signature(entry: DeadLetter, app: Celery, settings: Settings) -> Signature:
+def _signature(entry: DeadLetter, app: Celery, settings: Settings, priority: int | None) -> Signature:
     names = entry.stage_tasks or [entry.task_name]
     queues = [settings.queues.agents] * len(names)
     queues[entry.stage] = entry.queue or settings.queues.agents
     meta = _meta(entry, entry.stage)
     shown = settings.redactor()  # what Flower and `inspect` show of the message: redacted inputs
     if entry.stage == 0:
-        return item_signature(app, names=names, queues=queues, meta=meta, inputs=entry.inputs, redactor=shown)
+        return item_signature(
+            app, names=names, queues=queues, meta=meta, inputs=entry.inputs, redactor=shown, priority=priority
+        )
     previous = _previous_outcome(entry)
-    return item_signature(app, names=names, queues=queues, meta=meta, previous=previous, redactor=shown)
+    return item_signature(
+        app, names=names, queues=queues, meta=meta, previous=previous, redactor=shown, priority=priority
+    )
 
 
 def _stages_sent(entry: DeadLetter) -> list[str]:
@@ -129,7 +133,9 @@ def requeue_entry(
     result.stages_sent = _stages_sent(entry)
     if dry_run:
         return result
-    signature = _signature(entry, app, settings)
+    # The item goes back at its run's priority (a run recorded without one: kombu's first list).
+    raw_priority = runs.get_run(entry.run_id).get("priority", "")
+    signature = _signature(entry, app, settings, int(raw_priority) if raw_priority else None)
     key = stage_key(entry.idempotency_key, entry.stage, entry.stages)
     stored = runs.stored_outcomes([key])[0]
     reopened = runs.reopen(

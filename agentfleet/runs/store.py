@@ -124,9 +124,11 @@ class RunStore:
         fail_fast: bool = False,
         max_in_flight: int | None = None,
         created_at: float | None = None,
+        priority: int | None = None,
     ) -> None:
         """Record a new run: its items (``(task_id, idempotency key, item key)`` each), their
-        inputs, and the queue of each stage, everything a lost message is rebuilt from."""
+        inputs, the queue of each stage and the run's priority, everything a lost message is
+        rebuilt from."""
         created = time.time() if created_at is None else created_at
         record = {
             "name": name,
@@ -139,6 +141,7 @@ class RunStore:
             "aggregate": aggregate or "",
             "fail_fast": int(fail_fast),
             "max_in_flight": max_in_flight or 0,
+            "priority": "" if priority is None else priority,
             "done": 0,
             "succeeded": 0,
             "failed": 0,

@@ -71,6 +71,12 @@ class _Candidate:
     item: tuple[str, str, str] | None = None
 
 
+def _priority(record: dict[str, str]) -> int | None:
+    """The run's priority, sent again with its items (None for a run recorded without one)."""
+    raw = record.get("priority", "")
+    return int(raw) if raw else None
+
+
 class Reconciler:
     """Finds lost items and sends them again (see the module docstring)."""
 
@@ -242,12 +248,19 @@ class Reconciler:
             if inputs is None:
                 self._lost_input(meta)
                 return None
-            return item_signature(self.app, names=names, queues=queues, meta=meta, inputs=inputs)
+            return item_signature(
+                self.app, names=names, queues=queues, meta=meta, inputs=inputs, priority=_priority(record)
+            )
         before = stage_key(meta.key, meta.stage - 1, meta.stages)
         previous = self.store.stored_outcomes([before])[0]
         assert previous is not None
         return item_signature(
-            self.app, names=names, queues=queues, meta=meta, previous=previous.model_dump(mode="json")
+            self.app,
+            names=names,
+            queues=queues,
+            meta=meta,
+            previous=previous.model_dump(mode="json"),
+            priority=_priority(record),
         )
 
     def _lost_input(self, meta: ItemMeta) -> None:

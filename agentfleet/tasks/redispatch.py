@@ -19,12 +19,17 @@ from agentfleet.tasks.meta import META_KWARG, ItemMeta
 
 __all__ = [
     "AGGREGATE_TASK",
+    "MAX_PRIORITY",
     "aggregate_signature",
     "aggregate_task_id",
     "item_signature",
+    "message_priority",
 ]
 
 AGGREGATE_TASK = "agentfleet.aggregate"
+
+#: Run priorities go from 0 to this; a higher one is served sooner.
+MAX_PRIORITY = 9
 
 
 def aggregate_task_id(run_id: str) -> str:
@@ -40,6 +45,17 @@ def aggregate_signature(app: Celery, run_id: str, fn: str, queue: str) -> Signat
         task_id=aggregate_task_id(run_id),
         queue=queue,
     )
+
+
+def message_priority(priority: int) -> int:
+    """kombu's message priority for a run's ``priority`` (0 to 9, higher first).
+
+    kombu's Redis transport keeps a queue's messages in four lists (priorities 0-2, 3-5, 6-8
+    and 9) and a worker's ``BRPOP`` takes from them in that order: a lower kombu number is
+    served first. So run priorities 7-9 share the first list, 4-6 the second, 1-3 the third
+    and 0 the last; within a list, first in, first out. Retries keep their message's priority.
+    """
+    return MAX_PRIORITY - max(0, min(MAX_PRIORITY, priority))
 
 
 def _later_stage(meta: ItemMeta, stage: int) -> ItemMeta:
@@ -59,13 +75,15 @@ def item_signature(
     previous: Mapping[str, Any] | None = None,
     countdown_s: float = 0.0,
     redactor: Redactor | None = None,
+    priority: int | None = None,
 ) -> Signature:
     """Stage ``meta.stage`` of an item, chained to the stages after it.
 
     ``inputs`` is the keyword input of stage 0; ``previous`` the outcome (as a dict) of the stage
     before a later one. ``names`` and ``queues`` give every stage's task name and queue. With
     ``redactor``, each message shows (in Flower, ``inspect``, events) only its redacted user
-    inputs (``message_reprs``), never the ``_af`` block.
+    inputs (``message_reprs``), never the ``_af`` block. ``priority`` is the run's (0 to 9,
+    higher first; see ``message_priority``).
     """
     sigs = []
     for stage in range(meta.stage, len(names)):
@@ -82,5 +100,7 @@ def item_signature(
             options["countdown"] = countdown_s
         if redactor is not None:
             options.update(message_reprs(kwargs, redactor, args))
+        if priority is not None:
+            options["priority"] = message_priority(priority)
         sigs.append(app.signature(names[stage], args=args, kwargs=kwargs, **options))
     return chain(*sigs, app=app) if len(sigs) > 1 else sigs[0]
