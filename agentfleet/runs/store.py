@@ -16,6 +16,8 @@ Layout under the key prefix ``p`` (every key expires after ``ttl_s`` seconds unl
 - ``p:runs:active``       set: runs that are running or waiting for their aggregate (no expiry;
                           the reconciler drops runs that ended or expired)
 - ``p:out:{key}``         an item's stored outcome, under its idempotency key
+- ``p:mem:{key}``         the item's steps, checkpoints and spending (``runs/memory.py``);
+                          set to expire with the outcome when the outcome is stored
 - ``p:claim:{key}``       string, the token of the delivery running the item; expires
                           ``claim_ttl_s`` after its last renewal (see ``runs/claims.py``)
 - ``p:errs:{key}``        list: every failed attempt of an item (type, message, time)
@@ -343,6 +345,7 @@ class RunStore:
                 self.claim_key(outcome.idempotency_key),
                 self.run_key(outcome.run_id, "inputs"),
                 self.active_key(),
+                f"{self.prefix}:mem:{outcome.idempotency_key}",
             ],
             args=[
                 outcome.index,
