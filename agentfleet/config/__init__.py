@@ -45,6 +45,7 @@ from agentfleet.config.sections import (
     RetrySettings,
     ScheduleSpec,
     ServiceSettings,
+    TenantBudget,
     WorkerSettings,
     split_csv,
 )
@@ -72,6 +73,7 @@ __all__ = [
     "ScheduleSpec",
     "ServiceSettings",
     "Settings",
+    "TenantBudget",
     "WorkerSettings",
     "config_path",
     "get_settings",

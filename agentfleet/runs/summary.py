@@ -64,4 +64,19 @@ def summary_from_record(
         status=record.get("status", "unknown"),
         created_at=created,
         ended_at=ended,
+        tenant=record.get("tenant") or None,
+        compensation=record.get("compensation", ""),
+        compensated=_num(record, "compensated"),
+        compensations_failed=_num(record, "compensations_failed"),
+        steps=_steps(record),
     )
+
+
+def _steps(record: dict[str, str]) -> dict[str, dict[str, int]]:
+    """``step:{name}:{status}`` counters of a graph run, as name -> status -> items."""
+    found: dict[str, dict[str, int]] = {}
+    for field, value in record.items():
+        if field.startswith("step:"):
+            name, _, status = field[5:].rpartition(":")
+            found.setdefault(name, {})[status] = int(value)
+    return found

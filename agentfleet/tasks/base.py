@@ -14,13 +14,16 @@ __all__ = ["FleetTask", "TaskBudget"]
 
 @dataclass(frozen=True)
 class TaskBudget:
-    """One execution's caps: US dollars, tokens (input plus output), wall-clock seconds.
+    """One item's caps over all its attempts: US dollars, tokens (input plus output), model
+    calls (turns), seconds executing.
 
-    Unset means the ``[budgets]`` setting (``task_usd``, ``task_tokens``, ``task_wall_s``).
+    Unset means the ``[budgets]`` setting (``task_usd``, ``task_tokens``, ``task_turns``,
+    ``task_wall_s``).
     """
 
     usd: float | None = None
     tokens: int | None = None
+    turns: int | None = None
     wall_s: float | None = None
 
 
@@ -31,6 +34,8 @@ class FleetTask(Task):
     counter is not the budget: ``fleet_max_retries`` counts failed executions only, so
     waiting for rate limits never uses up retries. A hard time limit is handled by
     ``FleetRequest`` in the worker's main process: the item is retried or dead-lettered.
+    ``compensate(ctx, inputs, result)``, when set, undoes one succeeded item (see
+    ``tasks/compensation.py``).
     """
 
     abstract = True
@@ -47,3 +52,4 @@ class FleetTask(Task):
     retry_on: tuple[type[BaseException], ...] = ()
     fail_on: tuple[type[BaseException], ...] = ()
     budget: TaskBudget = TaskBudget()
+    compensate: Callable[..., Any] | None = None

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 import httpx
 
 from agentfleet.config import CredentialSpec, Settings, get_settings
-from agentfleet.errors import BudgetExceeded, ConfigError, RateLimited, error_for_status
+from agentfleet.errors import ConfigError, RateLimited, error_for_status
 from agentfleet.llm.anthropic import AnthropicAdapter
 from agentfleet.llm.vendor import VendorAdapter, host_of
 from agentfleet.llm.vendors import vendors_for
@@ -28,7 +28,8 @@ from agentfleet.models import TokenUsage
 from agentfleet.ratelimit import Permit
 from agentfleet.ratelimit.names import pool_downstream
 from agentfleet.redis_client import connect
-from agentfleet.tasks.shared import limiter, per_process, run_store
+from agentfleet.tasks.budgets import budget_hooks
+from agentfleet.tasks.shared import limiter, per_process
 from agentfleet.tools.audit import AuditLog
 from agentfleet.tools.guard import guard_transport
 from agentfleet.tools.transport import CallInfo, FleetHooks, describe_call, fleet_transport
@@ -126,31 +127,10 @@ def accounting_hooks(
 
 
 def _hooks(state: ExecutionState, settings: Settings, vendors: Sequence[VendorAdapter]) -> FleetHooks:
-    """``accounting_hooks`` plus the cluster: limiter, circuit breaker and the run's budget."""
+    """``accounting_hooks`` plus the cluster: limiter, circuit breaker and every budget."""
     hooks = accounting_hooks(state, settings, vendors)
-    run_cap = settings.budgets.run_usd
-    if not run_cap:
-        return dataclasses.replace(hooks, limiter=limiter(settings), breaker=state.breaker)
-    runs = run_store(settings)
-    price = hooks.on_usage
-    assert price is not None
-
-    def on_usage(info: CallInfo, usage: TokenUsage) -> None:
-        before = state.cost_usd
-        price(info, usage)
-        runs.add_spend(state.run_id, state.cost_usd - before)
-
-    def gate() -> None:
-        state.check_budget()
-        spent = runs.spent(state.run_id)
-        if spent >= run_cap:
-            # The whole run is over budget: items that have not started will not run.
-            runs.fail_fast(state.run_id)
-            raise BudgetExceeded(f"the run spent ${spent:.4f} of its ${run_cap:.4f} budget (budgets.run_usd)")
-
-    return dataclasses.replace(
-        hooks, limiter=limiter(settings), breaker=state.breaker, gate=gate, on_usage=on_usage
-    )
+    hooks = dataclasses.replace(hooks, limiter=limiter(settings), breaker=state.breaker)
+    return budget_hooks(state, settings, hooks)
 
 
 def rate_limit_raiser(vendors: Sequence[VendorAdapter]) -> Any:

@@ -66,6 +66,7 @@ from agentfleet.tasks.item import (
     previous_stage,
     validate_input,
 )
+from agentfleet.tasks.item_state import item_state
 from agentfleet.tasks.meta import META_KWARG, ItemMeta
 from agentfleet.tasks.redispatch import aggregate_signature
 from agentfleet.tasks.retry_policy import backoff_s, cap_countdown, deferral_s
@@ -313,7 +314,6 @@ class _Delivery:
         return self._execute(values, attempts)
 
     def _context(self, guard: CircuitGuard) -> TaskContext:
-        budget, caps = self.task.budget, self.settings.budgets
         logger = logging.LoggerAdapter(
             logging.getLogger(f"agentfleet.tasks.{self.task.name}"),
             {"task_id": self.task_id, "run_id": self.meta.run, "item_key": self.meta.item},
@@ -329,12 +329,10 @@ class _Delivery:
             task_name=self.task.name,
             downstream=self.task.downstream,
             index=self.meta.idx,
-            budget_usd=budget.usd if budget.usd is not None else caps.task_usd,
-            budget_tokens=budget.tokens if budget.tokens is not None else caps.task_tokens,
-            budget_wall_s=budget.wall_s if budget.wall_s is not None else caps.task_wall_s,
             breaker=guard.for_transport(),
             http_factory=clients.http_client,
             anthropic_factory=clients.anthropic_client,
+            **item_state(self.settings, self.task, self.meta, self.key, self.token),
         )
 
     def _classify(self, exc: Exception, ctx: TaskContext) -> AgentfleetError:

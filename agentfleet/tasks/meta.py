@@ -17,7 +17,9 @@ class ItemMeta(BaseModel):
     ``attempt`` counts failed executions so far (0 on the first); ``deferrals`` counts waits for
     limits, which never use up retries; ``elapsed_s`` and ``cost_usd`` carry what earlier
     attempts of this stage spent, in seconds and US dollars. ``max_in_flight`` is the run's own
-    cap on items executing at once (a pool), if it has one.
+    cap on items executing at once (a pool), if it has one. ``node`` names the step of a
+    dependency graph this message runs (empty for maps and pipelines). ``tenant`` and
+    ``budget_usd`` are the run's tenant label and its own dollar cap, for its budgets.
     """
 
     model_config = ConfigDict(extra="ignore")
@@ -34,6 +36,9 @@ class ItemMeta(BaseModel):
     elapsed_s: float = 0.0
     cost_usd: float = 0.0
     max_in_flight: int | None = None
+    node: str = ""
+    tenant: str | None = None
+    budget_usd: float | None = None
 
     @property
     def last_stage(self) -> bool:
@@ -41,7 +46,10 @@ class ItemMeta(BaseModel):
 
     @property
     def task_id(self) -> str:
-        """The Celery task id of this item's stage in its run: ``{run}-{idx}[-s{stage}]``."""
+        """The Celery task id of this item's stage (or graph step) in its run:
+        ``{run}-{idx}[-s{stage}]`` or ``{run}-{idx}-n-{node}``."""
+        if self.node:
+            return f"{self.run}-{self.idx}-n-{self.node}"
         return f"{self.run}-{self.idx}" + (f"-s{self.stage}" if self.stage else "")
 
     def to_kwarg(self) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""What a worker process makes once and shares: the run store, limiter and circuit breaker.
+"""What a worker process makes once and shares: the run store and its companions (memories,
+spending, graphs, compensations), the limiter and the circuit breaker.
 
 Each holds registered Lua scripts and a connection pool, so making one per delivery would
 repeat that work on the hot path. They are keyed by the settings object they were made from;
@@ -16,9 +17,18 @@ from agentfleet.config import Settings
 from agentfleet.ratelimit import Limiter
 from agentfleet.ratelimit.circuit import CircuitBreaker
 from agentfleet.redis_client import connect
-from agentfleet.runs import RunStore
+from agentfleet.runs import GraphState, MemoryStore, RunStore, SpendLedger, UndoLog
 
-__all__ = ["circuit_breaker", "limiter", "per_process", "run_store"]
+__all__ = [
+    "circuit_breaker",
+    "graph_state",
+    "limiter",
+    "memory_store",
+    "per_process",
+    "run_store",
+    "spend_ledger",
+    "undo_log",
+]
 
 T = TypeVar("T")
 
@@ -51,3 +61,27 @@ def circuit_breaker(settings: Settings) -> CircuitBreaker:
     return per_process(
         "circuits", settings, lambda: CircuitBreaker.from_settings(settings, connect(settings.redis_target()))
     )
+
+
+def memory_store(settings: Settings) -> MemoryStore:
+    runs = run_store(settings)
+    return per_process(
+        "memory", settings, lambda: MemoryStore(runs.client, prefix=runs.prefix, ttl_s=runs.ttl_s)
+    )
+
+
+def spend_ledger(settings: Settings) -> SpendLedger:
+    runs = run_store(settings)
+    return per_process(
+        "spend", settings, lambda: SpendLedger(runs.client, prefix=runs.prefix, ttl_s=runs.ttl_s)
+    )
+
+
+def graph_state(settings: Settings) -> GraphState:
+    runs = run_store(settings)  # outside the lock: per_process does not nest
+    return per_process("graph", settings, lambda: GraphState(runs))
+
+
+def undo_log(settings: Settings) -> UndoLog:
+    runs = run_store(settings)
+    return per_process("undo", settings, lambda: UndoLog(runs))
