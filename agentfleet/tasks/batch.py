@@ -1,0 +1,114 @@
+"""Batches: several small items of one map in one task message and one execution.
+
+``Fleet.map(task, inputs, batch_size=N)`` sends one message per ``N`` consecutive items, with
+task id ``{run}-b{first index}`` and the keyword ``_afb``: a list of ``[input, item meta]``.
+The worker runs them one after another, each as a delivery of its own: its own claim,
+idempotency key, outcome, retries and dead letter. What a batch saves is the per-message cost
+(publishing, consuming, acknowledging, the result backend, the events), which dominates items
+that take milliseconds.
+
+An item that must run again (a retry, a deferral, another copy holding its claim) is sent
+again alone, so the rest of the batch goes on. When the batch has run so long that the next
+item might not finish within the task's soft time limit, the items left are sent alone too.
+If the worker dies mid-batch, the items that have an outcome keep it and the others run again
+from the redelivered batch (or, sent alone, from the reconciler, which knows a batch's task
+id).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from celery import Celery
+from celery.canvas import Signature
+
+from agentfleet.tasks.base import FleetTask
+from agentfleet.tasks.meta import META_KWARG, ItemMeta
+from agentfleet.tasks.redispatch import item_signature
+
+__all__ = [
+    "BATCH_KWARG",
+    "batch_items",
+    "batch_signatures",
+    "batch_task_id",
+    "execute_batch",
+    "is_batch",
+    "send_alone",
+]
+
+BATCH_KWARG = "_afb"
+
+Deliver = Callable[[dict[str, Any], str], "dict[str, Any] | None"]
+
+
+def batch_task_id(run_id: str, first: int) -> str:
+    """The task id of the batch of run ``run_id`` that starts at item index ``first``."""
+    return f"{run_id}-b{first}"
+
+
+def is_batch(kwargs: Mapping[str, Any] | None) -> bool:
+    return BATCH_KWARG in (kwargs or {})
+
+
+def batch_items(kwargs: Mapping[str, Any]) -> list[tuple[dict[str, Any], ItemMeta]]:
+    """A batch message's items: each one's input and its meta."""
+    return [(dict(inputs), ItemMeta.model_validate(meta)) for inputs, meta in kwargs[BATCH_KWARG]]
+
+
+def batch_signatures(
+    app: Celery,
+    *,
+    task: str,
+    queue: str,
+    metas: Sequence[ItemMeta],
+    inputs: Sequence[Mapping[str, Any]],
+    size: int,
+    countdowns: Sequence[float],
+) -> list[Signature]:
+    """One message per ``size`` consecutive items; ``countdowns`` give each batch's delay."""
+    sigs = []
+    for n, start in enumerate(range(0, len(metas), size)):
+        chunk = [[dict(inputs[i]), metas[i].to_kwarg()] for i in range(start, min(start + size, len(metas)))]
+        options: dict[str, Any] = {
+            "task_id": batch_task_id(metas[start].run, metas[start].idx),
+            "queue": queue,
+        }
+        if countdowns[n] > 0:
+            options["countdown"] = countdowns[n]
+        sigs.append(app.signature(task, kwargs={BATCH_KWARG: chunk}, **options))
+    return sigs
+
+
+def send_alone(
+    task: FleetTask, meta: ItemMeta, inputs: Mapping[str, Any], queue: str, countdown_s: float
+) -> None:
+    """Send one item of a batch again in a message of its own."""
+    item_signature(
+        task.app, names=[task.name], queues=[queue], meta=meta, inputs=inputs, countdown_s=countdown_s
+    ).apply_async()
+
+
+def execute_batch(
+    task: FleetTask, kwargs: Mapping[str, Any], deliver: Deliver, queue: str
+) -> list[dict[str, Any]]:
+    """Run a batch's items in order with ``deliver(item kwargs, task id)`` (None: the item was
+    sent again alone); the outcomes of the items that ended here, as dicts."""
+    soft_s = float(task.soft_time_limit or 0)
+    started = time.monotonic()
+    longest = 0.0
+    outcomes = []
+    items = batch_items(kwargs)
+    for n, (inputs, meta) in enumerate(items):
+        elapsed = time.monotonic() - started
+        if soft_s and elapsed + longest >= soft_s:
+            for rest_inputs, rest_meta in items[n:]:
+                send_alone(task, rest_meta, rest_inputs, queue, 0.0)
+            break
+        item_started = time.monotonic()
+        outcome = deliver({**inputs, META_KWARG: meta.to_kwarg()}, meta.task_id)
+        longest = max(longest, time.monotonic() - item_started)
+        if outcome is not None:
+            outcomes.append(outcome)
+    return outcomes
