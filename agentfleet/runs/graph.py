@@ -21,7 +21,7 @@ released step with no status, no claim and no message, and sends it.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -106,11 +106,11 @@ class GraphState:
         cost_usd: float,
         duration_s: float,
         attempts: int,
-        item_input: Mapping[str, Any] | None = None,
+        index: int,
     ) -> Advance:
-        """Record ``step``'s final status (see the module docstring)."""
+        """Record ``step``'s final status for item ``index`` (see the module docstring)."""
         counted, released, skipped, complete = self._advance(
-            keys=[self.key(key), self.runs.run_key(run_id)],
+            keys=[self.key(key), self.runs.run_key(run_id), self.runs.run_key(run_id, "inputs")],
             args=[
                 step,
                 "succeeded" if ok else "failed",
@@ -118,7 +118,7 @@ class GraphState:
                 repr(cost_usd),
                 repr(duration_s),
                 attempts,
-                json.dumps(item_input) if item_input is not None else "",
+                index,
                 self.runs.ttl_s,
             ],
         )
@@ -132,6 +132,11 @@ class GraphState:
                 args=[step, spec.script_json()],
             )
         )
+
+    def item_input(self, key: str) -> dict[str, Any] | None:
+        """The item's input as its graph kept it (None: no step has ended yet)."""
+        raw = self.client.hget(self.key(key), "_input")
+        return json.loads(raw) if raw else None
 
     def states(self, keys: Sequence[str]) -> list[dict[str, str]]:
         """Each item's whole graph hash, for ``keys`` (``{}`` for an item not started)."""

@@ -1,14 +1,15 @@
 -- Record a graph step's final status for one item, skip what depended on a failed step, and
 -- release the steps whose dependencies have all succeeded.
--- KEYS: the item's graph hash, the run hash
+-- KEYS: the item's graph hash, the run hash, the run's inputs hash
 -- ARGV: step, status ('succeeded' or 'failed'), spec JSON {order = [...], after = {step = [...]}}
---       (order is topological), US dollars, seconds, attempts, the item's input JSON ('' to
---       leave it), ttl (s)
+--       (order is topological), US dollars, seconds, attempts, the item's index, ttl (s)
 -- Returns {counted (1/0), released steps, skipped steps, item complete (1/0)}.
 local g, run = KEYS[1], KEYS[2]
 local step, status = ARGV[1], ARGV[2]
 local spec = cjson.decode(ARGV[3])
-if ARGV[7] ~= '' then redis.call('HSETNX', g, '_input', ARGV[7]) end
+-- Kept for a step requeued after the item's outcome dropped the run's copy of its input.
+local input = redis.call('HGET', KEYS[3], ARGV[7])
+if input then redis.call('HSETNX', g, '_input', input) end
 if redis.call('HSETNX', g, step, status) == 0 then return {0, {}, {}, 0} end
 redis.call('HINCRBYFLOAT', g, '_usd', ARGV[4])
 redis.call('HINCRBYFLOAT', g, '_s', ARGV[5])
