@@ -54,10 +54,12 @@ class UndoLog:
         )
 
     def request(self, run_id: str) -> bool:
-        """Ask for the run's compensations; True when this call asked first."""
+        """Ask for the run's compensations; True when a compensation must run (this call asked
+        first, and the run is still going or has something to undo)."""
         return bool(
             self._scripts["undo_request"](
-                keys=[self.runs.run_key(run_id), self.runs.active_key()], args=[run_id]
+                keys=[self.runs.run_key(run_id), self.runs.active_key(), self.runs.run_key(run_id, "undo")],
+                args=[run_id],
             )
         )
 
