@@ -3,7 +3,9 @@
 Layout under the key prefix ``p`` (every key expires after ``ttl_s`` seconds unless noted):
 
 - ``p:run:{id}``          hash: name, kind, task names, queues, totals, status, times, the
-                          counters, and the aggregate's path and result
+                          counters, the aggregate's path and result; and as they apply:
+                          budgets (``spend.py``), graphs (``graph.py``), compensation
+                          (``undo.py``), ``tenant``, ``batch_size``
 - ``p:run:{id}:items``    hash: item index -> ``[task_id, idempotency key, item key]``
 - ``p:run:{id}:inputs``   hash: item index -> its input, kept until the item has an outcome so
                           that a lost message can be published again
@@ -156,11 +158,13 @@ class RunStore:
         fail_fast: bool = False,
         max_in_flight: int | None = None,
         created_at: float | None = None,
+        extra: Mapping[str, str | int | float] | None = None,
     ) -> None:
         """Record a new run: its items (``(task_id, idempotency key, item key)`` each), their
-        inputs, and the queue of each stage, everything a lost message is rebuilt from."""
+        inputs, the queue of each stage (what a lost message is rebuilt from), ``extra`` fields."""
         created = time.time() if created_at is None else created_at
         record = {
+            **(extra or {}),
             "name": name,
             "kind": kind,
             "task": task,

@@ -12,7 +12,9 @@ Besides queues, workers, completions and outcomes:
   ``agentfleet_limiter_slots_in_use{downstream}``, ``agentfleet_limiter_slots_max{downstream}``,
   ``agentfleet_limiter_paused_seconds{downstream}``;
 - circuit breakers: ``agentfleet_circuit_open{downstream}`` (1 open or half-open, 0 closed);
-  ``/health`` lists the open ones in ``open_circuits`` and says ``degraded`` while any is.
+  ``/health`` lists the open ones in ``open_circuits`` and says ``degraded`` while any is;
+- budgets: ``agentfleet_budget_spent_usd{scope,tenant}`` and ``agentfleet_budget_cap_usd``
+  for the fleet and each tenant today (UTC), ``agentfleet_budget_alerts_total{scope,level}``.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from agentfleet.config import Settings
 from agentfleet.dlq.store import DLQStore
 from agentfleet.ratelimit import Limiter
 from agentfleet.ratelimit.circuit import CircuitBreaker
-from agentfleet.runs import RunStore
+from agentfleet.runs import RunStore, SpendLedger
 
 __all__ = [
     "COMPLETION_WINDOW_S",
@@ -36,6 +38,7 @@ __all__ = [
     "Sample",
     "Sources",
     "collect",
+    "collect_budgets",
     "collect_circuits",
     "collect_completions",
     "collect_dlq",
@@ -284,6 +287,50 @@ def collect_circuits(sources: Sources) -> list[Sample]:
     ]
 
 
+def collect_budgets(sources: Sources) -> list[Sample]:
+    """Today's spending against the fleet's and each tenant's daily cap, and alerts raised."""
+    budgets = sources.settings.budgets
+    store = sources.store
+    today = SpendLedger(store.client, prefix=store.prefix).today()
+    samples = [
+        Sample("agentfleet_budget_spent_usd", today.get("fleet", 0.0), {"scope": "fleet"}, help=_SPENT_HELP)
+    ]
+    if budgets.fleet_daily_usd is not None:
+        samples.append(
+            Sample("agentfleet_budget_cap_usd", budgets.fleet_daily_usd, {"scope": "fleet"}, help=_CAP_HELP)
+        )
+    tenants = sorted(
+        {k.removeprefix("tenant:") for k in today if k.startswith("tenant:")} | set(budgets.tenants)
+    )
+    for tenant in tenants:
+        labels = {"scope": "tenant", "tenant": tenant}
+        samples.append(
+            Sample(
+                "agentfleet_budget_spent_usd", today.get(f"tenant:{tenant}", 0.0), labels, help=_SPENT_HELP
+            )
+        )
+        cap = budgets.tenant_cap(tenant)
+        if cap is not None:
+            samples.append(Sample("agentfleet_budget_cap_usd", cap, labels, help=_CAP_HELP))
+    totals = store.completion_stats(1).totals
+    for scope in ("run", "tenant", "fleet"):
+        for level in ("soft", "hard"):
+            samples.append(
+                Sample(
+                    "agentfleet_budget_alerts_total",
+                    totals.get(f"budget_alerts:{scope}:{level}", 0.0),
+                    {"scope": scope, "level": level},
+                    kind="counter",
+                    help="Budget alerts raised: soft at budgets.alert_at of a cap, hard at the cap.",
+                )
+            )
+    return samples
+
+
+_SPENT_HELP = "US dollars spent today (UTC), by the fleet or by one tenant."
+_CAP_HELP = "A daily cap in US dollars (budgets.fleet_daily_usd, or a tenant's)."
+
+
 DEFAULT_COLLECTORS: tuple[Collector, ...] = (
     collect_queues,
     collect_workers,
@@ -292,6 +339,7 @@ DEFAULT_COLLECTORS: tuple[Collector, ...] = (
     collect_dlq,
     collect_limiter,
     collect_circuits,
+    collect_budgets,
 )
 
 

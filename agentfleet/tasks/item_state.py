@@ -1,24 +1,63 @@
-"""What one execution of an item starts from: its memory, its budgets, what it spent before.
+"""What one execution of an item starts from: its context, memory, budgets, earlier spending.
 
-``item_state`` gives ``new_context`` the parts of an ``ExecutionState`` that outlive one
-execution: the item's memory in Redis (steps and agent checkpoints, written under this
-delivery's claim), its budgets over every attempt with what earlier attempts spent (read only
-when the task has an item budget), and its run's tenant and dollar cap.
+``item_context`` builds the ``TaskContext`` a delivery hands the task's body. Besides ids,
+log and clients, its ``ExecutionState`` holds what outlives one execution (``item_state``):
+the item's memory in Redis (steps and agent checkpoints, written under this delivery's
+claim), its budgets over every attempt with what earlier attempts spent (read only when the
+task has an item budget), and its run's tenant and dollar cap.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from agentfleet.config import Settings
 from agentfleet.outages import ride_out
 from agentfleet.runs import Spend
+from agentfleet.tasks import clients
 from agentfleet.tasks.base import FleetTask
+from agentfleet.tasks.circuit_guard import CircuitGuard
+from agentfleet.tasks.context import TaskContext
+from agentfleet.tasks.execution_state import new_context
 from agentfleet.tasks.memory import StoredMemory
 from agentfleet.tasks.meta import ItemMeta
 from agentfleet.tasks.shared import memory_store, spend_ledger
 
-__all__ = ["item_state"]
+__all__ = ["item_context", "item_state"]
+
+
+def item_context(
+    settings: Settings,
+    task: FleetTask,
+    meta: ItemMeta,
+    *,
+    task_id: str,
+    key: str,
+    token: str,
+    guard: CircuitGuard,
+) -> TaskContext:
+    """The context of one execution of ``meta``'s item by the delivery holding ``token``."""
+    logger = logging.LoggerAdapter(
+        logging.getLogger(f"agentfleet.tasks.{task.name}"),
+        {"task_id": task_id, "run_id": meta.run, "item_key": meta.item},
+    )
+    return new_context(
+        task_id=task_id,
+        run_id=meta.run,
+        item_key=meta.item,
+        idempotency_key=meta.key,
+        attempt=meta.attempt,
+        log=logger,
+        workdir_root=settings.workdir_root,
+        task_name=task.name,
+        downstream=task.downstream,
+        index=meta.idx,
+        breaker=guard.for_transport(),
+        http_factory=clients.http_client,
+        anthropic_factory=clients.anthropic_client,
+        **item_state(settings, task, meta, key, token),
+    )
 
 
 def item_state(settings: Settings, task: FleetTask, meta: ItemMeta, key: str, token: str) -> dict[str, Any]:

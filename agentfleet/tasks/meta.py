@@ -6,7 +6,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["META_KWARG", "ItemMeta"]
+from agentfleet.idempotency import node_key, stage_key
+
+__all__ = ["META_KWARG", "ItemMeta", "run_meta_fields"]
 
 META_KWARG = "_af"
 
@@ -45,6 +47,12 @@ class ItemMeta(BaseModel):
         return self.stage >= self.stages - 1
 
     @property
+    def own_key(self) -> str:
+        """The key this message's work is stored under: its stage's, its graph step's, or the
+        item's own idempotency key."""
+        return node_key(self.key, self.node) if self.node else stage_key(self.key, self.stage, self.stages)
+
+    @property
     def task_id(self) -> str:
         """The Celery task id of this item's stage (or graph step) in its run:
         ``{run}-{idx}[-s{stage}]`` or ``{run}-{idx}-n-{node}``."""
@@ -54,3 +62,16 @@ class ItemMeta(BaseModel):
 
     def to_kwarg(self) -> dict[str, Any]:
         return self.model_dump(exclude_defaults=True) | {"run": self.run, "key": self.key, "item": self.item}
+
+
+def run_meta_fields(record: dict[str, str]) -> dict[str, Any]:
+    """The ``ItemMeta`` fields every message of a run carries, read back from its record (its
+    pool size, tenant and dollar cap), for messages a requeue or the reconciler sends again."""
+    found: dict[str, Any] = {}
+    if int(record.get("max_in_flight") or 0):
+        found["max_in_flight"] = int(record["max_in_flight"])
+    if record.get("tenant"):
+        found["tenant"] = record["tenant"]
+    if record.get("budget_usd"):
+        found["budget_usd"] = float(record["budget_usd"])
+    return found
