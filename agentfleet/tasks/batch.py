@@ -2,8 +2,9 @@
 
 ``Fleet.map(task, inputs, batch_size=N)`` sends one message per ``N`` consecutive items, with
 task id ``{run}-b{first index}`` and the keyword ``_afb``: a list of ``[input, item meta]``.
-The worker runs them one after another, each as a delivery of its own: its own claim,
-idempotency key, outcome, retries and dead letter. What a batch saves is the per-message cost
+The worker claims them all (one token, renewed while the batch runs), then runs them one after
+another, each as a delivery of its own: its own idempotency key, outcome, retries and dead
+letter. What a batch saves is the per-message cost
 (publishing, consuming, acknowledging, the result backend, the events), which dominates items
 that take milliseconds.
 
@@ -17,6 +18,7 @@ id).
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -24,9 +26,14 @@ from typing import Any
 from celery import Celery
 from celery.canvas import Signature
 
+from agentfleet.config import get_settings
+from agentfleet.outages import ride_out
+from agentfleet.runs import RunStore, claim_renewer, new_claim_token
+from agentfleet.runs.store import RUNS_LUA
 from agentfleet.tasks.base import FleetTask
 from agentfleet.tasks.meta import META_KWARG, ItemMeta
 from agentfleet.tasks.redispatch import item_signature
+from agentfleet.tasks.shared import per_process, run_store
 
 __all__ = [
     "BATCH_KWARG",
@@ -40,7 +47,9 @@ __all__ = [
 
 BATCH_KWARG = "_afb"
 
-Deliver = Callable[[dict[str, Any], str], "dict[str, Any] | None"]
+log = logging.getLogger("agentfleet.batch")
+
+Deliver = Callable[[dict[str, Any], str, str], "dict[str, Any] | None"]
 
 
 def batch_task_id(run_id: str, first: int) -> str:
@@ -90,25 +99,64 @@ def send_alone(
     ).apply_async()
 
 
-def execute_batch(
-    task: FleetTask, kwargs: Mapping[str, Any], deliver: Deliver, queue: str
-) -> list[dict[str, Any]]:
-    """Run a batch's items in order with ``deliver(item kwargs, task id)`` (None: the item was
-    sent again alone); the outcomes of the items that ended here, as dicts."""
+def _claim_all(runs: RunStore, keys: Sequence[str], token: str, ttl_s: float) -> list[str]:
+    """Claim every item of the batch that nobody holds, under one token; the keys claimed."""
+    pipe = runs.client.pipeline(transaction=False)
+    for key in keys:
+        pipe.set(runs.claim_key(key), token, nx=True, px=max(1, int(ttl_s * 1000)))
+    return [key for key, took in zip(keys, pipe.execute(), strict=True) if took]
+
+
+def _release_all(runs: RunStore, keys: Sequence[str], token: str) -> None:
+    """Give back the claims ``token`` still holds on ``keys`` (items it did not end here)."""
+    release = per_process("batch-release", get_settings(), lambda: RUNS_LUA.register(runs.client, "release"))
+    pipe = runs.client.pipeline(transaction=False)
+    for key in keys:
+        release["release"](keys=[runs.claim_key(key)], args=[token, "exact"], client=pipe)
+    pipe.execute()
+
+
+def execute_batch(task: FleetTask, kwargs: Mapping[str, Any], deliver: Deliver) -> list[dict[str, Any]]:
+    """Run a batch's items in order with ``deliver(item kwargs, task id, claim token)`` (None:
+    the item was sent again alone); the outcomes of the items that ended here, as dicts.
+
+    Every item is claimed first, under one token renewed while the batch runs: an item waiting
+    its turn is neither run by another copy of the batch nor taken for lost by the reconciler.
+    """
+    settings = get_settings()
+    runs = run_store(settings)
+    queue = getattr(task, "queue", None) or settings.queues.agents
+    ttl_s = settings.delivery.claim_ttl_s
+    items = batch_items(kwargs)
+    token = new_claim_token(str(getattr(task.request, "hostname", None) or "local"))
+    held = ride_out(
+        lambda: _claim_all(runs, [m.key for _, m in items], token, ttl_s),
+        budget_s=settings.delivery.redis_retry_s,
+        url=settings.broker_url,
+    )
+    for key in held:
+        claim_renewer().hold(runs, key, token, ttl_s)
     soft_s = float(task.soft_time_limit or 0)
     started = time.monotonic()
     longest = 0.0
     outcomes = []
-    items = batch_items(kwargs)
-    for n, (inputs, meta) in enumerate(items):
-        elapsed = time.monotonic() - started
-        if soft_s and elapsed + longest >= soft_s:
-            for rest_inputs, rest_meta in items[n:]:
-                send_alone(task, rest_meta, rest_inputs, queue, 0.0)
-            break
-        item_started = time.monotonic()
-        outcome = deliver({**inputs, META_KWARG: meta.to_kwarg()}, meta.task_id)
-        longest = max(longest, time.monotonic() - item_started)
-        if outcome is not None:
-            outcomes.append(outcome)
+    try:
+        for n, (inputs, meta) in enumerate(items):
+            if soft_s and time.monotonic() - started + longest >= soft_s:
+                for rest_inputs, rest_meta in items[n:]:
+                    send_alone(task, rest_meta, rest_inputs, queue, 0.0)
+                break
+            item_started = time.monotonic()
+            outcome = deliver({**inputs, META_KWARG: meta.to_kwarg()}, meta.task_id, token)
+            longest = max(longest, time.monotonic() - item_started)
+            if outcome is not None:
+                outcomes.append(outcome)
+    finally:
+        # Claims left over: items handed off, or not reached because the batch stopped.
+        for key in held:
+            claim_renewer().drop(runs, key)
+        try:
+            _release_all(runs, held, token)
+        except Exception as exc:  # they lapse on their own within claim_ttl_s
+            log.warning("could not give back the claims of a batch: %s", exc)
     return outcomes

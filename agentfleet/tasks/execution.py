@@ -104,10 +104,12 @@ class _Delivery:
         *,
         request: Context | None = None,
         task_id: str | None = None,
+        claim_token: str = "",
     ) -> None:
         self.task = task
         self.request = request
         self.in_batch = task_id is not None
+        self.claim_token = claim_token
         self.settings: Settings = get_settings()
         # ``runs`` is the process's run store; ``store`` is the same, riding out Redis outages.
         self.runs = run_store(self.settings)
@@ -263,7 +265,9 @@ class _Delivery:
         if previous is not None and not previous.ok:
             return previous.model_dump(mode="json")
 
-        token = new_claim_token(str(getattr(self.task.request, "hostname", None) or "local"))
+        token = self.claim_token or new_claim_token(
+            str(getattr(self.task.request, "hostname", None) or "local")
+        )
         ttl_s = self.settings.delivery.claim_ttl_s
         state = self.store.begin(
             self.meta.run,
@@ -467,17 +471,19 @@ def execute(task: FleetTask, args: tuple[Any, ...], kwargs: dict[str, Any]) -> A
     """
     try:
         if is_batch(kwargs):
-            queue = getattr(task, "queue", None) or get_settings().queues.agents
-            return execute_batch(task, kwargs, functools.partial(_deliver_in_batch, task), queue)
+            return execute_batch(task, kwargs, functools.partial(_deliver_in_batch, task))
         return _Delivery(task, args, kwargs).run()
     except BrokerUnavailable as exc:
         log.error("%s[%s]: %s; handing the message back for redelivery", task.name, task.request.id, exc)
         raise Reject(str(exc), requeue=True) from None
 
 
-def _deliver_in_batch(task: FleetTask, kwargs: dict[str, Any], task_id: str) -> dict[str, Any] | None:
-    """One item of a batch; None when it was sent again in a message of its own."""
+def _deliver_in_batch(
+    task: FleetTask, kwargs: dict[str, Any], task_id: str, token: str
+) -> dict[str, Any] | None:
+    """One item of a batch, under the batch's claim ``token``; None when it was sent again in a
+    message of its own."""
     try:
-        return _Delivery(task, (), kwargs, task_id=task_id).run()
+        return _Delivery(task, (), kwargs, task_id=task_id, claim_token=token).run()
     except _Rescheduled:
         return None
