@@ -94,6 +94,13 @@ def talker(ctx: TaskContext, prompt: str, calls: int = 1, max_tokens: int = 200)
     return {"calls": calls}
 
 
+@fleet_task(time_limit_s=3, soft_time_limit_s=1.5)
+def nap(ctx: TaskContext, n: int, sleep_s: float) -> dict[str, Any]:
+    """Sleeps; a batch of these outruns the soft time limit unless it hands items off."""
+    time.sleep(sleep_s)
+    return {"n": n}
+
+
 # Compensations ------------------------------------------------------------------------------
 
 

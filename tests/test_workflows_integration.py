@@ -8,6 +8,7 @@ Batches: each item keeps its own outcome, retries and dead letter inside a share
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -221,7 +222,9 @@ def test_a_batched_map_gives_each_item_its_own_outcome(fleet: Fleet, redis_clien
     outcomes = run.outcomes()
     assert [o.result for o in outcomes] == [{"n": n} for n in range(25)]
     assert [o.task_id for o in outcomes] == [f"{run.id}-{n}" for n in range(25)]
-    assert redis_client.exists(*(f"celery-task-meta-{run.id}-b{first}" for first in (0, 10, 20))) == 3
+    batches = [f"celery-task-meta-{run.id}-b{first}" for first in (0, 10, 20)]
+    # Celery stores a task's result just after the outcomes it recorded: three tasks ran.
+    wait_until(lambda: redis_client.exists(*batches) == 3, 30, "the three batches' results")
 
 
 def test_an_item_of_a_batch_retries_and_dead_letters_alone(fleet: Fleet) -> None:
@@ -256,3 +259,16 @@ def test_a_batch_delivered_twice_runs_each_item_once(fleet: Fleet, effects: Effe
     assert run.wait(timeout_s=60).succeeded == 8
     executions = effects.executions()
     assert [executions[f"dup-batch-{n}"] for n in range(8)] == [1] * 8
+
+
+def test_a_batch_near_its_soft_time_limit_hands_its_last_items_off(
+    fleet: Fleet, redis_client: redis.Redis
+) -> None:
+    run = fleet.map(dt.nap, [{"n": n, "sleep_s": 0.6} for n in range(5)], batch_size=5)
+    assert run.wait(timeout_s=60).succeeded == 5
+    batch = f"celery-task-meta-{run.id}-b0"
+    wait_until(lambda: redis_client.exists(batch), 30, "the batch's result")
+    ran_in_batch = json.loads(redis_client.get(batch))["result"]
+    assert [o["index"] for o in ran_in_batch] == [0, 1], "two items fit in 1.5 s, the rest went alone"
+    alone = [f"celery-task-meta-{run.id}-{n}" for n in (2, 3, 4)]
+    wait_until(lambda: redis_client.exists(*alone) == 3, 30, "the items sent alone")

@@ -85,7 +85,3 @@ class MemoryStore:
         fields = [f for f in self.client.hkeys(mem) if f.startswith("$")]
         if fields:
             self.client.hdel(mem, *fields)
-
-    def forget(self, key: str) -> None:
-        """Drop the item's whole memory: its next execution starts from the beginning."""
-        self.client.delete(self.key(key))

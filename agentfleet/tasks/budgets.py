@@ -170,8 +170,12 @@ def budget_hooks(state: ExecutionState, settings: Settings, hooks: FleetHooks) -
                 f"the run spent ${run_spent:.4f} of its ${caps.run_usd:.4f} budget ({where})"
             )
         if caps.tenant_usd is not None and tenant_spent >= caps.tenant_usd:
-            own = state.tenant in settings.budgets.tenants
-            where = f"budgets.tenants.{state.tenant}.daily_usd" if own else "budgets.tenant_daily_usd"
+            own = settings.budgets.tenants.get(state.tenant or "")
+            where = (
+                f"budgets.tenants.{state.tenant}.daily_usd"
+                if own is not None and own.daily_usd is not None
+                else "budgets.tenant_daily_usd"
+            )
             raise BudgetExceeded(
                 f"tenant {state.tenant} spent ${tenant_spent:.4f} of its ${caps.tenant_usd:.4f} "
                 f"daily budget today ({where})"
