@@ -23,11 +23,12 @@ import json
 import logging
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from agentfleet.config import Settings
 from agentfleet.errors import BudgetExceeded
 from agentfleet.models import TokenUsage
+from agentfleet.outages import ride_out
 from agentfleet.runs import Alert, Caps, Report, Spend, SpendLedger
 from agentfleet.tasks.shared import run_store, spend_ledger
 from agentfleet.tools.transport import CallInfo, FleetHooks
@@ -40,6 +41,7 @@ __all__ = ["BUDGET_ALERT_TASK", "SpendReporter", "alert_record", "budget_hooks",
 log = logging.getLogger("agentfleet.budgets")
 
 BUDGET_ALERT_TASK = "agentfleet.maintenance.budget_alert"
+T = TypeVar("T")
 
 
 def caps_for(state: ExecutionState, settings: Settings) -> Caps:
@@ -97,14 +99,21 @@ class SpendReporter:
         state: ExecutionState,
         caps: Caps,
         on_alert: Callable[[Alert], None],
+        settings: Settings,
     ) -> None:
         self.ledger = ledger
         self.state = state
         self.caps = caps
         self.on_alert = on_alert
+        self.settings = settings
         self._lock = threading.Lock()
         self._seq = 0
         self._reported_s = 0.0
+
+    def patiently(self, call: Callable[[], T]) -> T:
+        """``call()``, riding out a Redis outage of ``delivery.redis_retry_s`` (each script
+        here is safe to run twice)."""
+        return ride_out(call, budget_s=self.settings.delivery.redis_retry_s, url=self.settings.broker_url)
 
     def report(self, *, usd: float = 0.0, tokens: int = 0, turns: int = 0, elapsed_s: float = 0.0) -> None:
         """Count this much more spending; ``elapsed_s`` is the execution's seconds so far."""
@@ -121,7 +130,7 @@ class SpendReporter:
                 state.token,
                 self._seq,
             )
-            _, alerts = self.ledger.record(report, self.caps)
+            _, alerts = self.patiently(lambda: self.ledger.record(report, self.caps))
         for alert in alerts:
             self.on_alert(alert)
 
@@ -137,7 +146,7 @@ def reporter_for(state: ExecutionState, settings: Settings) -> SpendReporter | N
         caps = caps_for(state, settings)
         if caps.any or _item_capped(state):
             state.reporter = SpendReporter(
-                spend_ledger(settings), state, caps, lambda alert: _raise_alert(alert, settings)
+                spend_ledger(settings), state, caps, lambda alert: _raise_alert(alert, settings), settings
             )
     return state.reporter
 
@@ -161,7 +170,9 @@ def budget_hooks(state: ExecutionState, settings: Settings, hooks: FleetHooks) -
         state.check_budget()
         if not caps.any:
             return
-        run_spent, tenant_spent, fleet_spent = reporter.ledger.above(state.run_id, state.tenant)
+        run_spent, tenant_spent, fleet_spent = reporter.patiently(
+            lambda: reporter.ledger.above(state.run_id, state.tenant)
+        )
         if caps.run_usd is not None and run_spent >= caps.run_usd:
             # The whole run is over budget: items that have not started will not run.
             run_store(settings).fail_fast(state.run_id)
