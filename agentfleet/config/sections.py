@@ -38,11 +38,19 @@ __all__ = [
     "TenantBudget",
     "WorkerSettings",
     "split_csv",
+    "webhook_url",
 ]
 
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+def webhook_url(value: str | None) -> str | None:
+    """``value`` when it is an http(s) URL (or unset); else the error a webhook setting gives."""
+    if value is not None and not value.startswith(("http://", "https://")):
+        raise ValueError("must be an http:// or https:// URL, e.g. a Slack incoming webhook")
+    return value
 
 
 def split_csv(value: Any) -> Any:
@@ -196,9 +204,7 @@ class DLQSettings(_Section):
     @field_validator("webhook_url")
     @classmethod
     def _http_url(cls, value: str | None) -> str | None:
-        if value is not None and not value.startswith(("http://", "https://")):
-            raise ValueError("must be an http:// or https:// URL, e.g. a Slack incoming webhook")
-        return value
+        return webhook_url(value)
 
 
 class ModelPrice(_Section):
@@ -291,9 +297,7 @@ class BudgetSettings(_Section):
     @field_validator("webhook_url")
     @classmethod
     def _http_url(cls, value: str | None) -> str | None:
-        if value is not None and not value.startswith(("http://", "https://")):
-            raise ValueError("must be an http:// or https:// URL, e.g. a Slack incoming webhook")
-        return value
+        return webhook_url(value)
 
     def tenant_cap(self, tenant: str | None) -> float | None:
         """US dollars ``tenant`` may spend per UTC day: its own cap, else ``tenant_daily_usd``."""
