@@ -22,11 +22,12 @@ from worker_env import cluster_env  # noqa: E402
 
 from agentfleet.config import load_settings  # noqa: E402
 from agentfleet.local import LocalCluster  # noqa: E402
+from agentfleet.orchestration import Fleet  # noqa: E402
 
 
-def timed(fleet: object, tasks: int, batch_size: int | None) -> float:
+def timed(fleet: Fleet, tasks: int, batch_size: int | None) -> float:
     started = time.monotonic()
-    run = fleet.map("fleet_test_tasks.echo", [{"n": n} for n in range(tasks)], batch_size=batch_size)  # type: ignore[attr-defined]
+    run = fleet.map("fleet_test_tasks.echo", [{"n": n} for n in range(tasks)], batch_size=batch_size)
     summary = run.wait(timeout_s=1800)
     if summary.succeeded != tasks:
         raise SystemExit(f"only {summary.succeeded} of {tasks} items succeeded: {summary}")
