@@ -59,6 +59,7 @@ _EXPORTS = {
     "TaskTimeLimit": "agentfleet.errors",
     "DeadLetterNotFound": "agentfleet.errors",
     "CompensationFailed": "agentfleet.errors",
+    "SpendLedger": "agentfleet.spend",
 }
 
 # Public modules reached as attributes of the package (``agentfleet.merge.concat``).
@@ -101,6 +102,7 @@ __all__ = [
     "RunError",
     "RunSummary",
     "Settings",
+    "SpendLedger",
     "SpendLimitReached",
     "TaskContext",
     "TaskOutcome",
@@ -155,6 +157,7 @@ if TYPE_CHECKING:
     from agentfleet.ratelimit import Limiter
     from agentfleet.ratelimit.circuit import CircuitBreaker
     from agentfleet.redaction import redact
+    from agentfleet.spend import SpendLedger
     from agentfleet.tasks.agent import AgentResult, Tool, run_agent
     from agentfleet.tasks.base import FleetTask
     from agentfleet.tasks.context import TaskContext

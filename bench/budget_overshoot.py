@@ -28,6 +28,7 @@ from http_scripted import ScriptedServer  # noqa: E402
 from agentfleet.config import get_settings  # noqa: E402
 from agentfleet.embedded_redis import EmbeddedRedis  # noqa: E402
 from agentfleet.mock_llm import MockMessagesServer  # noqa: E402
+from agentfleet.spend import SpendLedger  # noqa: E402
 
 MODEL = "claude-haiku-4-5"
 
@@ -60,7 +61,7 @@ def main() -> None:
                         for r in mock.requests
                         if r.status == 200 and marker in (r.prompt or "")
                     ]
-                    spent = float(fleet.store.get_run(run.id)["spent_usd"])
+                    spent = SpendLedger.from_settings(fleet.settings, fleet.store.client).standing(run.id)[0]
                     over = spent - args.cap
                     calls = over / statistics.mean(costs)
                     print(f"{slots:10d} {spent:9.5f} {over:9.5f} {calls:12.2f} {calls / slots:9.2f}")

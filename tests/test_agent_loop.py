@@ -8,7 +8,6 @@ limiter, the guard and the accounting are the real ones (on the session's Redis)
 from __future__ import annotations
 
 import json
-import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -18,14 +17,13 @@ from typing import Any
 
 import pytest
 from http_scripted import Reply, ScriptedServer
+from task_contexts import use_worker_settings, worker_context
 
 from agentfleet.config import get_settings, reset_settings
 from agentfleet.errors import BudgetExceeded, Deferred, LoopDetected, RateLimited
 from agentfleet.mock_llm import MockMessagesServer
-from agentfleet.tasks import clients
 from agentfleet.tasks.agent import Tool, run_agent
 from agentfleet.tasks.context import TaskContext
-from agentfleet.tasks.execution_state import new_context
 from agentfleet.tasks.llm_tasks import BUILTIN_TOOLS
 
 MODEL = "claude-haiku-4-5"
@@ -48,27 +46,11 @@ def make_ctx(
 ) -> Iterator[Callable[..., TaskContext]]:
     """A factory of contexts as a worker builds them, with the given budgets."""
     mock.reset()
-    monkeypatch.setenv("AGENTFLEET_BROKER_URL", redis_url)
-    monkeypatch.setenv("AGENTFLEET_KEY_PREFIX", key_prefix)
-    monkeypatch.setenv("AGENTFLEET_LLM__BASE_URL", mock.url)
-    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
-    monkeypatch.delenv("AGENTFLEET_LLM__API_KEY", raising=False)
-    reset_settings()
+    use_worker_settings(monkeypatch, redis_url=redis_url, key_prefix=key_prefix, llm_url=mock.url)
     made: list[TaskContext] = []
 
     def make(**budgets: Any) -> TaskContext:
-        ctx = new_context(
-            task_id=f"task-{len(made)}",
-            run_id="run",
-            item_key="item",
-            idempotency_key="key",
-            attempt=0,
-            workdir_path=tmp_path,
-            log=logging.LoggerAdapter(logging.getLogger("test.agent"), {}),
-            http_factory=clients.http_client,
-            anthropic_factory=clients.anthropic_client,
-            **budgets,
-        )
+        ctx = worker_context(f"task-{len(made)}", tmp_path, **budgets)
         made.append(ctx)
         return ctx
 
@@ -289,6 +271,7 @@ def test_the_run_budget_stops_every_item_once_the_run_has_spent_it(
     make_ctx: Callable[..., TaskContext], mock: MockMessagesServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from agentfleet.runs import RunStore
+    from agentfleet.spend import SpendLedger
 
     monkeypatch.setenv("AGENTFLEET_BUDGETS__RUN_USD", "0.0001")
     reset_settings()
@@ -298,9 +281,10 @@ def test_the_run_budget_stops_every_item_once_the_run_has_spent_it(
     )
     first, second = make_ctx(), make_ctx()
     run_agent(first, prompt="LONG 40", model=MODEL, max_tokens=100)
-    assert store.spent("run") == pytest.approx(first.cost_usd)
+    ledger = SpendLedger.from_settings(get_settings(), store.client)
+    assert ledger.standing("run")[0] == pytest.approx(first.cost_usd)
     with pytest.raises(BudgetExceeded, match=r"budgets\.run_usd"):
         while True:  # each call spends more; the run's cap is crossed within a few
             run_agent(second, prompt="LONG 40", model=MODEL, max_tokens=100)
     assert store.get_run("run")["status"] == "failed", "items not yet started will not run"
-    assert store.spent("run") >= 0.0001
+    assert ledger.standing("run")[0] >= 0.0001

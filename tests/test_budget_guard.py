@@ -14,7 +14,8 @@ import redis
 from agentfleet.config import get_settings, reset_settings
 from agentfleet.errors import BudgetExceeded, fleet_error_in_chain
 from agentfleet.mock_llm import MockMessagesServer
-from agentfleet.runs import SpendLedger
+from agentfleet.runs import BudgetLedger
+from agentfleet.spend import SpendLedger
 from agentfleet.tasks import clients
 from agentfleet.tasks.context import TaskContext
 from agentfleet.tasks.execution_state import new_context
@@ -93,7 +94,8 @@ def test_an_items_spending_carries_over_to_its_next_execution(
     first = make_ctx("item", budget_usd=0.01)
     _call(first)
     first.close()
-    ledger = SpendLedger(redis_client, prefix=get_settings().key_prefix)
+    prefix = get_settings().key_prefix
+    ledger = BudgetLedger(redis_client, SpendLedger(redis_client, prefix=prefix), prefix=prefix)
     spent = ledger.item("item")
     assert spent.usd == pytest.approx(first.cost_usd) and spent.turns == 1
     assert spent.seconds > 0, "the execution's seconds were counted when it ended"

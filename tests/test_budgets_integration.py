@@ -20,7 +20,8 @@ from agentfleet.config import BudgetSettings, Settings, TenantBudget, get_settin
 from agentfleet.mock_llm import MockMessagesServer
 from agentfleet.orchestration import Fleet
 from agentfleet.runs import RunStore
-from agentfleet.service.collectors import collect_budgets
+from agentfleet.service.collectors import collect_daily_budgets
+from agentfleet.spend import SpendLedger
 
 pytestmark = pytest.mark.slow
 
@@ -101,7 +102,7 @@ def test_a_run_budget_alerts_at_its_share_then_stops_every_call_with_a_bounded_o
         for r in requests_for(mock, marker)
         if r.status == 200
     ]
-    spent = float(fleet.store.get_run(run.id)["spent_usd"])
+    spent = SpendLedger.from_settings(fleet.settings, fleet.store.client).standing(run.id)[0]
     assert sum(costs) == pytest.approx(spent)
     assert cap <= spent <= cap + SLOTS * max(costs), "at most one call in flight per busy slot"
     wait_until(lambda: len(_alerts(far, f"run {run.id}")) == 2, 30, "both alerts at the webhook")
@@ -131,7 +132,9 @@ def test_budget_alerts_and_spending_are_metrics(fleet: Fleet) -> None:
     run = fleet.map(dt.talker, [{"prompt": f"metrics\n{LONG}", "calls": 20}], tenant="acme")
     run.wait(timeout_s=60)
     budgets = BudgetSettings(tenants={"acme": TenantBudget(daily_usd=TENANT_CAP_USD)})
-    samples = collect_budgets(_Sources(fleet.settings.model_copy(update={"budgets": budgets}), fleet.store))
+    samples = collect_daily_budgets(
+        _Sources(fleet.settings.model_copy(update={"budgets": budgets}), fleet.store)
+    )
     alerts = {
         (s.labels["scope"], s.labels["level"]): s.value
         for s in samples

@@ -8,6 +8,7 @@ import redis
 
 from agentfleet.errors import Deferred
 from agentfleet.runs import (
+    BudgetLedger,
     Caps,
     GraphSpec,
     GraphState,
@@ -16,10 +17,11 @@ from agentfleet.runs import (
     Report,
     RunStore,
     Spend,
-    SpendLedger,
+    Standing,
     StepSpec,
     UndoLog,
 )
+from agentfleet.spend import SpendLedger
 from agentfleet.tasks.memory import StoredMemory
 
 DIAMOND = GraphSpec(
@@ -40,7 +42,14 @@ def runs(redis_client: redis.Redis, key_prefix: str) -> RunStore:
 
 
 def _report(seq: int, usd: float, *, token: str = "tok", tenant: str | None = "acme") -> Report:
-    return Report("k0", "r", tenant, Spend(usd=usd, tokens=10, turns=1, seconds=0.5), token, seq)
+    return Report(
+        "k0", "r", tenant, Spend(usd=usd, tokens=10, turns=1, seconds=0.5), token, seq, "anthropic:m"
+    )
+
+
+def _ledgers(runs: RunStore) -> tuple[BudgetLedger, SpendLedger]:
+    spend = SpendLedger(runs.client, prefix=runs.prefix)
+    return BudgetLedger(runs.client, spend, prefix=runs.prefix), spend
 
 
 def test_a_memory_write_is_refused_while_another_delivery_holds_the_claim(runs: RunStore) -> None:
@@ -57,27 +66,39 @@ def test_a_memory_write_is_refused_while_another_delivery_holds_the_claim(runs: 
 
 
 def test_a_spending_report_sent_twice_counts_once(runs: RunStore) -> None:
-    ledger = SpendLedger(runs.client, prefix=runs.prefix)
+    ledger, spend = _ledgers(runs)
     caps = Caps()
-    ledger.record(_report(1, 0.01), caps)
-    ledger.record(_report(1, 0.01), caps)  # the same report again, after a dropped connection
-    totals, _ = ledger.record(_report(2, 0.02), caps)
+    ledger.charge(_report(1, 0.01), caps)
+    ledger.charge(_report(1, 0.01), caps)  # the same report again, after a dropped connection
+    totals, _ = ledger.charge(_report(2, 0.02), caps)
     assert totals == Spend(usd=pytest.approx(0.03), tokens=20, turns=2, seconds=1.0)
     assert ledger.item("k0") == totals
-    assert ledger.above("r", "acme") == (pytest.approx(0.03), pytest.approx(0.03), pytest.approx(0.03))
+    assert ledger.standing("r", "acme") == Standing(
+        pytest.approx(0.03), None, pytest.approx(0.03), pytest.approx(0.03)
+    )
+    assert spend.by_run("r") == {"anthropic:m": 0.03}, "the spend ledger counts it by downstream"
+    assert spend.days(1)[0].total_usd == 0.03
 
 
 def test_each_budget_alerts_once_at_its_share_and_once_at_its_cap(runs: RunStore) -> None:
-    ledger = SpendLedger(runs.client, prefix=runs.prefix)
+    ledger, _ = _ledgers(runs)
     caps = Caps(run_usd=1.0, tenant_usd=2.0, fleet_usd=10.0, alert_at=0.5)
     raised = []
     for seq in range(1, 7):
-        raised += ledger.record(_report(seq, 0.25, token=f"t{seq % 2}"), caps)[1]
+        raised += ledger.charge(_report(seq, 0.25, token=f"t{seq % 2}"), caps)[1]
     assert [(a.scope, a.level) for a in raised] == [("run", "soft"), ("run", "hard"), ("tenant", "soft")]
     assert raised[0].name == "r" and raised[2].name == "acme"
     assert raised[1].spent_usd == pytest.approx(1.0) and raised[1].cap_usd == 1.0
     stats = runs.client.hgetall(f"{runs.prefix}:stats")
     assert stats["budget_alerts:run:hard"] == "1" and "budget_alerts:fleet:soft" not in stats
+
+
+def test_a_runs_own_budget_is_the_one_it_alerts_against(runs: RunStore) -> None:
+    ledger, spend = _ledgers(runs)
+    spend.set_budget("r", 0.1)
+    _, raised = ledger.charge(_report(1, 0.25), Caps(run_usd=10.0))
+    assert [(a.scope, a.level, a.cap_usd) for a in raised] == [("run", "soft", 0.1), ("run", "hard", 0.1)]
+    assert ledger.standing("r", None).run_budget_usd == 0.1
 
 
 def test_a_failed_step_skips_what_depends_on_it_and_the_other_branch_finishes(runs: RunStore) -> None:

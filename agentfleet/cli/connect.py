@@ -11,6 +11,7 @@ from agentfleet.embedded_redis import redis_reachable
 from agentfleet.errors import ConfigError
 from agentfleet.local import LocalCluster
 from agentfleet.orchestration import Fleet
+from agentfleet.redis_client import mask_url
 
 __all__ = ["broker_configured", "fleet_for_work", "require_broker"]
 
@@ -25,7 +26,7 @@ def require_broker() -> str:
     url = get_settings().broker_url
     if not redis_reachable(url, timeout_s=2.0):
         raise ConfigError(
-            f"no Redis answers at {url}; set AGENTFLEET_BROKER_URL to your Redis "
+            f"no Redis answers at {mask_url(url)}; set AGENTFLEET_BROKER_URL to your Redis "
             "(or run `agentfleet demo`, which starts its own)"
         )
     return url
@@ -45,7 +46,7 @@ def fleet_for_work(
         fleet = Fleet(broker_url=url)
         if not fleet.ping_workers(timeout_s=1.5):
             raise ConfigError(
-                f"no workers answer on {url}; start some with `agentfleet worker` "
+                f"no workers answer on {mask_url(url)}; start some with `agentfleet worker` "
                 "(or unset AGENTFLEET_BROKER_URL to use an embedded cluster)"
             )
         try:
@@ -55,7 +56,7 @@ def fleet_for_work(
         return
     with LocalCluster(workers=workers, concurrency=concurrency, pool=pool) as cluster:
         announce(
-            f"Started an embedded Redis at {cluster.broker_url} and {workers} worker processes "
+            f"Started an embedded Redis at {mask_url(cluster.broker_url)} and {workers} worker processes "
             f"({cluster.pool} pool, concurrency {cluster.concurrency})."
         )
         yield cluster.fleet(), cluster

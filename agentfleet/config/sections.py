@@ -281,6 +281,7 @@ class BudgetSettings(_Section):
     tenant); ``fleet_daily_usd`` caps the whole fleet per UTC day. Each of those three alerts
     once when its spend reaches ``alert_at`` of the cap (a log line, a metric and a POST to
     ``webhook_url``, else ``dlq.webhook_url``) and stops every call at the cap.
+    ``ledger_days`` is how many days the spend ledger keeps each day's spend by downstream.
     """
 
     run_usd: float | None = Field(default=None, gt=0)
@@ -293,6 +294,7 @@ class BudgetSettings(_Section):
     fleet_daily_usd: float | None = Field(default=None, gt=0)
     alert_at: float = Field(default=0.8, gt=0, le=1)
     webhook_url: str | None = None
+    ledger_days: int = Field(default=35, ge=1)
 
     @field_validator("webhook_url")
     @classmethod
@@ -425,7 +427,10 @@ class ServiceSettings(_Section):
     ``token`` is the bearer token ``POST /runs`` requires (the trigger is off without one).
     ``/health`` says ``stale`` when work is queued and no item has completed for
     ``stale_after_s`` seconds. ``ping_timeout_s`` is how long it waits for workers to answer.
-    ``max_inputs`` caps the inputs one ``POST /runs`` may carry, ``max_body_bytes`` its body.
+    ``max_inputs`` caps the inputs one ``POST /runs`` may carry, ``max_body_bytes`` its body
+    (a larger one answers 413) and ``max_json_depth`` how deeply its JSON may nest (422).
+    The console at ``/console`` signs in with the same token; a session lasts
+    ``console_session_s`` seconds.
     """
 
     host: str = "127.0.0.1"
@@ -435,14 +440,21 @@ class ServiceSettings(_Section):
     ping_timeout_s: float = Field(default=1.0, gt=0)
     max_inputs: int = Field(default=10_000, ge=1)
     max_body_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
+    max_json_depth: int = Field(default=64, ge=3, le=500)
+    console_session_s: float = Field(default=8 * 3600.0, ge=60)
 
 
 class FlowerSettings(_Section):
-    """``agentfleet flower``: basic auth as ``user:password``; binds ``host`` (loopback)."""
+    """Flower, however it is started: basic auth as ``user:password``; binds ``host`` (loopback).
+
+    Without ``basic_auth`` (nor auth given to Flower itself) Flower refuses to start unless
+    ``insecure`` is true.
+    """
 
     host: str = "127.0.0.1"
     port: int = Field(default=5555, ge=1, le=65535)
     basic_auth: SecretStr | None = None
+    insecure: bool = False
 
     @field_validator("basic_auth")
     @classmethod

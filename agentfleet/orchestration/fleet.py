@@ -19,12 +19,14 @@ from agentfleet.models import RunSummary
 from agentfleet.orchestration.client_app import DispatchApp
 from agentfleet.orchestration.dead_letters import DeadLetterQueue
 from agentfleet.orchestration.graph import Node, graph_spec
-from agentfleet.orchestration.options import batching, run_budgets
+from agentfleet.orchestration.options import batching, run_budget, tenancy
 from agentfleet.orchestration.run import Run
 from agentfleet.outages import patient, ride_out
+from agentfleet.redaction import Redactor
 from agentfleet.redis_client import connect
 from agentfleet.references import callable_path
 from agentfleet.runs import RunStore
+from agentfleet.spend import SpendLedger
 from agentfleet.tasks.batch import batch_signatures
 from agentfleet.tasks.graph import step_meta, step_signature
 from agentfleet.tasks.meta import META_KWARG, ItemMeta
@@ -119,12 +121,13 @@ class Fleet:
         run_id = self._new_run_id()
         fn = _callable_path(aggregate) if aggregate is not None else None
         queue = getattr(task, "queue", None) or self.settings.queues.agents
-        budgets = run_budgets(tenant, budget_usd)
-        metas = self._metas(run_id, items, key, stages=1, max_in_flight=max_in_flight, **budgets)
+        shared, cap = tenancy(tenant), run_budget(budget_usd)
+        metas = self._metas(run_id, items, key, stages=1, max_in_flight=max_in_flight, **shared)
         label = name or task_name
         fail_fast = self.settings.fail_fast if fail_fast is None else fail_fast
-        extra = {**budgets, **batching(batch_size)}
+        extra = {**shared, **batching(batch_size)}
         self._create_run(run_id, label, "map", [task_name], [queue], metas, items, fn, fail_fast, extra)
+        self._set_budget(run_id, cap)
         if batch_size:
             countdowns = self._stagger(-(-len(items) // batch_size), stagger_s)
             sigs = batch_signatures(
@@ -135,11 +138,18 @@ class Fleet:
                 inputs=items,
                 size=batch_size,
                 countdowns=countdowns,
+                redactor=self._redactor,
             )
         else:
             sigs = [
                 item_signature(
-                    self.app, names=[task_name], queues=[queue], meta=meta, inputs=item, countdown_s=c
+                    self.app,
+                    names=[task_name],
+                    queues=[queue],
+                    meta=meta,
+                    inputs=item,
+                    countdown_s=c,
+                    redactor=self._redactor,
                 )
                 for item, meta, c in zip(items, metas, self._stagger(len(items), stagger_s), strict=True)
             ]
@@ -171,13 +181,22 @@ class Fleet:
         names = [_task_name(stage) for stage in stages]
         items = _inputs(inputs)
         run_id = self._new_run_id()
-        budgets = run_budgets(tenant, budget_usd)
-        metas = self._metas(run_id, items, key, stages=len(names), max_in_flight=max_in_flight, **budgets)
+        shared, cap = tenancy(tenant), run_budget(budget_usd)
+        metas = self._metas(run_id, items, key, stages=len(names), max_in_flight=max_in_flight, **shared)
         label = name or " -> ".join(names)
         queues = [getattr(s, "queue", None) or self.settings.queues.agents for s in stages]
-        self._create_run(run_id, label, "pipeline", names, queues, metas, items, None, False, budgets)
+        self._create_run(run_id, label, "pipeline", names, queues, metas, items, None, False, shared)
+        self._set_budget(run_id, cap)
         sigs = [
-            item_signature(self.app, names=names, queues=queues, meta=meta, inputs=item, countdown_s=c)
+            item_signature(
+                self.app,
+                names=names,
+                queues=queues,
+                meta=meta,
+                inputs=item,
+                countdown_s=c,
+                redactor=self._redactor,
+            )
             for item, meta, c in zip(items, metas, self._stagger(len(items), stagger_s), strict=True)
         ]
         self._publish(run_id, sigs)
@@ -218,15 +237,16 @@ class Fleet:
         items = _inputs(inputs)
         run_id = self._new_run_id()
         fn = _callable_path(aggregate) if aggregate is not None else None
-        budgets = run_budgets(tenant, budget_usd)
-        metas = self._metas(run_id, items, key, stages=1, max_in_flight=max_in_flight, **budgets)
+        shared, cap = tenancy(tenant), run_budget(budget_usd)
+        metas = self._metas(run_id, items, key, stages=1, max_in_flight=max_in_flight, **shared)
         label = name or "graph " + ", ".join(spec.names)
         fail_fast = self.settings.fail_fast if fail_fast is None else fail_fast
         tasks, queues = [s.task for s in spec.steps], [s.queue for s in spec.steps]
-        extra = {**budgets, "graph": spec.to_json()}
+        extra = {**shared, "graph": spec.to_json()}
         self._create_run(run_id, label, "graph", tasks, queues, metas, items, fn, fail_fast, extra)
+        self._set_budget(run_id, cap)
         sigs = [
-            step_signature(self.app, spec, step_meta(meta, root.name), countdown_s=c)
+            step_signature(self.app, spec, step_meta(meta, root.name), countdown_s=c, redactor=self._redactor)
             for meta, c in zip(metas, self._stagger(len(items), stagger_s), strict=True)
             for root in spec.roots
         ]
@@ -270,6 +290,10 @@ class Fleet:
     @staticmethod
     def _new_run_id() -> str:
         return uuid.uuid4().hex[:16]
+
+    @functools.cached_property
+    def _redactor(self) -> Redactor:
+        return self.settings.redactor()
 
     def _run(self, run_id: str, name: str, total: int) -> Run:
         outage_s = self.settings.delivery.client_outage_s
@@ -361,6 +385,12 @@ class Fleet:
                 extra=extra,
             )
         )
+
+    def _set_budget(self, run_id: str, budget_usd: float | None) -> None:
+        """Give the run its own dollar cap in the spend ledger, before any of its items runs."""
+        if budget_usd is not None:
+            ledger = SpendLedger.from_settings(self.settings, self.store.client)
+            self._patiently(lambda: ledger.set_budget(run_id, budget_usd))
 
     def _publish(self, run_id: str, sigs: Sequence[Signature]) -> None:
         """Send every message, riding out broker outages of ``delivery.client_outage_s``.

@@ -24,6 +24,7 @@ from celery import Celery
 from agentfleet.dlq import DeadLetter, DLQStore
 from agentfleet.errors import DispatchError
 from agentfleet.idempotency import node_key
+from agentfleet.redaction import Redactor
 from agentfleet.runs import GraphSpec, GraphState, RunStore, StepSpec
 from agentfleet.tasks.graph import spec_of, step_signature
 from agentfleet.tasks.meta import ItemMeta, run_meta_fields
@@ -81,7 +82,9 @@ def graph_spec(steps: Sequence[tuple[str, str, str, Sequence[str]]]) -> GraphSpe
     return GraphSpec(tuple(ordered))
 
 
-def requeue_step(entry: DeadLetter, *, app: Celery, runs: RunStore, dlq: DLQStore) -> None:
+def requeue_step(
+    entry: DeadLetter, *, app: Celery, runs: RunStore, dlq: DLQStore, redactor: Redactor
+) -> None:
     """Send a failed graph step again: its failure and the skips it caused are undone, the
     item's outcome (if it had one) is reopened, and the step runs with its stored input."""
     assert entry.node is not None
@@ -108,5 +111,5 @@ def requeue_step(entry: DeadLetter, *, app: Celery, runs: RunStore, dlq: DLQStor
         requeues=entry.requeues + 1,
         **run_meta_fields(runs.get_run(entry.run_id)),
     )
-    step_signature(app, spec, meta, inputs=entry.inputs).apply_async()
+    step_signature(app, spec, meta, inputs=entry.inputs, redactor=redactor).apply_async()
     dlq.remove([entry.id], generation=entry.requeues)

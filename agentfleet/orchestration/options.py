@@ -1,4 +1,4 @@
-"""Run options checked at dispatch: a run's tenant and dollar cap, and its batch size."""
+"""Run options checked at dispatch: a run's tenant, its dollar cap, and its batch size."""
 
 from __future__ import annotations
 
@@ -6,21 +6,23 @@ from typing import Any
 
 from agentfleet.errors import DispatchError
 
-__all__ = ["batching", "run_budgets"]
+__all__ = ["batching", "run_budget", "tenancy"]
 
 
-def run_budgets(tenant: str | None, budget_usd: float | None) -> dict[str, Any]:
-    """The ``ItemMeta`` fields (and run record fields) of a run's tenant and dollar cap."""
-    found: dict[str, Any] = {}
-    if tenant is not None:
-        if not tenant or not tenant.replace("-", "").replace("_", "").replace(".", "").isalnum():
-            raise DispatchError(f"tenant {tenant!r}: use letters, digits, '-', '_' and '.'")
-        found["tenant"] = tenant
-    if budget_usd is not None:
-        if budget_usd <= 0:
-            raise DispatchError(f"budget_usd must be above 0 US dollars, got {budget_usd}")
-        found["budget_usd"] = float(budget_usd)
-    return found
+def tenancy(tenant: str | None) -> dict[str, Any]:
+    """The ``ItemMeta`` field (and run record field) of a run's tenant label (none for ``None``)."""
+    if tenant is None:
+        return {}
+    if not tenant or not tenant.replace("-", "").replace("_", "").replace(".", "").isalnum():
+        raise DispatchError(f"tenant {tenant!r}: use letters, digits, '-', '_' and '.'")
+    return {"tenant": tenant}
+
+
+def run_budget(budget_usd: float | None) -> float | None:
+    """A run's own dollar cap, checked (``None``: the run has none, ``budgets.run_usd`` holds)."""
+    if budget_usd is not None and budget_usd <= 0:
+        raise DispatchError(f"budget_usd must be above 0 US dollars, got {budget_usd}")
+    return budget_usd
 
 
 def batching(batch_size: int | None) -> dict[str, Any]:

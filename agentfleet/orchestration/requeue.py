@@ -95,9 +95,11 @@ def _signature(entry: DeadLetter, app: Celery, settings: Settings, record: dict[
     queues = [settings.queues.agents] * len(names)
     queues[entry.stage] = entry.queue or settings.queues.agents
     meta = _meta(entry, entry.stage, **run_meta_fields(record))
+    shown = settings.redactor()  # what Flower and `inspect` show of the message: redacted inputs
     if entry.stage == 0:
-        return item_signature(app, names=names, queues=queues, meta=meta, inputs=entry.inputs)
-    return item_signature(app, names=names, queues=queues, meta=meta, previous=_previous_outcome(entry))
+        return item_signature(app, names=names, queues=queues, meta=meta, inputs=entry.inputs, redactor=shown)
+    previous = _previous_outcome(entry)
+    return item_signature(app, names=names, queues=queues, meta=meta, previous=previous, redactor=shown)
 
 
 def _stages_sent(entry: DeadLetter) -> list[str]:
@@ -172,7 +174,7 @@ def requeue_entry(
     key = _own_key(entry)
     MemoryStore(runs.client, prefix=runs.prefix, ttl_s=runs.ttl_s).forget_spending(key)
     if entry.node:
-        requeue_step(entry, app=app, runs=runs, dlq=dlq)
+        requeue_step(entry, app=app, runs=runs, dlq=dlq, redactor=settings.redactor())
         return result
     signature = _signature(entry, app, settings, runs.get_run(entry.run_id))
     stored = runs.stored_outcomes([key])[0]

@@ -1,11 +1,11 @@
 """The run store (``store.py``), run summaries (``summary.py``), item claims (``claims.py``),
-items' durable memory (``memory.py``), spending (``spend.py``), dependency-graph progress
-(``graph.py``) and compensation bookkeeping (``undo.py``)."""
+items' durable memory (``memory.py``), budget accounting (``budgets.py``), dependency-graph
+progress (``graph.py``) and compensation bookkeeping (``undo.py``)."""
 
+from agentfleet.runs.budgets import Alert, BudgetLedger, Caps, Report, Spend, SpendKeys, Standing
 from agentfleet.runs.claims import ClaimRenewer, claim_renewer, new_claim_token
 from agentfleet.runs.graph import Advance, GraphSpec, GraphState, StepSpec
 from agentfleet.runs.memory import MemoryStore, Refused
-from agentfleet.runs.spend import Alert, Caps, Report, Spend, SpendLedger
 from agentfleet.runs.store import BeginState, FinishState, RunStore
 from agentfleet.runs.summary import CompletionStats, summary_from_record
 from agentfleet.runs.undo import UndoEntry, UndoLog
@@ -14,6 +14,7 @@ __all__ = [
     "Advance",
     "Alert",
     "BeginState",
+    "BudgetLedger",
     "Caps",
     "ClaimRenewer",
     "CompletionStats",
@@ -25,7 +26,8 @@ __all__ = [
     "Report",
     "RunStore",
     "Spend",
-    "SpendLedger",
+    "SpendKeys",
+    "Standing",
     "StepSpec",
     "UndoEntry",
     "UndoLog",

@@ -236,14 +236,6 @@ class RunStore:
             self.client.zrem(f"{self.prefix}:runs", *stale)
         return summaries
 
-    def add_spend(self, run_id: str, usd: float) -> float:
-        """Add US dollars spent by an item still running; the run's live spend after it."""
-        return float(self.client.hincrbyfloat(self.run_key(run_id), "spent_usd", usd))
-
-    def spent(self, run_id: str) -> float:
-        """US dollars the run's items have spent so far, finished or not."""
-        return float(self.client.hget(self.run_key(run_id), "spent_usd") or 0.0)
-
     def fail_fast(self, run_id: str) -> None:
         """Mark the run failed: deliveries that start from now on do not run, nor its aggregate."""
         self.client.hset(self.run_key(run_id), "status", "failed")

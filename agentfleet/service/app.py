@@ -9,16 +9,24 @@
   inputs (default: its own); answers 202 with the run id. Needs ``Authorization: Bearer
   <service.token>``; with no token configured the trigger is off (403).
 - ``GET /runs/{id}``: the run's summary, with the same bearer token.
+- ``/console``: the operator's console (``agentfleet.service.console``), signed in with the
+  same token.
 
 /health and /metrics need no token: probes and scrapers reach them, so expose this service
 only where those may.
+
+Bad requests are refused with a JSON body ``{"error": "<one message>"}``, never a 500: a body
+over ``service.max_body_bytes`` answers 413 (before it is read, when its length is declared),
+JSON nested deeper than ``service.max_json_depth`` answers 422, and so does anything else
+wrong with the body. Unknown paths and methods answer 404 and 405 in the same shape; an
+unexpected failure is logged and answers 500 with a message that holds no detail.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hmac
-import json
+import logging
 import threading
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
@@ -26,20 +34,25 @@ from typing import Any
 import redis
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
-from starlette.routing import Route
+from starlette.routing import Mount, Route
 
 from agentfleet.config import Settings
-from agentfleet.errors import ConfigError, DispatchError
+from agentfleet.errors import ConfigError, DispatchError, InvalidInput
 from agentfleet.orchestration import Fleet
 from agentfleet.orchestration.named import start_named
 from agentfleet.runs import RunStore
 from agentfleet.service.collectors import DEFAULT_COLLECTORS, Collected, Collector, collect
+from agentfleet.service.console import create_console
 from agentfleet.service.health import PendingClock, assess
 from agentfleet.service.prometheus import CONTENT_TYPE, render
+from agentfleet.service.request_body import read_json_body
 
 __all__ = ["ServiceState", "create_app"]
+
+log = logging.getLogger("agentfleet.service")
 
 
 class ServiceState:
@@ -99,20 +112,14 @@ def _error(message: str, status_code: int) -> JSONResponse:
 
 
 async def _read_trigger(request: Request, settings: Settings) -> tuple[str, list[dict[str, Any]] | None]:
-    """The fan-out name and inputs of a ``POST /runs`` body; raises ``ValueError`` if unusable."""
-    limit = settings.service.max_body_bytes
-    declared = request.headers.get("content-length")
-    if declared and declared.isdigit() and int(declared) > limit:
-        raise ValueError(f"the body is larger than service.max_body_bytes ({limit})")
-    body = b""
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > limit:
-            raise ValueError(f"the body is larger than service.max_body_bytes ({limit})")
-    try:
-        document = json.loads(body or b"null")
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"the body is not JSON: {exc.msg}") from None
+    """The fan-out name and inputs of a ``POST /runs`` body.
+
+    Raises ``InvalidInput`` (with its HTTP status) for a body over the limits, and
+    ``ValueError`` for anything else unusable.
+    """
+    document = await read_json_body(
+        request, max_bytes=settings.service.max_body_bytes, max_depth=settings.service.max_json_depth
+    )
     if not isinstance(document, dict) or not isinstance(document.get("fanout"), str):
         raise ValueError('send {"fanout": "<name>", "inputs": [{...}, ...]}')
     inputs = document.get("inputs")
@@ -123,6 +130,17 @@ async def _read_trigger(request: Request, settings: Settings) -> tuple[str, list
         if len(inputs) > cap:
             raise ValueError(f"{len(inputs)} inputs is more than service.max_inputs ({cap})")
     return document["fanout"], inputs
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    status = exc.status_code if isinstance(exc, HTTPException) else 500
+    detail = exc.detail if isinstance(exc, HTTPException) else "internal error"
+    return _error(str(detail), status)
+
+
+async def _unexpected(request: Request, exc: Exception) -> Response:
+    log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
+    return _error("internal error; the service log has the details", 500)
 
 
 def create_app(settings: Settings, *, collectors: Sequence[Collector] = DEFAULT_COLLECTORS) -> Starlette:
@@ -149,6 +167,8 @@ def create_app(settings: Settings, *, collectors: Sequence[Collector] = DEFAULT_
             return refused
         try:
             name, inputs = await _read_trigger(request, settings)
+        except InvalidInput as exc:
+            return _error(exc.message, exc.status_code or 422)
         except ValueError as exc:
             return _error(str(exc), 422)
         try:
@@ -158,7 +178,7 @@ def create_app(settings: Settings, *, collectors: Sequence[Collector] = DEFAULT_
         except DispatchError as exc:
             return _error(str(exc), 422)
         except (redis.RedisError, OSError) as exc:
-            return _unavailable(exc)
+            return _error(f"Redis does not answer: {exc}", 503)
         return JSONResponse(
             {"run_id": run.id, "fanout": name, "tasks": run.total, "summary_url": f"/runs/{run.id}"},
             status_code=202,
@@ -175,7 +195,7 @@ def create_app(settings: Settings, *, collectors: Sequence[Collector] = DEFAULT_
         except DispatchError as exc:
             return _error(str(exc), 404)
         except (redis.RedisError, OSError) as exc:
-            return _unavailable(exc)
+            return _error(f"Redis does not answer: {exc}", 503)
         return JSONResponse(summary.model_dump(mode="json"))
 
     @contextlib.asynccontextmanager
@@ -191,8 +211,10 @@ def create_app(settings: Settings, *, collectors: Sequence[Collector] = DEFAULT_
             Route("/metrics", metrics, methods=["GET"]),
             Route("/runs", start_run, methods=["POST"]),
             Route("/runs/{run_id}", show_run, methods=["GET"]),
+            Mount("/console", app=create_console(settings, state.fleet)),
         ],
         lifespan=lifespan,
+        exception_handlers={HTTPException: _http_error, Exception: _unexpected},
     )
     app.state.service = state
     return app

@@ -28,9 +28,11 @@ from celery.canvas import Signature
 
 from agentfleet.config import get_settings
 from agentfleet.outages import ride_out
+from agentfleet.redaction import Redactor
 from agentfleet.runs import RunStore, claim_renewer, new_claim_token
 from agentfleet.runs.store import RUNS_LUA
 from agentfleet.tasks.base import FleetTask
+from agentfleet.tasks.message_reprs import message_reprs
 from agentfleet.tasks.meta import META_KWARG, ItemMeta
 from agentfleet.tasks.redispatch import item_signature
 from agentfleet.tasks.shared import per_process, run_store
@@ -75,8 +77,10 @@ def batch_signatures(
     inputs: Sequence[Mapping[str, Any]],
     size: int,
     countdowns: Sequence[float],
+    redactor: Redactor | None = None,
 ) -> list[Signature]:
-    """One message per ``size`` consecutive items; ``countdowns`` give each batch's delay."""
+    """One message per ``size`` consecutive items; ``countdowns`` give each batch's delay. With
+    ``redactor``, a message shows only its items' redacted inputs (``items``)."""
     sigs = []
     for n, start in enumerate(range(0, len(metas), size)):
         chunk = [[dict(inputs[i]), metas[i].to_kwarg()] for i in range(start, min(start + size, len(metas)))]
@@ -86,6 +90,8 @@ def batch_signatures(
         }
         if countdowns[n] > 0:
             options["countdown"] = countdowns[n]
+        if redactor is not None:
+            options.update(message_reprs({"items": [item for item, _ in chunk]}, redactor))
         sigs.append(app.signature(task, kwargs={BATCH_KWARG: chunk}, **options))
     return sigs
 

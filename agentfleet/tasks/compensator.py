@@ -20,6 +20,7 @@ from agentfleet.tasks.base import FleetTask
 from agentfleet.tasks.circuit_guard import CircuitGuard
 from agentfleet.tasks.item_state import item_context
 from agentfleet.tasks.meta import ItemMeta
+from agentfleet.tasks.process_logging import process_redactor
 from agentfleet.tasks.redispatch import COMPENSATE_TASK, compensation_task_id
 from agentfleet.tasks.retry_policy import backoff_s, cap_countdown
 from agentfleet.tasks.shared import circuit_breaker, run_store, undo_log
@@ -38,7 +39,7 @@ def _dead_letter(
     failure = CompensationFailed(f"compensating {task.name} failed: {type(err).__name__}: {err}")
     dead = failures.build_dead_letter(
         task=task,
-        redactor=settings.redactor().learn(entry.data["inputs"]),
+        redactor=process_redactor().learn(entry.data["inputs"]),
         meta=meta,
         task_id=compensation_task_id(meta.run),
         inputs=entry.data["inputs"],
@@ -67,6 +68,7 @@ def _undo(settings: Settings, task: FleetTask, entry: UndoEntry, token: str) -> 
         key=meta.key,
         token=token,
         guard=guard,
+        redactor=process_redactor().learn(entry.data["inputs"]),
     )
     try:
         task.compensate(ctx, dict(entry.data["inputs"]), entry.data["result"])

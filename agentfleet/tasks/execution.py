@@ -69,6 +69,7 @@ from agentfleet.tasks.item import (
 )
 from agentfleet.tasks.item_state import item_context
 from agentfleet.tasks.meta import META_KWARG, ItemMeta
+from agentfleet.tasks.process_logging import process_redactor
 from agentfleet.tasks.redispatch import aggregate_signature
 from agentfleet.tasks.retry_policy import backoff_s, cap_countdown, deferral_s
 from agentfleet.tasks.shared import circuit_breaker, graph_state, run_store, undo_log
@@ -130,8 +131,9 @@ class _Delivery:
 
     @cached_property
     def redactor(self) -> Redactor:
-        # Built on the first failure, when ``kwargs`` holds this stage's final input.
-        return self.settings.redactor().learn(self.kwargs)
+        # Built when the body is about to run (for ``ctx.log``) or on the first failure, when
+        # ``kwargs`` holds this stage's final input.
+        return process_redactor().learn(self.kwargs)
 
     # Outcomes ------------------------------------------------------------------------------
 
@@ -164,13 +166,13 @@ class _Delivery:
     def _patiently(self, call: Callable[[], T]) -> T:
         return ride_out(call, budget_s=self.settings.delivery.redis_retry_s, url=self.settings.broker_url)
 
-    def _release_renewal(self) -> None:
+    def _stop_renewing(self) -> None:
         if self.token:
             claim_renewer().drop(self.runs, self.key)
 
     def _release_claim(self) -> None:
         if self.token:
-            self._release_renewal()
+            self._stop_renewing()
             self.store.release_claim(self.key, self.token)
             self.token = ""
 
@@ -301,7 +303,7 @@ class _Delivery:
         try:
             return self._claimed(state.deliveries)
         finally:
-            self._release_renewal()
+            self._stop_renewing()
 
     def _claimed(self, deliveries: int) -> dict[str, Any]:
         """The rest of a delivery that holds the item's claim: poison check, input, body."""
@@ -341,6 +343,7 @@ class _Delivery:
             self.settings,
             self.task,
             self.meta,
+            redactor=self.redactor,
             task_id=self.task_id,
             key=self.key,
             token=self.token,
@@ -382,7 +385,7 @@ class _Delivery:
             self.meta,
             self.task_id,
             ok=True,
-            result=result,
+            result=self.redactor.value(result),
             attempts=attempts,
             duration_s=round(self.carried[1] + self.meta.elapsed_s + elapsed, 6),
             cost_usd=self.carried[2] + self.meta.cost_usd + ctx.cost_usd,

@@ -45,8 +45,8 @@ class ExecutionState:
     """One execution's internals. ``budget_*`` caps are US dollars, tokens (input plus output),
     model calls and seconds of wall clock, over every attempt of the item; ``breaker`` is what
     the fleet transport asks per request. ``key`` is the item's idempotency key (of its
-    stage or graph step), ``token`` this delivery's claim token, ``tenant`` and
-    ``run_budget_usd`` its run's tenant label and own dollar cap."""
+    stage or graph step), ``token`` this delivery's claim token, ``tenant`` its run's tenant
+    label."""
 
     task_id: str
     run_id: str
@@ -55,7 +55,6 @@ class ExecutionState:
     index: int = 0
     key: str = ""
     tenant: str | None = None
-    run_budget_usd: float | None = None
     budget_usd: float | None = None
     budget_tokens: int | None = None
     budget_turns: int | None = None

@@ -27,9 +27,11 @@ from celery.canvas import Signature
 from agentfleet.config import Settings
 from agentfleet.idempotency import node_key
 from agentfleet.models import TaskOutcome
+from agentfleet.redaction import Redactor
 from agentfleet.runs import FinishState, GraphSpec, GraphState, RunStore
 from agentfleet.tasks.base import FleetTask
 from agentfleet.tasks.item import cancelled_outcome
+from agentfleet.tasks.message_reprs import message_reprs
 from agentfleet.tasks.meta import META_KWARG, ItemMeta
 from agentfleet.tasks.shared import graph_state
 
@@ -77,14 +79,18 @@ def step_signature(
     *,
     inputs: Mapping[str, Any] | None = None,
     countdown_s: float = 0.0,
+    redactor: Redactor | None = None,
 ) -> Signature:
     """The message of step ``meta.node`` of an item; without ``inputs`` it reads its input
-    when it runs."""
+    when it runs. With ``redactor``, the message shows only its redacted inputs (as
+    ``item_signature``'s do)."""
     step = spec[meta.node]
     options: dict[str, Any] = {"task_id": meta.task_id, "queue": step.queue}
     if countdown_s > 0:
         options["countdown"] = countdown_s
     kwargs = {**(inputs or {}), META_KWARG: meta.to_kwarg()}
+    if redactor is not None:
+        options.update(message_reprs(kwargs, redactor))
     return app.signature(step.task, kwargs=kwargs, **options)
 
 

@@ -4,7 +4,7 @@
 log and clients, its ``ExecutionState`` holds what outlives one execution (``item_state``):
 the item's memory in Redis (steps and agent checkpoints, written under this delivery's
 claim), its budgets over every attempt with what earlier attempts spent (read only when the
-task has an item budget), and its run's tenant and dollar cap.
+task has an item budget), and its run's tenant.
 """
 
 from __future__ import annotations
@@ -13,7 +13,9 @@ import logging
 from typing import Any
 
 from agentfleet.config import Settings
+from agentfleet.log_filter import RedactingAdapter
 from agentfleet.outages import ride_out
+from agentfleet.redaction import Redactor
 from agentfleet.runs import Spend
 from agentfleet.tasks import clients
 from agentfleet.tasks.base import FleetTask
@@ -22,7 +24,7 @@ from agentfleet.tasks.context import TaskContext
 from agentfleet.tasks.execution_state import new_context
 from agentfleet.tasks.memory import StoredMemory
 from agentfleet.tasks.meta import ItemMeta
-from agentfleet.tasks.shared import memory_store, spend_ledger
+from agentfleet.tasks.shared import budget_ledger, memory_store
 
 __all__ = ["item_context", "item_state"]
 
@@ -36,11 +38,14 @@ def item_context(
     key: str,
     token: str,
     guard: CircuitGuard,
+    redactor: Redactor,
 ) -> TaskContext:
-    """The context of one execution of ``meta``'s item by the delivery holding ``token``."""
-    logger = logging.LoggerAdapter(
+    """The context of one execution of ``meta``'s item by the delivery holding ``token``; its
+    ``log`` redacts what ``redactor`` knows."""
+    logger = RedactingAdapter(
         logging.getLogger(f"agentfleet.tasks.{task.name}"),
         {"task_id": task_id, "run_id": meta.run, "item_key": meta.item},
+        redactor,
     )
     return new_context(
         task_id=task_id,
@@ -67,7 +72,6 @@ def item_state(settings: Settings, task: FleetTask, meta: ItemMeta, key: str, to
         "key": key,
         "token": token,
         "tenant": meta.tenant,
-        "run_budget_usd": meta.budget_usd,
         "budget_usd": budget.usd if budget.usd is not None else caps.task_usd,
         "budget_tokens": budget.tokens if budget.tokens is not None else caps.task_tokens,
         "budget_turns": budget.turns if budget.turns is not None else caps.task_turns,
@@ -79,7 +83,7 @@ def item_state(settings: Settings, task: FleetTask, meta: ItemMeta, key: str, to
     }
     capped = [state[name] for name in ("budget_usd", "budget_tokens", "budget_turns", "budget_wall_s")]
     if any(cap is not None for cap in capped):
-        ledger = spend_ledger(settings)
+        ledger = budget_ledger(settings)
         state["prior"] = ride_out(
             lambda: ledger.item(key), budget_s=settings.delivery.redis_retry_s, url=settings.broker_url
         )

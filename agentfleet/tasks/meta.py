@@ -20,8 +20,8 @@ class ItemMeta(BaseModel):
     limits, which never use up retries; ``elapsed_s`` and ``cost_usd`` carry what earlier
     attempts of this stage spent, in seconds and US dollars. ``max_in_flight`` is the run's own
     cap on items executing at once (a pool), if it has one. ``node`` names the step of a
-    dependency graph this message runs (empty for maps and pipelines). ``tenant`` and
-    ``budget_usd`` are the run's tenant label and its own dollar cap, for its budgets.
+    dependency graph this message runs (empty for maps and pipelines). ``tenant`` is the run's
+    tenant label, for its daily budget.
     """
 
     model_config = ConfigDict(extra="ignore")
@@ -40,7 +40,6 @@ class ItemMeta(BaseModel):
     max_in_flight: int | None = None
     node: str = ""
     tenant: str | None = None
-    budget_usd: float | None = None
 
     @property
     def last_stage(self) -> bool:
@@ -66,12 +65,10 @@ class ItemMeta(BaseModel):
 
 def run_meta_fields(record: dict[str, str]) -> dict[str, Any]:
     """The ``ItemMeta`` fields every message of a run carries, read back from its record (its
-    pool size, tenant and dollar cap), for messages a requeue or the reconciler sends again."""
+    pool size and tenant), for messages a requeue or the reconciler sends again."""
     found: dict[str, Any] = {}
     if int(record.get("max_in_flight") or 0):
         found["max_in_flight"] = int(record["max_in_flight"])
     if record.get("tenant"):
         found["tenant"] = record["tenant"]
-    if record.get("budget_usd"):
-        found["budget_usd"] = float(record["budget_usd"])
     return found

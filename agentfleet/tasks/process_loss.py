@@ -23,10 +23,10 @@ if TYPE_CHECKING:
 
     from agentfleet.tasks.base import FleetTask
 
-__all__ = ["after_hard_time_limit", "release_claims_of_process"]
+__all__ = ["after_hard_time_limit", "release_claim_of_dead_process"]
 
 
-def release_claims_of_process(task: FleetTask, request: Context, node: str, pid: int) -> None:
+def release_claim_of_dead_process(task: FleetTask, request: Context, node: str, pid: int) -> None:
     """Release the claim a pool process that died (``pid`` of worker ``node``) held on the item of
     ``request``, so its next delivery runs at once instead of after the claim lapses."""
     kwargs = dict(request.kwargs or {})

@@ -1,5 +1,5 @@
 """What a worker process makes once and shares: the run store and its companions (memories,
-spending, graphs, compensations), the limiter and the circuit breaker.
+budgets, graphs, compensations), the limiter, the circuit breaker and the spend ledger.
 
 Each holds registered Lua scripts and a connection pool, so making one per delivery would
 repeat that work on the hot path. They are keyed by the settings object they were made from;
@@ -17,9 +17,11 @@ from agentfleet.config import Settings
 from agentfleet.ratelimit import Limiter
 from agentfleet.ratelimit.circuit import CircuitBreaker
 from agentfleet.redis_client import connect
-from agentfleet.runs import GraphState, MemoryStore, RunStore, SpendLedger, UndoLog
+from agentfleet.runs import BudgetLedger, GraphState, MemoryStore, RunStore, UndoLog
+from agentfleet.spend import SpendLedger
 
 __all__ = [
+    "budget_ledger",
     "circuit_breaker",
     "graph_state",
     "limiter",
@@ -63,22 +65,31 @@ def circuit_breaker(settings: Settings) -> CircuitBreaker:
     )
 
 
+def spend_ledger(settings: Settings) -> SpendLedger:
+    return per_process(
+        "spend", settings, lambda: SpendLedger.from_settings(settings, connect(settings.redis_target()))
+    )
+
+
 def memory_store(settings: Settings) -> MemoryStore:
-    runs = run_store(settings)
+    runs = run_store(settings)  # outside the lock: per_process does not nest
     return per_process(
         "memory", settings, lambda: MemoryStore(runs.client, prefix=runs.prefix, ttl_s=runs.ttl_s)
     )
 
 
-def spend_ledger(settings: Settings) -> SpendLedger:
-    runs = run_store(settings)
+def budget_ledger(settings: Settings) -> BudgetLedger:
+    runs, ledger = run_store(settings), spend_ledger(settings)
+    day_ttl_s = (settings.budgets.ledger_days + 1) * 86400
     return per_process(
-        "spend", settings, lambda: SpendLedger(runs.client, prefix=runs.prefix, ttl_s=runs.ttl_s)
+        "budgets",
+        settings,
+        lambda: BudgetLedger(runs.client, ledger, prefix=runs.prefix, ttl_s=runs.ttl_s, day_ttl_s=day_ttl_s),
     )
 
 
 def graph_state(settings: Settings) -> GraphState:
-    runs = run_store(settings)  # outside the lock: per_process does not nest
+    runs = run_store(settings)
     return per_process("graph", settings, lambda: GraphState(runs))
 
 
