@@ -161,7 +161,10 @@ def test_nothing_in_redis_holds_a_secret(deployment: Deployment) -> None:
 
 
 def test_the_worker_log_holds_no_secret(deployment: Deployment) -> None:
-    log = deployment.cluster.workers[0].log_text()
+    worker = deployment.cluster.workers[0]
+    # Celery writes its "succeeded" line just after the task body recorded the outcome.
+    wait_for(lambda: "succeeded in" in worker.log_text(), timeout_s=15, what="Celery's succeeded line")
+    log = worker.log_text()
     for line in ("the server answered", "raw response body", "printed by the task", "the SDK was configured"):
         assert line in log, f"the worker logged {line!r}"
     assert "succeeded in" in log, "Celery logged the task's return value"
