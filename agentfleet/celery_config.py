@@ -39,6 +39,7 @@ __all__ = [
 
 BUILTIN_TASK_MODULES = [
     "agentfleet.tasks.builtin",
+    "agentfleet.tasks.compensator",
     "agentfleet.tasks.llm_tasks",
     "agentfleet.tasks.maintenance",
     "agentfleet.orchestration.scheduled",
@@ -171,6 +172,9 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "accept_content": ["json"],
         "result_accept_content": ["json"],
         "task_acks_late": True,
+        # A message a worker sends while running an item (a graph's next step, a batch item
+        # sent alone) goes at the item's run priority (``orchestration/priority.py``).
+        "task_inherit_parent_priority": True,
         "task_reject_on_worker_lost": True,
         "worker_prefetch_multiplier": 1,
         "worker_cancel_long_running_tasks_on_connection_loss": True,
@@ -195,6 +199,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         ],
         "task_routes": {
             "agentfleet.aggregate": {"queue": queues.fanin},
+            "agentfleet.compensate": {"queue": queues.fanin},
             "agentfleet.maintenance.*": {"queue": queues.maintenance},
         },
         "worker_max_tasks_per_child": settings.worker.max_tasks_per_child,

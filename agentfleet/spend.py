@@ -5,14 +5,15 @@ attempts that later failed or were retried spent too (a run's ``cost_usd`` count
 finished items). A downstream is named as the limiter names it: ``anthropic:<model>`` for a
 Messages API call.
 
-Layout under the key prefix ``p``:
+Layout under the key prefix ``p`` (the braces are Redis Cluster hash tags: a run's keys live
+in its run's slot, and a day's beside the budgets' per-day keys, ``runs/budgets.py``):
 
-- ``p:spend:run:{id}``     hash: downstream -> US dollars the run's calls to it cost; expires
-                           ``result_ttl_s`` seconds after its last change, like the run
-- ``p:spend:day:{date}``   hash: downstream -> US dollars spent on that UTC day
-                           (``2026-01-31``); expires ``budgets.ledger_days`` days after the day
-- ``p:spend:budget:{id}``  string: a budget in US dollars given to that one run when it was
-                           started (over ``budgets.run_usd``); expires with the run
+- ``p:spend:run:{<id>}``         hash: downstream -> US dollars the run's calls to it cost;
+                                 expires ``result_ttl_s`` seconds after its last change
+- ``p:spend:day:{p:<date>}``     hash: downstream -> US dollars spent on that UTC day
+                                 (``2026-01-31``); expires ``budgets.ledger_days`` days after
+- ``p:spend:budget:{<id>}``      string: a budget in US dollars given to that one run when it
+                                 was started (over ``budgets.run_usd``); expires with the run
 
 Amounts move only by ``HINCRBYFLOAT``: any number of workers record at once without a
 read-modify-write.
@@ -76,13 +77,13 @@ class SpendLedger:
         )
 
     def run_key(self, run_id: str) -> str:
-        return f"{self.prefix}:run:{run_id}"
+        return f"{self.prefix}:run:{{{run_id}}}"
 
     def day_key(self, day: str) -> str:
-        return f"{self.prefix}:day:{day}"
+        return f"{self.prefix}:day:{{{self.prefix}:{day}}}"
 
     def budget_key(self, run_id: str) -> str:
-        return f"{self.prefix}:budget:{run_id}"
+        return f"{self.prefix}:budget:{{{run_id}}}"
 
     def set_budget(self, run_id: str, usd: float) -> None:
         """Give run ``run_id`` a budget of its own, in US dollars."""

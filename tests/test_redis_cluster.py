@@ -24,11 +24,24 @@ from agentfleet.config import LimitSpec, Settings, load_settings
 from agentfleet.dlq.filters import DLQFilter
 from agentfleet.dlq.model import DeadLetter
 from agentfleet.dlq.store import DLQStore
+from agentfleet.idempotency import default_item_key
 from agentfleet.models import TaskOutcome
 from agentfleet.ratelimit import Limiter
 from agentfleet.ratelimit.circuit import OPEN, CircuitBreaker
 from agentfleet.redis_client import connect
-from agentfleet.runs import RunStore
+from agentfleet.runs import (
+    BudgetLedger,
+    Caps,
+    GraphSpec,
+    GraphState,
+    MemoryStore,
+    Report,
+    RunStore,
+    Spend,
+    StepSpec,
+    UndoLog,
+)
+from agentfleet.spend import SpendLedger
 
 pytestmark = pytest.mark.slow
 
@@ -237,3 +250,47 @@ def test_runs_spread_over_every_master(cluster: LocalCluster, redis_cluster: Red
             break
         time.sleep(0.2)
     assert all(sizes), sizes
+
+
+def _durable_run(store: RunStore) -> tuple[str, str]:
+    run_id = uuid.uuid4().hex[:16]
+    key = default_item_key(run_id, 0, {"x": 1})
+    store.create_run(
+        run_id, name="d", kind="graph", task="t.a", items=[(f"{run_id}-0", key, "0")], inputs=[{"x": 1}]
+    )
+    return run_id, key
+
+
+def test_spending_is_charged_once_with_its_alerts_on_the_cluster(own: Settings, state: Any) -> None:
+    store = RunStore.from_settings(own, state)
+    run_id, key = _durable_run(store)
+    spend = SpendLedger(state, prefix=own.key_prefix)
+    ledger = BudgetLedger(state, spend, prefix=own.key_prefix)
+    caps = Caps(run_usd=1.0, tenant_usd=10.0, alert_at=0.5)
+    raised = []
+    for seq in (1, 1, 2):  # the first report sent twice
+        report = Report(key, run_id, "acme", Spend(usd=0.5, tokens=10, turns=1), "tok", seq, "anthropic:m")
+        totals, alerts = ledger.charge(report, caps)
+        raised += alerts
+    assert totals.usd == pytest.approx(1.0) and totals.turns == 2
+    assert [(a.scope, a.level) for a in raised] == [("run", "soft"), ("run", "hard")]
+    assert spend.by_run(run_id) == {"anthropic:m": pytest.approx(1.0)}
+    assert ledger.tenants_today() == {"acme": pytest.approx(1.0)}
+
+
+def test_memory_graphs_and_compensations_work_on_the_cluster(own: Settings, state: Any) -> None:
+    store = RunStore.from_settings(own, state)
+    run_id, key = _durable_run(store)
+    memory = MemoryStore(state, prefix=own.key_prefix)
+    assert memory.write(key, "s:fetch#1", {"page": 1}, once=True) == {"page": 1}
+    spec = GraphSpec((StepSpec("a", "t.a", "q"), StepSpec("b", "t.b", "q", ("a",))))
+    advanced = GraphState(store).advance(
+        run_id, key, spec, "a", ok=True, cost_usd=0.0, duration_s=0.0, attempts=1, index=0
+    )
+    assert advanced.released == ["b"]
+    undo = UndoLog(store)
+    undo.note(run_id, key, {"task": "t.a", "inputs": {}, "result": 1})
+    assert undo.request(run_id) and run_id in store.active_runs()
+    assert undo.settle(run_id, key, done=True)
+    undo.finish(run_id)
+    assert run_id not in store.active_runs()

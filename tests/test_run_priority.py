@@ -7,7 +7,7 @@ import pytest
 from agentfleet.celery_config import make_app
 from agentfleet.config import load_settings
 from agentfleet.errors import DispatchError
-from agentfleet.orchestration.fleet import RUN_PRIORITY, SMALL_RUN_PRIORITY, run_priority
+from agentfleet.orchestration.priority import RUN_PRIORITY, SMALL_RUN_PRIORITY, run_priority
 from agentfleet.tasks.meta import ItemMeta
 from agentfleet.tasks.redispatch import item_signature, message_priority
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from agentfleet.cli.connect import require_broker
-from agentfleet.cli.output import console, outcomes_table, print_json, runs_table, summary_table
+from agentfleet.cli.output import console, outcomes_table, print_json, runs_table, steps_table, summary_table
 from agentfleet.errors import DispatchError
 from agentfleet.orchestration import Fleet
 
@@ -54,13 +54,34 @@ def show_run(
         )
         return
     console.print(summary_table(summary))
+    if summary.steps:
+        console.print(steps_table(summary))
     if outcomes:
         console.print(outcomes_table(outcomes, limit=limit))
 
 
 @runs_app.command("cancel")
-def cancel_run(run_id: str = typer.Argument(..., help="The run's id.")) -> None:
-    """Cancel a run: items that have not started do not run."""
+def cancel_run(
+    run_id: str = typer.Argument(..., help="The run's id."),
+    compensate: bool = typer.Option(
+        True,
+        "--compensate/--no-compensate",
+        help="Undo the succeeded items whose tasks declare a compensation.",
+    ),
+) -> None:
+    """Cancel a run: items that have not started do not run; succeeded ones are compensated."""
     fleet = Fleet(broker_url=require_broker())
-    fleet.get_run(run_id).cancel()
+    fleet.get_run(run_id).cancel(compensate=compensate)
     console.print(f"cancelled run {run_id}")
+
+
+@runs_app.command("compensate")
+def compensate_run(run_id: str = typer.Argument(..., help="The run's id.")) -> None:
+    """Undo a run's succeeded items whose tasks declare a compensation, newest first."""
+    fleet = Fleet(broker_url=require_broker())
+    if fleet.get_run(run_id).compensate():
+        console.print(
+            f"run {run_id} compensates once its items have ended; see `agentfleet runs show {run_id}`"
+        )
+    else:
+        console.print(f"run {run_id} was told to compensate before, or has nothing to undo")

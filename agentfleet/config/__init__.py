@@ -46,6 +46,7 @@ from agentfleet.config.sections import (
     RetrySettings,
     ScheduleSpec,
     ServiceSettings,
+    TenantBudget,
     WorkerSettings,
     split_csv,
 )
@@ -74,6 +75,7 @@ __all__ = [
     "ScheduleSpec",
     "ServiceSettings",
     "Settings",
+    "TenantBudget",
     "WorkerSettings",
     "config_path",
     "get_settings",

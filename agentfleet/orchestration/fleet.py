@@ -18,25 +18,28 @@ from agentfleet.idempotency import canonical_json, default_item_key
 from agentfleet.models import RunSummary
 from agentfleet.orchestration.client_app import DispatchApp
 from agentfleet.orchestration.dead_letters import DeadLetterQueue
+from agentfleet.orchestration.graph import Node, graph_spec
+from agentfleet.orchestration.options import batching, run_budget, tenancy
+from agentfleet.orchestration.priority import prioritized, run_priority
 from agentfleet.orchestration.run import Run
 from agentfleet.outages import patient, ride_out
 from agentfleet.redaction import Redactor
 from agentfleet.redis_client import connect
 from agentfleet.references import callable_path
 from agentfleet.runs import RunStore
+from agentfleet.spend import SpendLedger
+from agentfleet.tasks.batch import batch_signatures
+from agentfleet.tasks.graph import step_meta, step_signature
 from agentfleet.tasks.meta import META_KWARG, ItemMeta
-from agentfleet.tasks.redispatch import MAX_PRIORITY, aggregate_signature, item_signature
+from agentfleet.tasks.redispatch import aggregate_signature, item_signature
 from agentfleet.tasks.retry_policy import cap_countdown
 
-__all__ = ["Fleet", "TaskRef", "run_priority"]
+__all__ = ["Fleet", "TaskRef"]
 
 log = logging.getLogger("agentfleet.fleet")
 T = TypeVar("T")
 TaskRef = Any  # a fleet task object, or a registered task name
 KeyFn = Callable[[Mapping[str, Any]], Any]
-# The default priorities (see ``run_priority``): a different list of kombu's for each.
-RUN_PRIORITY = 5
-SMALL_RUN_PRIORITY = 8
 
 
 def _task_name(task: TaskRef) -> str:
@@ -73,19 +76,6 @@ def _inputs(inputs: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return items
 
 
-def run_priority(priority: int | None, items: int, settings: Settings) -> int:
-    """A run's priority, 0 to 9 (higher first): ``priority`` when given, else ``SMALL_RUN_PRIORITY``
-    for a run of at most ``dispatch.small_run_items`` items and ``RUN_PRIORITY`` for a larger one,
-    so an interactive run never waits behind a big batch's queued messages."""
-    if priority is not None:
-        if not 0 <= priority <= MAX_PRIORITY:
-            raise DispatchError(
-                f"priority must be between 0 and {MAX_PRIORITY} (higher first), not {priority}"
-            )
-        return priority
-    return SMALL_RUN_PRIORITY if items <= settings.dispatch.small_run_items else RUN_PRIORITY
-
-
 class Fleet:
     """Dispatches runs to the broker in ``settings`` (from env and ``agentfleet.toml``)."""
 
@@ -112,6 +102,9 @@ class Fleet:
         stagger_s: float = 0.0,
         fail_fast: bool | None = None,
         max_in_flight: int | None = None,
+        tenant: str | None = None,
+        budget_usd: float | None = None,
+        batch_size: int | None = None,
         priority: int | None = None,
     ) -> Run:
         """Run ``task`` once per input, in parallel; with ``aggregate``, fan in as a chord.
@@ -122,33 +115,52 @@ class Fleet:
         seconds, with jitter. ``fail_fast`` cancels the rest of the run at the first failure.
         ``max_in_flight`` makes the run a pool: at most that many of its items execute at
         once, across the cluster, whatever the workers' sizes (the others wait in the queue
-        without using retries). ``priority`` (0 to 9, higher first) orders the run's messages
-        against other runs'; by default a run of at most ``dispatch.small_run_items`` items is
-        served ahead of larger ones (see ``run_priority``).
+        without using retries). ``tenant`` labels the run for the tenant's daily budget;
+        ``budget_usd`` caps the run's spending in US dollars (default ``budgets.run_usd``).
+        ``batch_size`` packs that many consecutive items into one message and execution,
+        each keeping its own outcome, idempotency and dead letter. ``priority`` (0 to 9, higher
+        first) orders the run's waiting messages against other runs'; by default a run of at
+        most ``dispatch.small_run_items`` items goes ahead of larger ones (``priority.py``).
         """
         task_name = _task_name(task)
         items = _inputs(inputs)
         run_id = self._new_run_id()
         fn = _callable_path(aggregate) if aggregate is not None else None
         queue = getattr(task, "queue", None) or self.settings.queues.agents
-        metas = self._metas(run_id, items, key, stages=1, max_in_flight=max_in_flight)
+        shared, cap = tenancy(tenant), run_budget(budget_usd)
+        metas = self._metas(run_id, items, key, stages=1, max_in_flight=max_in_flight, **shared)
         label = name or task_name
         fail_fast = self.settings.fail_fast if fail_fast is None else fail_fast
         prio = run_priority(priority, len(items), self.settings)
-        self._create_run(run_id, label, "map", [task_name], [queue], metas, items, fn, fail_fast, prio)
-        sigs = [
-            item_signature(
+        extra = {**shared, **batching(batch_size), "priority": prio}
+        self._create_run(run_id, label, "map", [task_name], [queue], metas, items, fn, fail_fast, extra)
+        self._set_budget(run_id, cap)
+        if batch_size:
+            countdowns = self._stagger(-(-len(items) // batch_size), stagger_s)
+            sigs = batch_signatures(
                 self.app,
-                names=[task_name],
-                queues=[queue],
-                meta=meta,
-                inputs=item,
-                countdown_s=c,
+                task=task_name,
+                queue=queue,
+                metas=metas,
+                inputs=items,
+                size=batch_size,
+                countdowns=countdowns,
                 redactor=self._redactor,
-                priority=prio,
             )
-            for item, meta, c in zip(items, metas, self._stagger(len(items), stagger_s), strict=True)
-        ]
+        else:
+            sigs = [
+                item_signature(
+                    self.app,
+                    names=[task_name],
+                    queues=[queue],
+                    meta=meta,
+                    inputs=item,
+                    countdown_s=c,
+                    redactor=self._redactor,
+                )
+                for item, meta, c in zip(items, metas, self._stagger(len(items), stagger_s), strict=True)
+            ]
+        sigs = prioritized(sigs, prio)
         if not sigs and fn is not None:
             sigs = [aggregate_signature(self.app, run_id, fn, self.settings.queues.fanin)]
         self._publish(run_id, sigs)
@@ -163,25 +175,29 @@ class Fleet:
         key: KeyFn | None = None,
         stagger_s: float = 0.0,
         max_in_flight: int | None = None,
+        tenant: str | None = None,
+        budget_usd: float | None = None,
         priority: int | None = None,
     ) -> Run:
         """Run the stages in order for each item, the items in parallel (a chain per item).
 
         Each stage returns a dict, the next stage's keyword input; an item's outcome carries
         the last stage's result. A failed stage ends that item with a failed outcome.
-        ``max_in_flight`` caps the stages executing at once across the run, and ``priority``
-        orders its messages, as in ``map``.
+        ``max_in_flight``, ``tenant``, ``budget_usd`` and ``priority`` are as in ``map``.
         """
         if not stages:
             raise DispatchError("a pipeline needs at least one stage")
         names = [_task_name(stage) for stage in stages]
         items = _inputs(inputs)
         run_id = self._new_run_id()
-        metas = self._metas(run_id, items, key, stages=len(names), max_in_flight=max_in_flight)
+        shared, cap = tenancy(tenant), run_budget(budget_usd)
+        metas = self._metas(run_id, items, key, stages=len(names), max_in_flight=max_in_flight, **shared)
         label = name or " -> ".join(names)
         queues = [getattr(s, "queue", None) or self.settings.queues.agents for s in stages]
         prio = run_priority(priority, len(items), self.settings)
-        self._create_run(run_id, label, "pipeline", names, queues, metas, items, None, False, prio)
+        extra = {**shared, "priority": prio}
+        self._create_run(run_id, label, "pipeline", names, queues, metas, items, None, False, extra)
+        self._set_budget(run_id, cap)
         sigs = [
             item_signature(
                 self.app,
@@ -191,10 +207,65 @@ class Fleet:
                 inputs=item,
                 countdown_s=c,
                 redactor=self._redactor,
-                priority=prio,
             )
             for item, meta, c in zip(items, metas, self._stagger(len(items), stagger_s), strict=True)
         ]
+        self._publish(run_id, prioritized(sigs, prio))
+        return self._run(run_id, label, len(items))
+
+    def graph(
+        self,
+        nodes: Sequence[Node],
+        inputs: Iterable[Mapping[str, Any]],
+        *,
+        name: str | None = None,
+        key: KeyFn | None = None,
+        aggregate: Callable[..., Any] | str | None = None,
+        stagger_s: float = 0.0,
+        fail_fast: bool | None = None,
+        max_in_flight: int | None = None,
+        tenant: str | None = None,
+        budget_usd: float | None = None,
+        priority: int | None = None,
+    ) -> Run:
+        """Run a graph of steps per input: each ``Node`` runs once the steps it names in
+        ``after`` have succeeded, independent steps in parallel (see ``orchestration/graph.py``).
+
+        A failed step skips the steps that depend on it (recorded as ``skipped``) while the
+        other branches finish; the item's outcome carries every step's status and the
+        succeeded steps' results by name. The other options are as in ``map``.
+        """
+        spec = graph_spec(
+            [
+                (
+                    n.name,
+                    _task_name(n.task),
+                    getattr(n.task, "queue", None) or self.settings.queues.agents,
+                    n.after,
+                )
+                for n in nodes
+            ]
+        )
+        items = _inputs(inputs)
+        run_id = self._new_run_id()
+        fn = _callable_path(aggregate) if aggregate is not None else None
+        shared, cap = tenancy(tenant), run_budget(budget_usd)
+        metas = self._metas(run_id, items, key, stages=1, max_in_flight=max_in_flight, **shared)
+        label = name or "graph " + ", ".join(spec.names)
+        fail_fast = self.settings.fail_fast if fail_fast is None else fail_fast
+        tasks, queues = [s.task for s in spec.steps], [s.queue for s in spec.steps]
+        prio = run_priority(priority, len(items), self.settings)
+        extra = {**shared, "graph": spec.to_json(), "priority": prio}
+        self._create_run(run_id, label, "graph", tasks, queues, metas, items, fn, fail_fast, extra)
+        self._set_budget(run_id, cap)
+        sigs = [
+            step_signature(self.app, spec, step_meta(meta, root.name), countdown_s=c, redactor=self._redactor)
+            for meta, c in zip(metas, self._stagger(len(items), stagger_s), strict=True)
+            for root in spec.roots
+        ]
+        sigs = prioritized(sigs, prio)
+        if not sigs and fn is not None:
+            sigs = [aggregate_signature(self.app, run_id, fn, self.settings.queues.fanin)]
         self._publish(run_id, sigs)
         return self._run(run_id, label, len(items))
 
@@ -241,7 +312,9 @@ class Fleet:
     def _run(self, run_id: str, name: str, total: int) -> Run:
         outage_s = self.settings.delivery.client_outage_s
         store = patient(self.store, budget_s=outage_s, url=self.settings.broker_url)
-        return Run(run_id, store=store, app=self.app, total=total, name=name)
+        return Run(
+            run_id, store=store, app=self.app, total=total, name=name, fanin=self.settings.queues.fanin
+        )
 
     def _stagger(self, count: int, stagger_s: float) -> list[float]:
         if stagger_s <= 0 or count == 0:
@@ -258,7 +331,9 @@ class Fleet:
         *,
         stages: int,
         max_in_flight: int | None = None,
+        **shared: Any,
     ) -> list[ItemMeta]:
+        """Each item's meta; ``shared`` are ``ItemMeta`` fields every item of the run carries."""
         if max_in_flight is not None and max_in_flight < 1:
             raise DispatchError("max_in_flight must be at least 1")
         metas = []
@@ -267,7 +342,13 @@ class Fleet:
                 custom = str(key(item))
                 metas.append(
                     ItemMeta(
-                        run=run_id, idx=i, key=custom, item=custom, stages=stages, max_in_flight=max_in_flight
+                        run=run_id,
+                        idx=i,
+                        key=custom,
+                        item=custom,
+                        stages=stages,
+                        max_in_flight=max_in_flight,
+                        **shared,
                     )
                 )
             else:
@@ -279,6 +360,7 @@ class Fleet:
                         item=str(i),
                         stages=stages,
                         max_in_flight=max_in_flight,
+                        **shared,
                     )
                 )
         if key is not None:
@@ -298,10 +380,10 @@ class Fleet:
         items: list[dict[str, Any]],
         aggregate: str | None,
         fail_fast: bool,
-        priority: int,
+        extra: Mapping[str, Any] | None = None,
     ) -> None:
         """Write the run record first: whatever is not published afterwards, the reconciler
-        publishes from it."""
+        publishes from it. ``extra``: more fields of the run's record."""
         self._patiently(
             lambda: self.store.create_run(
                 run_id,
@@ -314,9 +396,15 @@ class Fleet:
                 aggregate=aggregate,
                 fail_fast=fail_fast,
                 max_in_flight=metas[0].max_in_flight if metas else None,
-                priority=priority,
+                extra=extra,
             )
         )
+
+    def _set_budget(self, run_id: str, budget_usd: float | None) -> None:
+        """Give the run its own dollar cap in the spend ledger, before any of its items runs."""
+        if budget_usd is not None:
+            ledger = SpendLedger.from_settings(self.settings, self.store.client)
+            self._patiently(lambda: ledger.set_budget(run_id, budget_usd))
 
     def _publish(self, run_id: str, sigs: Sequence[Signature]) -> None:
         """Send every message, riding out broker outages of ``delivery.client_outage_s``.

@@ -56,13 +56,15 @@ class BeginState:
 
 @dataclass(frozen=True)
 class FinishState:
-    """Whether an outcome was counted for its run, the run's progress, and if it just ended."""
+    """Whether an outcome was counted for its run, the run's progress, and if it just ended (and
+    then, whether it stays active for its aggregate or compensations)."""
 
     recorded: bool
     done: int
     total: int
     run_ended: bool
     aggregate: str = ""
+    stays_active: bool = False
 
 
 def outcome_kind(outcome: TaskOutcome) -> str:
@@ -129,6 +131,7 @@ class DeliveryScripts:
             self.keys.deliveries(key, outcome.task_id),
             self.keys.item("claim", key),
         ]
+        memory = self.keys.item("mem", key)
         run_keys = [self.keys.run(run_id), self.keys.run(run_id, "done"), self.keys.run(run_id, "events")]
         inputs = self.keys.run(run_id, "inputs")
         body = outcome.model_dump_json()
@@ -143,14 +146,18 @@ class DeliveryScripts:
         ]
         if self._together(run_id, key):
             reply = self._scripts["finish"](
-                keys=[*run_keys, *item_keys, inputs],
+                keys=[*run_keys, *item_keys, inputs, memory],
                 args=[*counted, int(store), int(record), repr(now), token],
             )
         else:
-            body = self._scripts["finish_item"](keys=item_keys, args=[body, token, int(store), self.ttl_s])
+            body = self._scripts["finish_item"](
+                keys=[*item_keys, memory], args=[body, token, int(store), self.ttl_s]
+            )
             if not record:
                 return FinishState(False, 0, 0, False)
             counted[1] = body
             reply = self._scripts["finish_run"](keys=[*run_keys, inputs], args=[*counted, repr(now)])
-        recorded, done, total, ended, aggregate = reply
-        return FinishState(bool(recorded), int(done), int(total), bool(ended), str(aggregate or ""))
+        recorded, done, total, ended, aggregate, stays = reply
+        return FinishState(
+            bool(recorded), int(done), int(total), bool(ended), str(aggregate or ""), bool(stays)
+        )

@@ -24,15 +24,19 @@ import re
 __all__ = ["RunKeys", "item_tag"]
 
 # A default idempotency key: the 16-hex run id, the item's index, the input's hash, then an
-# optional stage or step suffix (``#s0``, ``#n:...``).
+# optional stage or step suffix (``#s0``, ``#n:...``, see ``agentfleet.idempotency``).
 _DEFAULT_KEY = re.compile(r"^([0-9a-f]{16}):\d+:[0-9a-f]+(?:#|$)")
+_STAGE_OR_STEP = re.compile(r"#(?:s\d+|n:.*)$")
 
 
 def item_tag(key: str) -> str:
     """The hash tag of the item whose idempotency key is ``key``: its run id for a default key,
-    else the key itself."""
+    else the key itself without a stage or step suffix (every stage and step of one item
+    shares its slot)."""
     found = _DEFAULT_KEY.match(key)
-    return found.group(1) if found else key
+    if found:
+        return found.group(1)
+    return _STAGE_OR_STEP.sub("", key) or key
 
 
 class RunKeys:
@@ -49,9 +53,9 @@ class RunKeys:
     def item(self, kind: str, key: str) -> str:
         """An item's ``kind`` key (``out``, ``claim``, ``errs``...) for idempotency key ``key``."""
         tag = item_tag(key)
-        if tag == key:
-            return f"{self.prefix}:{kind}:{{{key}}}"
-        return f"{self.prefix}:{kind}:{{{tag}}}{key[len(tag) :]}"
+        if key.startswith(tag):
+            return f"{self.prefix}:{kind}:{{{tag}}}{key[len(tag) :]}"
+        return f"{self.prefix}:{kind}:{{{tag}}}{key}"
 
     def deliveries(self, key: str, task_id: str) -> str:
         """Deliveries of ``task_id`` that did not finish, in the slot of its item ``key``."""

@@ -5,7 +5,9 @@ the braces are Redis Cluster hash tags, see ``runs/keys.py``). Every key expires
 ``ttl_s`` seconds unless noted:
 
 - ``p:run:{<id>}``          hash: name, kind, task names, queues, totals, status, times, the
-                            counters, and the aggregate's path and result
+                            counters, the aggregate's path and result; and as they apply:
+                            budgets (``budgets.py``), graphs (``graph.py``), compensation
+                            (``undo.py``), ``tenant``, ``batch_size``, ``priority``
 - ``p:run:{<id>}:items``    hash: item index -> ``[task_id, idempotency key, item key]``
 - ``p:run:{<id>}:inputs``   hash: item index -> its input, kept until the item has an outcome
                             so that a lost message can be published again
@@ -16,6 +18,8 @@ the braces are Redis Cluster hash tags, see ``runs/keys.py``). Every key expires
 - ``p:run:{<id>}:suspect``  hash: item index -> epoch seconds the reconciler first found it
                             with no outcome, no claim and no message (``tasks/reconciler.py``)
 - ``p:out:{<tag>}...``      an item's stored outcome, under its idempotency key
+- ``p:mem:{<tag>}...``      the item's steps, checkpoints and spending (``runs/memory.py``);
+                            set to expire with the outcome when the outcome is stored
 - ``p:claim:{<tag>}...``    string, the token of the delivery running the item; expires
                             ``claim_ttl_s`` after its last renewal (see ``runs/claims.py``)
 - ``p:errs:{<tag>}...``     list: every failed attempt of an item (type, message, time)
@@ -124,13 +128,13 @@ class RunStore:
         fail_fast: bool = False,
         max_in_flight: int | None = None,
         created_at: float | None = None,
-        priority: int | None = None,
+        extra: Mapping[str, str | int | float] | None = None,
     ) -> None:
         """Record a new run: its items (``(task_id, idempotency key, item key)`` each), their
-        inputs, the queue of each stage and the run's priority, everything a lost message is
-        rebuilt from."""
+        inputs, the queue of each stage (what a lost message is rebuilt from), ``extra`` fields."""
         created = time.time() if created_at is None else created_at
         record = {
+            **(extra or {}),
             "name": name,
             "kind": kind,
             "task": task,
@@ -141,7 +145,6 @@ class RunStore:
             "aggregate": aggregate or "",
             "fail_fast": int(fail_fast),
             "max_in_flight": max_in_flight or 0,
-            "priority": "" if priority is None else priority,
             "done": 0,
             "succeeded": 0,
             "failed": 0,
@@ -208,14 +211,6 @@ class RunStore:
         if stale:
             self.client.zrem(self.keys.runs, *stale)
         return summaries
-
-    def add_spend(self, run_id: str, usd: float) -> float:
-        """Add US dollars spent by an item still running; the run's live spend after it."""
-        return float(self.client.hincrbyfloat(self.run_key(run_id), "spent_usd", usd))
-
-    def spent(self, run_id: str) -> float:
-        """US dollars the run's items have spent so far, finished or not."""
-        return float(self.client.hget(self.run_key(run_id), "spent_usd") or 0.0)
 
     def fail_fast(self, run_id: str) -> None:
         """Mark the run failed: deliveries that start from now on do not run, nor its aggregate."""
@@ -301,9 +296,9 @@ class RunStore:
             )
         if state.run_ended:
             self.tally.add_count("runs_finished")
-            if not state.aggregate:
-                # A run with an aggregate stays active until its aggregate is stored; a worker
-                # that dies before this leaves the run to the reconciler, which drops it.
+            if not state.stays_active:
+                # A run with an aggregate or compensations to run stays active until they are
+                # done; a worker that dies before this leaves the run to the reconciler.
                 self.deactivate(outcome.run_id)
             log.info(self.summary(outcome.run_id).model_dump_json())
         return state

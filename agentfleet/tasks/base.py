@@ -14,13 +14,16 @@ __all__ = ["FleetTask", "TaskBudget"]
 
 @dataclass(frozen=True)
 class TaskBudget:
-    """One execution's caps: US dollars, tokens (input plus output), wall-clock seconds.
+    """One item's caps over all its attempts: US dollars, tokens (input plus output), model
+    calls (turns), seconds executing.
 
-    Unset means the ``[budgets]`` setting (``task_usd``, ``task_tokens``, ``task_wall_s``).
+    Unset means the ``[budgets]`` setting (``task_usd``, ``task_tokens``, ``task_turns``,
+    ``task_wall_s``).
     """
 
     usd: float | None = None
     tokens: int | None = None
+    turns: int | None = None
     wall_s: float | None = None
 
 
@@ -36,6 +39,9 @@ class FleetTask(Task):
     the run store, which is what ``Run`` and fan-in read, so the backend's GET, SETEX and
     PUBLISH per task would buy nothing. A failure (``FAILURE``) or a retry is still stored
     (``store_errors_even_if_ignored``), so Flower and ``AsyncResult`` still show it.
+
+    ``compensate(ctx, inputs, result)``, when set, undoes one succeeded item (see
+    ``tasks/compensation.py``).
     """
 
     abstract = True
@@ -54,3 +60,4 @@ class FleetTask(Task):
     retry_on: tuple[type[BaseException], ...] = ()
     fail_on: tuple[type[BaseException], ...] = ()
     budget: TaskBudget = TaskBudget()
+    compensate: Callable[..., Any] | None = None

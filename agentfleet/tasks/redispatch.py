@@ -1,4 +1,4 @@
-"""The messages that carry an item from a given stage on, and a run's aggregate.
+"""The messages that carry an item from a given stage on, a run's aggregate and its compensation.
 
 Dispatch, requeue and the reconciler send the same message for the same work: an item's stage
 ``s`` with its input (stage 0: the item's input; a later stage: the previous stage's stored
@@ -19,14 +19,19 @@ from agentfleet.tasks.meta import META_KWARG, ItemMeta
 
 __all__ = [
     "AGGREGATE_TASK",
+    "COMPENSATE_TASK",
     "MAX_PRIORITY",
     "aggregate_signature",
     "aggregate_task_id",
+    "compensation_signature",
+    "compensation_task_id",
     "item_signature",
     "message_priority",
+    "recorded_priority",
 ]
 
 AGGREGATE_TASK = "agentfleet.aggregate"
+COMPENSATE_TASK = "agentfleet.compensate"
 
 #: Run priorities go from 0 to this; a higher one is served sooner.
 MAX_PRIORITY = 9
@@ -44,6 +49,24 @@ def aggregate_signature(app: Celery, run_id: str, fn: str, queue: str) -> Signat
         kwargs={"run_id": run_id, "fn": fn},
         task_id=aggregate_task_id(run_id),
         queue=queue,
+    )
+
+
+def recorded_priority(record: Mapping[str, str]) -> int | None:
+    """The priority a run's record names (None for a run recorded without one)."""
+    raw = record.get("priority", "")
+    return int(raw) if raw else None
+
+
+def compensation_task_id(run_id: str) -> str:
+    """The task id of a run's compensation: one per run, so a second send is the same message."""
+    return f"{run_id}-comp"
+
+
+def compensation_signature(app: Celery, run_id: str, queue: str) -> Signature:
+    """The message that runs run ``run_id``'s compensations (``tasks/compensator.py``)."""
+    return app.signature(
+        COMPENSATE_TASK, kwargs={"run_id": run_id}, task_id=compensation_task_id(run_id), queue=queue
     )
 
 

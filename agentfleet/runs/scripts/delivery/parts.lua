@@ -9,7 +9,9 @@ local function claim_item(outkey, deliv, claim, deliveries_ttl, token, claim_ms,
   if stored then return {stored, 0, 'stored', 0} end
   if cancelled then return {'', 0, 'cancelled', 0} end
   if not redis.call('SET', claim, token, 'NX', 'PX', claim_ms) then
-    return {'', 0, 'busy', redis.call('PTTL', claim)}
+    -- A claim this token already holds (a batch claims its items up front) is this delivery's.
+    if redis.call('GET', claim) ~= token then return {'', 0, 'busy', redis.call('PTTL', claim)} end
+    redis.call('PEXPIRE', claim, claim_ms)
   end
   -- The first delivery sets the counter with its expiry in one command.
   local n = 1
@@ -18,21 +20,24 @@ local function claim_item(outkey, deliv, claim, deliveries_ttl, token, claim_ms,
 end
 
 -- Store the outcome under its key (first write wins), release this delivery's claim and forget
--- its deliveries. Returns the outcome that stands.
-local function settle_item(outkey, deliv, claim, body, token, store, ttl)
+-- its deliveries; the item's memory (steps, checkpoints) then lives as long as the outcome.
+-- Returns the outcome that stands.
+local function settle_item(outkey, deliv, claim, memory, body, token, store, ttl)
   redis.call('DEL', deliv)
   if token ~= '' and redis.call('GET', claim) == token then redis.call('DEL', claim) end
   if store == '1' then
     if not redis.call('SET', outkey, body, 'EX', ttl, 'NX') then body = redis.call('GET', outkey) or body end
+    redis.call('EXPIRE', memory, ttl)
   end
   return body
 end
 
--- Count the outcome once for its run. Returns {recorded, done, total, run ended, aggregate}.
+-- Count the outcome once for its run. Returns {recorded, done, total, run ended, aggregate,
+-- stays active}: a run that ended stays active while its aggregate or compensations are to come.
 local function record_outcome(run, done, events, inputs, idx, body, kind, dead, cost, secs, ttl, now)
   local total = redis.call('HGET', run, 'tasks_total')
-  if not total then return {0, 0, 0, 0, ''} end
-  if redis.call('HSETNX', done, idx, '1') == 0 then return {0, 0, 0, 0, ''} end
+  if not total then return {0, 0, 0, 0, '', 0} end
+  if redis.call('HSETNX', done, idx, '1') == 0 then return {0, 0, 0, 0, '', 0} end
   redis.call('HDEL', inputs, idx)
   redis.call('XADD', events, '*', 'kind', 'outcome', 'idx', idx, 'outcome', body)
   local n = redis.call('HINCRBY', run, 'done', 1)
@@ -51,7 +56,9 @@ local function record_outcome(run, done, events, inputs, idx, body, kind, dead, 
     redis.call('HSETNX', run, 'ended_at', now)
     if redis.call('HGET', run, 'status') == 'running' then redis.call('HSET', run, 'status', 'finished') end
     redis.call('XADD', events, '*', 'kind', 'end')
-    return {1, n, total, 1, redis.call('HGET', run, 'aggregate') or ''}
+    local aggregate = redis.call('HGET', run, 'aggregate') or ''
+    local undoing = redis.call('HGET', run, 'compensation') == 'requested'
+    return {1, n, total, 1, aggregate, (aggregate ~= '' or undoing) and 1 or 0}
   end
-  return {1, n, total, 0, ''}
+  return {1, n, total, 0, '', 0}
 end
