@@ -6,7 +6,7 @@ import hashlib
 import json
 from typing import Any
 
-__all__ = ["canonical_json", "default_item_key", "node_key", "stable_hash", "stage_key"]
+__all__ = ["canonical_json", "default_item_key", "node_key", "stable_hash", "stage_key", "text_hash"]
 
 
 def canonical_json(value: Any) -> str:
@@ -19,7 +19,12 @@ def canonical_json(value: Any) -> str:
 
 def stable_hash(value: Any, *, length: int = 16) -> str:
     """A hex digest of ``value``'s canonical JSON that is the same in every process and run."""
-    return hashlib.blake2b(canonical_json(value).encode(), digest_size=16).hexdigest()[:length]
+    return text_hash(canonical_json(value), length=length)
+
+
+def text_hash(text: str, *, length: int = 16) -> str:
+    """``stable_hash`` of a value whose canonical JSON is ``text`` (already made)."""
+    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()[:length]
 
 
 def default_item_key(run_id: str, index: int, inputs: Any) -> str:

@@ -21,6 +21,7 @@ from http_scripted import Reply, ScriptedServer
 from agentfleet import LocalCluster
 from agentfleet.mock_llm import MockMessagesServer
 from agentfleet.orchestration import Fleet, Run
+from agentfleet.runs import RunKeys
 
 pytestmark = pytest.mark.slow
 
@@ -79,8 +80,9 @@ def test_a_step_runs_once_across_a_retry(fleet: Fleet, far: ScriptedServer) -> N
 def test_an_items_memory_expires_with_its_outcome(fleet: Fleet, redis_client: redis.Redis) -> None:
     run = fleet.map(dt.draw_then_fail, [{"token": "s2"}])
     outcome = _one(run)
-    ttl = redis_client.ttl(f"{fleet.settings.key_prefix}:mem:{outcome.idempotency_key}")
-    outcome_ttl = redis_client.ttl(f"{fleet.settings.key_prefix}:out:{outcome.idempotency_key}")
+    keys = RunKeys(fleet.settings.key_prefix)
+    ttl = redis_client.ttl(keys.item("mem", outcome.idempotency_key))
+    outcome_ttl = redis_client.ttl(keys.item("out", outcome.idempotency_key))
     assert fleet.settings.result_ttl_s - 60 < ttl <= fleet.settings.result_ttl_s
     assert abs(ttl - outcome_ttl) <= 5
 

@@ -14,8 +14,6 @@ from collections.abc import Iterator
 
 import pytest
 import redis
-from celery.canvas import Signature
-from kombu.exceptions import OperationalError
 
 from agentfleet.config import Settings, load_settings
 from agentfleet.embedded_redis import free_port
@@ -242,22 +240,26 @@ def test_the_renewer_extends_held_claims_and_drops_lost_ones(
 def test_messages_a_broker_outage_kept_from_being_published_are_published_by_the_reconciler(
     settings: Settings, redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # Chunks of two: the first chunk goes out, the broker then refuses the second.
     quick = settings.model_copy(
-        update={"delivery": settings.delivery.model_copy(update={"client_outage_s": 0.3})}
+        update={
+            "delivery": settings.delivery.model_copy(update={"client_outage_s": 0.3}),
+            "dispatch": settings.dispatch.model_copy(update={"chunk_items": 2}),
+        }
     )
-    publish = Signature.apply_async
-    sent: list[str] = []
-
-    def flaky(self: Signature, *args: object, **kwargs: object) -> object:
-        if len(sent) >= 2:
-            raise OperationalError("connection refused")
-        sent.append(self.id)
-        return publish(self, *args, **kwargs)
-
-    monkeypatch.setattr(Signature, "apply_async", flaky)
     with Fleet(quick) as fleet:
+        push = fleet.broker.lpush
+        pushes: list[int] = []
+
+        def flaky(*args: object) -> object:
+            if pushes:
+                raise redis.ConnectionError("connection refused")
+            pushes.append(len(args) - 1)
+            return push(*args)
+
+        monkeypatch.setattr(fleet.broker, "lpush", flaky)
         run = fleet.map("t.echo", [{"n": i} for i in range(4)])
-        monkeypatch.setattr(Signature, "apply_async", publish)
+        monkeypatch.setattr(fleet.broker, "lpush", push)
         queue = fleet.settings.queues.agents
         assert redis_client.llen(queue) == 2
         reconciler = _reconciler(fleet)

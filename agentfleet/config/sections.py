@@ -166,14 +166,21 @@ class QueueSettings(_Section):
 
 
 class DispatchSettings(_Section):
-    """How ``Fleet.map`` and ``Fleet.pipeline`` send a run.
+    """How ``Fleet.map`` and ``Fleet.pipeline`` send a run (see ``orchestration/dispatch.py``).
 
     ``small_run_items``: a run of at most this many items is served ahead of larger runs'
     waiting messages unless it names its own priority (an interactive run never waits behind
-    a batch of thousands).
+    a batch of thousands). Inputs are read, recorded and sent ``chunk_items`` at a time; while
+    the run's queue holds more than ``max_queued`` messages the dispatch waits, looking again
+    every ``backpressure_poll_s`` seconds. A dispatch promises its next chunk within
+    ``promise_s`` seconds: past that, the reconciler takes its run over (its process died).
     """
 
     small_run_items: int = Field(default=100, ge=0)
+    chunk_items: int = Field(default=1000, ge=1)
+    max_queued: int = Field(default=50_000, ge=1)
+    backpressure_poll_s: float = Field(default=0.5, gt=0)
+    promise_s: float = Field(default=60.0, ge=1)
 
 
 class DLQSettings(_Section):

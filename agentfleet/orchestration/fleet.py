@@ -3,24 +3,25 @@
 from __future__ import annotations
 
 import functools
+import itertools
 import logging
 import random
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence, Sized
 from typing import Any, TypeVar
 
 from celery.canvas import Signature
 
 from agentfleet.celery_config import make_app
 from agentfleet.config import Settings, get_settings
-from agentfleet.errors import BrokerUnavailable, DispatchError
-from agentfleet.idempotency import canonical_json, default_item_key
+from agentfleet.errors import DispatchError
 from agentfleet.models import RunSummary
 from agentfleet.orchestration.client_app import DispatchApp
 from agentfleet.orchestration.dead_letters import DeadLetterQueue
+from agentfleet.orchestration.dispatch import Dispatcher, DispatchProgress, RunPlan, Signatures
 from agentfleet.orchestration.graph import Node, graph_spec
 from agentfleet.orchestration.options import batching, run_budget, tenancy
-from agentfleet.orchestration.priority import prioritized, run_priority
+from agentfleet.orchestration.priority import run_priority
 from agentfleet.orchestration.run import Run
 from agentfleet.outages import patient, ride_out
 from agentfleet.redaction import Redactor
@@ -31,15 +32,16 @@ from agentfleet.spend import SpendLedger
 from agentfleet.tasks.batch import batch_signatures
 from agentfleet.tasks.graph import step_meta, step_signature
 from agentfleet.tasks.meta import META_KWARG, ItemMeta
-from agentfleet.tasks.redispatch import aggregate_signature, item_signature
+from agentfleet.tasks.redispatch import item_signature
 from agentfleet.tasks.retry_policy import cap_countdown
 
-__all__ = ["Fleet", "TaskRef"]
+__all__ = ["Fleet", "Progress", "TaskRef"]
 
 log = logging.getLogger("agentfleet.fleet")
 T = TypeVar("T")
 TaskRef = Any  # a fleet task object, or a registered task name
 KeyFn = Callable[[Mapping[str, Any]], Any]
+Progress = Callable[[DispatchProgress], None]
 
 
 def _task_name(task: TaskRef) -> str:
@@ -59,19 +61,18 @@ def _callable_path(fn: Callable[..., Any] | str) -> str:
         raise DispatchError(f"aggregate {exc}") from None
 
 
-def _inputs(inputs: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def _admit(chunk: list[Any], start: int) -> list[dict[str, Any]]:
+    """The chunk of inputs starting at index ``start``, each checked to be a dict of keyword
+    arguments without the reserved key (the dispatcher checks it is JSON); ``DispatchError``
+    names the first that is not."""
     items = []
-    for i, item in enumerate(inputs):
+    for i, item in enumerate(chunk, start):
         if not isinstance(item, Mapping):
             raise DispatchError(
                 f"input {i} is {type(item).__name__}; each input is a dict of keyword arguments"
             )
         if META_KWARG in item:
             raise DispatchError(f"input {i} uses the reserved key {META_KWARG}")
-        try:
-            canonical_json(item)
-        except (TypeError, ValueError) as exc:
-            raise DispatchError(f"input {i} is not JSON: {exc}") from None
         items.append(dict(item))
     return items
 
@@ -106,13 +107,19 @@ class Fleet:
         budget_usd: float | None = None,
         batch_size: int | None = None,
         priority: int | None = None,
+        progress: Progress | None = None,
     ) -> Run:
-        """Run ``task`` once per input, in parallel; with ``aggregate``, fan in as a chord.
+        """Run ``task`` once per input, in parallel; with ``aggregate``, fan in once all are done.
 
+        ``inputs`` is any iterable of keyword-argument dicts, a generator of millions included:
+        it is read, recorded and sent a chunk at a time, waiting while the queue is full, and
+        ``progress`` hears how far it got (see ``orchestration/dispatch.py``); this returns once
+        every item is sent.
         ``key`` maps an input to its idempotency key (default: run id, index and input hash).
         ``aggregate`` (a module-level function, or its ``module:name``) runs once on the list
         of successful results in input order. ``stagger_s`` spreads the starts over that many
-        seconds, with jitter. ``fail_fast`` cancels the rest of the run at the first failure.
+        seconds, with jitter (the inputs are then read in full first). ``fail_fast`` cancels
+        the rest of the run at the first failure.
         ``max_in_flight`` makes the run a pool: at most that many of its items execute at
         once, across the cluster, whatever the workers' sizes (the others wait in the queue
         without using retries). ``tenant`` labels the run for the tenant's daily budget;
@@ -123,48 +130,53 @@ class Fleet:
         most ``dispatch.small_run_items`` items goes ahead of larger ones (``priority.py``).
         """
         task_name = _task_name(task)
-        items = _inputs(inputs)
-        run_id = self._new_run_id()
         fn = _callable_path(aggregate) if aggregate is not None else None
         queue = getattr(task, "queue", None) or self.settings.queues.agents
         shared, cap = tenancy(tenant), run_budget(budget_usd)
-        metas = self._metas(run_id, items, key, stages=1, max_in_flight=max_in_flight, **shared)
-        label = name or task_name
-        fail_fast = self.settings.fail_fast if fail_fast is None else fail_fast
-        prio = run_priority(priority, len(items), self.settings)
-        extra = {**shared, **batching(batch_size), "priority": prio}
-        self._create_run(run_id, label, "map", [task_name], [queue], metas, items, fn, fail_fast, extra)
-        self._set_budget(run_id, cap)
+        inputs, size = self._sized(inputs, stagger_s)
+        plan = RunPlan(
+            run_id=self._new_run_id(),
+            label=name or task_name,
+            kind="map",
+            names=[task_name],
+            queues=[queue],
+            key=key,
+            max_in_flight=max_in_flight,
+            aggregate=fn,
+            fail_fast=self.settings.fail_fast if fail_fast is None else fail_fast,
+            priority=run_priority(priority, size, self.settings),
+            shared=shared,
+            extra={**shared, **batching(batch_size)},
+            fast=not batch_size and stagger_s <= 0,
+        )
+        self._set_budget(plan.run_id, cap)
+        signatures: Signatures | None = None
+        chunk = self.settings.dispatch.chunk_items
         if batch_size:
-            countdowns = self._stagger(-(-len(items) // batch_size), stagger_s)
-            sigs = batch_signatures(
-                self.app,
-                task=task_name,
-                queue=queue,
-                metas=metas,
-                inputs=items,
-                size=batch_size,
-                countdowns=countdowns,
-                redactor=self._redactor,
-            )
-        else:
-            sigs = [
-                item_signature(
+            starts = self._stagger(-(-size // batch_size), stagger_s) if stagger_s > 0 else None
+            chunk = max(batch_size, chunk // batch_size * batch_size)
+
+            def signatures(items: list[dict[str, Any]], metas: list[ItemMeta]) -> list[Signature]:
+                first = metas[0].idx // batch_size
+                count = -(-len(metas) // batch_size)
+                delays = starts[first : first + count] if starts else [0.0] * count
+                return batch_signatures(
                     self.app,
-                    names=[task_name],
-                    queues=[queue],
-                    meta=meta,
-                    inputs=item,
-                    countdown_s=c,
+                    task=task_name,
+                    queue=queue,
+                    metas=metas,
+                    inputs=items,
+                    size=batch_size,
+                    countdowns=delays,
                     redactor=self._redactor,
                 )
-                for item, meta, c in zip(items, metas, self._stagger(len(items), stagger_s), strict=True)
-            ]
-        sigs = prioritized(sigs, prio)
-        if not sigs and fn is not None:
-            sigs = [aggregate_signature(self.app, run_id, fn, self.settings.queues.fanin)]
-        self._publish(run_id, sigs)
-        return self._run(run_id, label, len(items))
+
+        elif stagger_s > 0:
+            signatures = self._chains(plan, self._stagger(size, stagger_s))
+        total = self._dispatcher.dispatch(
+            plan, inputs, admit=_admit, signatures=signatures, chunk_items=chunk, progress=progress
+        )
+        return self._run(plan.run_id, plan.label, total)
 
     def pipeline(
         self,
@@ -178,40 +190,42 @@ class Fleet:
         tenant: str | None = None,
         budget_usd: float | None = None,
         priority: int | None = None,
+        progress: Progress | None = None,
     ) -> Run:
         """Run the stages in order for each item, the items in parallel (a chain per item).
 
         Each stage returns a dict, the next stage's keyword input; an item's outcome carries
         the last stage's result. A failed stage ends that item with a failed outcome.
-        ``max_in_flight``, ``tenant``, ``budget_usd`` and ``priority`` are as in ``map``.
+        ``inputs``, ``max_in_flight``, ``tenant``, ``budget_usd``, ``priority`` and
+        ``progress`` are as in ``map``.
         """
         if not stages:
             raise DispatchError("a pipeline needs at least one stage")
         names = [_task_name(stage) for stage in stages]
-        items = _inputs(inputs)
-        run_id = self._new_run_id()
         shared, cap = tenancy(tenant), run_budget(budget_usd)
-        metas = self._metas(run_id, items, key, stages=len(names), max_in_flight=max_in_flight, **shared)
-        label = name or " -> ".join(names)
-        queues = [getattr(s, "queue", None) or self.settings.queues.agents for s in stages]
-        prio = run_priority(priority, len(items), self.settings)
-        extra = {**shared, "priority": prio}
-        self._create_run(run_id, label, "pipeline", names, queues, metas, items, None, False, extra)
-        self._set_budget(run_id, cap)
-        sigs = [
-            item_signature(
-                self.app,
-                names=names,
-                queues=queues,
-                meta=meta,
-                inputs=item,
-                countdown_s=c,
-                redactor=self._redactor,
-            )
-            for item, meta, c in zip(items, metas, self._stagger(len(items), stagger_s), strict=True)
-        ]
-        self._publish(run_id, prioritized(sigs, prio))
-        return self._run(run_id, label, len(items))
+        inputs, size = self._sized(inputs, stagger_s)
+        plan = RunPlan(
+            run_id=self._new_run_id(),
+            label=name or " -> ".join(names),
+            kind="pipeline",
+            names=names,
+            queues=[getattr(s, "queue", None) or self.settings.queues.agents for s in stages],
+            key=key,
+            max_in_flight=max_in_flight,
+            aggregate=None,
+            fail_fast=False,
+            priority=run_priority(priority, size, self.settings),
+            stages=len(names),
+            shared=shared,
+            extra=shared,
+            fast=False,
+        )
+        self._set_budget(plan.run_id, cap)
+        starts = self._stagger(size, stagger_s) if stagger_s > 0 else None
+        total = self._dispatcher.dispatch(
+            plan, inputs, admit=_admit, signatures=self._chains(plan, starts), progress=progress
+        )
+        return self._run(plan.run_id, plan.label, total)
 
     def graph(
         self,
@@ -227,6 +241,7 @@ class Fleet:
         tenant: str | None = None,
         budget_usd: float | None = None,
         priority: int | None = None,
+        progress: Progress | None = None,
     ) -> Run:
         """Run a graph of steps per input: each ``Node`` runs once the steps it names in
         ``after`` have succeeded, independent steps in parallel (see ``orchestration/graph.py``).
@@ -246,28 +261,41 @@ class Fleet:
                 for n in nodes
             ]
         )
-        items = _inputs(inputs)
-        run_id = self._new_run_id()
-        fn = _callable_path(aggregate) if aggregate is not None else None
         shared, cap = tenancy(tenant), run_budget(budget_usd)
-        metas = self._metas(run_id, items, key, stages=1, max_in_flight=max_in_flight, **shared)
-        label = name or "graph " + ", ".join(spec.names)
-        fail_fast = self.settings.fail_fast if fail_fast is None else fail_fast
-        tasks, queues = [s.task for s in spec.steps], [s.queue for s in spec.steps]
-        prio = run_priority(priority, len(items), self.settings)
-        extra = {**shared, "graph": spec.to_json(), "priority": prio}
-        self._create_run(run_id, label, "graph", tasks, queues, metas, items, fn, fail_fast, extra)
-        self._set_budget(run_id, cap)
-        sigs = [
-            step_signature(self.app, spec, step_meta(meta, root.name), countdown_s=c, redactor=self._redactor)
-            for meta, c in zip(metas, self._stagger(len(items), stagger_s), strict=True)
-            for root in spec.roots
-        ]
-        sigs = prioritized(sigs, prio)
-        if not sigs and fn is not None:
-            sigs = [aggregate_signature(self.app, run_id, fn, self.settings.queues.fanin)]
-        self._publish(run_id, sigs)
-        return self._run(run_id, label, len(items))
+        inputs, size = self._sized(inputs, stagger_s)
+        plan = RunPlan(
+            run_id=self._new_run_id(),
+            label=name or "graph " + ", ".join(spec.names),
+            kind="graph",
+            names=[s.task for s in spec.steps],
+            queues=[s.queue for s in spec.steps],
+            key=key,
+            max_in_flight=max_in_flight,
+            aggregate=_callable_path(aggregate) if aggregate is not None else None,
+            fail_fast=self.settings.fail_fast if fail_fast is None else fail_fast,
+            priority=run_priority(priority, size, self.settings),
+            shared=shared,
+            extra={**shared, "graph": spec.to_json()},
+            fast=False,
+        )
+        self._set_budget(plan.run_id, cap)
+        starts = self._stagger(size, stagger_s) if stagger_s > 0 else None
+
+        def roots(items: list[dict[str, Any]], metas: list[ItemMeta]) -> list[Signature]:
+            return [
+                step_signature(
+                    self.app,
+                    spec,
+                    step_meta(meta, root.name),
+                    countdown_s=starts[meta.idx] if starts else 0.0,
+                    redactor=self._redactor,
+                )
+                for meta in metas
+                for root in spec.roots
+            ]
+
+        total = self._dispatcher.dispatch(plan, inputs, admit=_admit, signatures=roots, progress=progress)
+        return self._run(plan.run_id, plan.label, total)
 
     @functools.cached_property
     def dlq(self) -> DeadLetterQueue:
@@ -309,6 +337,41 @@ class Fleet:
     def _redactor(self) -> Redactor:
         return self.settings.redactor()
 
+    @functools.cached_property
+    def _dispatcher(self) -> Dispatcher:
+        return Dispatcher(self.settings, self.app, self.store, self.broker, self._redactor, self._patiently)
+
+    def _sized(self, inputs: Iterable[Mapping[str, Any]], stagger_s: float) -> tuple[Iterable[Any], int]:
+        """``inputs`` and how many there are, as far as the run's priority needs to know: a
+        staggered run's are read in full (each start depends on the count); a stream's first
+        ``dispatch.small_run_items`` + 1 are looked at, enough to tell a small run."""
+        if stagger_s > 0 and not isinstance(inputs, Sized):
+            inputs = list(inputs)
+        if isinstance(inputs, Sized):
+            return inputs, len(inputs)
+        stream = iter(inputs)
+        head = list(itertools.islice(stream, self.settings.dispatch.small_run_items + 1))
+        return itertools.chain(head, stream), len(head)
+
+    def _chains(self, plan: RunPlan, starts: Sequence[float] | None) -> Signatures:
+        """Each item's message (a chain for a pipeline), starting at ``starts[index]`` if given."""
+
+        def signatures(items: list[dict[str, Any]], metas: list[ItemMeta]) -> list[Signature]:
+            return [
+                item_signature(
+                    self.app,
+                    names=plan.names,
+                    queues=plan.queues,
+                    meta=meta,
+                    inputs=item,
+                    countdown_s=starts[meta.idx] if starts else 0.0,
+                    redactor=self._redactor,
+                )
+                for item, meta in zip(items, metas, strict=True)
+            ]
+
+        return signatures
+
     def _run(self, run_id: str, name: str, total: int) -> Run:
         outage_s = self.settings.delivery.client_outage_s
         store = patient(self.store, budget_s=outage_s, url=self.settings.broker_url)
@@ -323,109 +386,11 @@ class Fleet:
         cap = self.settings.max_countdown_s
         return [cap_countdown(i * step + random.uniform(0, step * 0.5), cap) for i in range(count)]
 
-    @staticmethod
-    def _metas(
-        run_id: str,
-        items: list[dict[str, Any]],
-        key: KeyFn | None,
-        *,
-        stages: int,
-        max_in_flight: int | None = None,
-        **shared: Any,
-    ) -> list[ItemMeta]:
-        """Each item's meta; ``shared`` are ``ItemMeta`` fields every item of the run carries."""
-        if max_in_flight is not None and max_in_flight < 1:
-            raise DispatchError("max_in_flight must be at least 1")
-        metas = []
-        for i, item in enumerate(items):
-            if key is not None:
-                custom = str(key(item))
-                metas.append(
-                    ItemMeta(
-                        run=run_id,
-                        idx=i,
-                        key=custom,
-                        item=custom,
-                        stages=stages,
-                        max_in_flight=max_in_flight,
-                        **shared,
-                    )
-                )
-            else:
-                metas.append(
-                    ItemMeta(
-                        run=run_id,
-                        idx=i,
-                        key=default_item_key(run_id, i, item),
-                        item=str(i),
-                        stages=stages,
-                        max_in_flight=max_in_flight,
-                        **shared,
-                    )
-                )
-        if key is not None:
-            keys = [m.key for m in metas]
-            if len(set(keys)) != len(keys):
-                raise DispatchError("key= returned the same key for two inputs of one run")
-        return metas
-
-    def _create_run(
-        self,
-        run_id: str,
-        name: str,
-        kind: str,
-        tasks: list[str],
-        queues: list[str],
-        metas: list[ItemMeta],
-        items: list[dict[str, Any]],
-        aggregate: str | None,
-        fail_fast: bool,
-        extra: Mapping[str, Any] | None = None,
-    ) -> None:
-        """Write the run record first: whatever is not published afterwards, the reconciler
-        publishes from it. ``extra``: more fields of the run's record."""
-        self._patiently(
-            lambda: self.store.create_run(
-                run_id,
-                name=name,
-                kind=kind,
-                task=",".join(tasks),
-                items=[(m.task_id, m.key, m.item) for m in metas],
-                inputs=items,
-                queues=queues,
-                aggregate=aggregate,
-                fail_fast=fail_fast,
-                max_in_flight=metas[0].max_in_flight if metas else None,
-                extra=extra,
-            )
-        )
-
     def _set_budget(self, run_id: str, budget_usd: float | None) -> None:
         """Give the run its own dollar cap in the spend ledger, before any of its items runs."""
         if budget_usd is not None:
             ledger = SpendLedger.from_settings(self.settings, self.store.client)
             self._patiently(lambda: ledger.set_budget(run_id, budget_usd))
-
-    def _publish(self, run_id: str, sigs: Sequence[Signature]) -> None:
-        """Send every message, riding out broker outages of ``delivery.client_outage_s``.
-
-        Past that, the rest is left to the reconciler (the run record names every item and
-        keeps its input), and the run goes on once Redis is back.
-        """
-        sent = 0
-        try:
-            with self.app.producer_or_acquire() as producer:
-                for sig in sigs:
-                    self._patiently(functools.partial(sig.apply_async, producer=producer))
-                    sent += 1
-        except BrokerUnavailable as exc:
-            log.warning(
-                "run %s: %d of %d messages sent before %s; the reconciler sends the rest once Redis answers",
-                run_id,
-                sent,
-                len(sigs),
-                exc,
-            )
 
     def _patiently(self, call: Callable[[], T]) -> T:
         return ride_out(call, budget_s=self.settings.delivery.client_outage_s, url=self.settings.broker_url)

@@ -47,6 +47,7 @@ twice.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import time
@@ -129,10 +130,14 @@ class RunStore:
         max_in_flight: int | None = None,
         created_at: float | None = None,
         extra: Mapping[str, str | int | float] | None = None,
+        dispatching_until: float | None = None,
     ) -> None:
         """Record a new run: its items (``(task_id, idempotency key, item key)`` each), their
-        inputs, the queue of each stage (what a lost message is rebuilt from), ``extra`` fields."""
+        inputs, the queue of each stage (what a lost message is rebuilt from), ``extra`` fields.
+        With ``dispatching_until`` (epoch seconds) the run is open for more items (see
+        ``runs/dispatching.py``)."""
         created = time.time() if created_at is None else created_at
+        open_ = dispatching_until is not None
         record = {
             **(extra or {}),
             "name": name,
@@ -140,7 +145,7 @@ class RunStore:
             "task": task,
             "queues": ",".join(queues),
             "tasks_total": len(items),
-            "status": "running" if items else "finished",
+            "status": "running" if items or open_ else "finished",
             "created_at": repr(created),
             "aggregate": aggregate or "",
             "fail_fast": int(fail_fast),
@@ -149,7 +154,9 @@ class RunStore:
             "succeeded": 0,
             "failed": 0,
         }
-        if not items:
+        if open_:
+            record["dispatching"] = repr(dispatching_until)
+        elif not items:
             record["ended_at"] = repr(created)
         # Fleet-wide first: a run in the active set with no record yet is dropped by the
         # reconciler, while a record the reconciler never hears of would never be recovered.
@@ -157,10 +164,10 @@ class RunStore:
         shared.zadd(self.keys.runs, {run_id: created})
         # Records expire after ttl_s; their ids go from the index as new runs arrive.
         shared.zremrangebyscore(self.keys.runs, "-inf", f"({created - self.ttl_s!r}")
-        if items or aggregate:
+        if items or aggregate or open_:
             shared.sadd(self.keys.active, run_id)
         shared.hincrby(self.keys.stats, "runs_started", 1)
-        if not items:
+        if not items and not open_:
             shared.hincrby(self.keys.stats, "runs_finished", 1)
         shared.execute()
         pipe = self.client.pipeline(transaction=True)
@@ -296,6 +303,9 @@ class RunStore:
             )
         if state.run_ended:
             self.tally.add_count("runs_finished")
+            # A finished run's figures are current at once (other workers' within a second).
+            with contextlib.suppress(redis.RedisError):
+                self.tally.flush()
             if not state.stays_active:
                 # A run with an aggregate or compensations to run stays active until they are
                 # done; a worker that dies before this leaves the run to the reconciler.

@@ -40,6 +40,7 @@ from agentfleet.idempotency import stage_key
 from agentfleet.models import TaskOutcome
 from agentfleet.redis_client import connect
 from agentfleet.runs import RunStore, new_claim_token
+from agentfleet.runs.dispatching import DispatchRecord, dispatch_deadline
 from agentfleet.tasks.batch import batch_task_id
 from agentfleet.tasks.graph import graph_waiting, recover_graph_item
 from agentfleet.tasks.item import cancelled_outcome
@@ -139,6 +140,7 @@ class Reconciler:
                 continue
             report.runs += 1
             queues.update(q for q in record.get("queues", "").split(",") if q)
+            record = self._dispatch_settled(run_id, record, now)
             candidates.extend(self._candidates(run_id, record))
         if not candidates:
             return report
@@ -158,10 +160,24 @@ class Reconciler:
             self._judge(run_id, found, view, now, report)
         return report
 
+    def _dispatch_settled(self, run_id: str, record: dict[str, str], now: float) -> dict[str, str]:
+        """The run's record, its dispatch taken over if its dispatcher broke its promise (it
+        died): the run then has the items it recorded, and those never sent are lost messages."""
+        deadline = dispatch_deadline(record)
+        if deadline is None or deadline > now:
+            return record
+        log.warning("run %s: its dispatcher stopped; it keeps the items recorded so far", run_id)
+        DispatchRecord(self.store).close(run_id, int(record.get("tasks_total") or 0))
+        return self.store.get_run(run_id)
+
     def _candidates(self, run_id: str, record: dict[str, str]) -> list[_Candidate]:
-        """Items (or the aggregate) of one run with no outcome and no live claim."""
-        total = int(record.get("tasks_total") or 0)
+        """Items (or the aggregate) of one run with no outcome and no live claim; while its
+        dispatch goes on, only items whose messages it has sent."""
+        sending = dispatch_deadline(record) is not None
+        total = int(record.get("sent" if sending else "tasks_total") or 0)
         done = self.store.done_indices(run_id)
+        if sending and len(done) >= total:
+            return []
         if len(done) >= total:
             if record.get("aggregate") and not record.get("aggregate_result"):
                 return [_Candidate(run_id, _AGGREGATE, [aggregate_task_id(run_id)], record)]

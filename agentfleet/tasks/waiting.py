@@ -21,7 +21,15 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-__all__ = ["PRIORITY_SEPARATOR", "UNACKED", "UNACKED_INDEX", "BrokerView", "forget_stale", "read_broker"]
+__all__ = [
+    "PRIORITY_SEPARATOR",
+    "UNACKED",
+    "UNACKED_INDEX",
+    "BrokerView",
+    "forget_stale",
+    "queue_keys",
+    "read_broker",
+]
 
 UNACKED = "unacked"
 UNACKED_INDEX = "unacked_index"
@@ -41,7 +49,8 @@ class BrokerView:
     complete: bool = True
 
 
-def _queue_keys(queues: Iterable[str]) -> list[str]:
+def queue_keys(*queues: str) -> list[str]:
+    """The Redis lists holding the waiting messages of ``queues``, every priority included."""
     keys = []
     for queue in dict.fromkeys(queues):
         keys.append(queue)
@@ -60,7 +69,7 @@ def _eta(headers: dict[str, Any]) -> float | None:
 
 
 def _read_queues(client: Any, queues: Iterable[str], view: BrokerView, max_scan: int) -> None:
-    keys = _queue_keys(queues)
+    keys = queue_keys(*queues)
     pipe = client.pipeline(transaction=False)
     for key in keys:
         pipe.llen(key)

@@ -32,11 +32,24 @@ local function settle_item(outkey, deliv, claim, memory, body, token, store, ttl
   return body
 end
 
+-- Mark a run whose last item just got its outcome as ended. Returns {1, done, total, 1,
+-- aggregate, stays active}: a run that ended stays active while its aggregate or
+-- compensations are to come.
+local function end_run(run, events, n, total, now)
+  redis.call('HSETNX', run, 'ended_at', now)
+  if redis.call('HGET', run, 'status') == 'running' then redis.call('HSET', run, 'status', 'finished') end
+  redis.call('XADD', events, '*', 'kind', 'end')
+  local aggregate = redis.call('HGET', run, 'aggregate') or ''
+  local undoing = redis.call('HGET', run, 'compensation') == 'requested'
+  return {1, n, total, 1, aggregate, (aggregate ~= '' or undoing) and 1 or 0}
+end
+
 -- Count the outcome once for its run. Returns {recorded, done, total, run ended, aggregate,
--- stays active}: a run that ended stays active while its aggregate or compensations are to come.
+-- stays active}. A run still being dispatched (``dispatching`` set) does not end here: its
+-- total is not known yet (``end_dispatch.lua`` ends it if every item already has its outcome).
 local function record_outcome(run, done, events, inputs, idx, body, kind, dead, cost, secs, ttl, now)
-  local total = redis.call('HGET', run, 'tasks_total')
-  if not total then return {0, 0, 0, 0, '', 0} end
+  local head = redis.call('HMGET', run, 'tasks_total', 'dispatching')
+  if not head[1] then return {0, 0, 0, 0, '', 0} end
   if redis.call('HSETNX', done, idx, '1') == 0 then return {0, 0, 0, 0, '', 0} end
   redis.call('HDEL', inputs, idx)
   redis.call('XADD', events, '*', 'kind', 'outcome', 'idx', idx, 'outcome', body)
@@ -51,14 +64,7 @@ local function record_outcome(run, done, events, inputs, idx, body, kind, dead, 
     redis.call('EXPIRE', done, ttl)
     redis.call('EXPIRE', events, ttl)
   end
-  total = tonumber(total)
-  if n >= total then
-    redis.call('HSETNX', run, 'ended_at', now)
-    if redis.call('HGET', run, 'status') == 'running' then redis.call('HSET', run, 'status', 'finished') end
-    redis.call('XADD', events, '*', 'kind', 'end')
-    local aggregate = redis.call('HGET', run, 'aggregate') or ''
-    local undoing = redis.call('HGET', run, 'compensation') == 'requested'
-    return {1, n, total, 1, aggregate, (aggregate ~= '' or undoing) and 1 or 0}
-  end
+  local total = tonumber(head[1])
+  if n >= total and not head[2] then return end_run(run, events, n, total, now) end
   return {1, n, total, 0, '', 0}
 end
