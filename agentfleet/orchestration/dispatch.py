@@ -24,11 +24,12 @@ reconciler sends them once it is back.
 from __future__ import annotations
 
 import itertools
+import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from celery import Celery
 from celery.canvas import Signature
@@ -36,7 +37,7 @@ from celery.canvas import Signature
 from agentfleet.config import Settings
 from agentfleet.errors import BrokerUnavailable, DispatchError
 from agentfleet.idempotency import canonical_json, text_hash
-from agentfleet.orchestration.messages import MessageTemplate, new_delivery_tag
+from agentfleet.orchestration.messages import MessageTemplate, delivery_tags
 from agentfleet.orchestration.priority import prioritized
 from agentfleet.redaction import SHOWN_REPR_MAX_CHARS, Redactor
 from agentfleet.runs import RunStore
@@ -52,6 +53,14 @@ log = logging.getLogger("agentfleet.dispatch")
 KeyFn = Callable[[Mapping[str, Any]], Any]
 Admit = Callable[[list[Any], int], list[dict[str, Any]]]
 Signatures = Callable[[list[dict[str, Any]], list[ItemMeta]], list[Signature]]
+
+
+class _Item(NamedTuple):
+    """An item as dispatch knows it: its index, idempotency key and item key."""
+
+    idx: int
+    key: str
+    item_key: str
 
 
 @dataclass(frozen=True)
@@ -191,38 +200,38 @@ class Dispatcher:
 
     def _metas(
         self, plan: RunPlan, chunk: list[dict[str, Any]], texts: list[str], start: int, seen: set[str]
-    ) -> list[ItemMeta]:
+    ) -> list[_Item]:
         if plan.max_in_flight is not None and plan.max_in_flight < 1:
             raise DispatchError("max_in_flight must be at least 1")
-        metas = []
+        items = []
         for i, (item, text) in enumerate(zip(chunk, texts, strict=True), start):
             if plan.key is not None:
                 key = str(plan.key(item))
                 if key in seen:
                     raise DispatchError(f"key= returned {key!r} for two inputs of one run")
                 seen.add(key)
-                item_key = key
+                items.append(_Item(i, key, key))
             else:
-                key = f"{plan.run_id}:{i}:{text_hash(text)}"
-                item_key = str(i)
-            # Built from checked values: pydantic's validation would double the cost of a meta.
-            metas.append(
-                ItemMeta.model_construct(
-                    run=plan.run_id,
-                    idx=i,
-                    key=key,
-                    item=item_key,
-                    stages=plan.stages,
-                    max_in_flight=plan.max_in_flight,
-                    **plan.shared,
-                )
-            )
-        return metas
+                items.append(_Item(i, f"{plan.run_id}:{i}:{text_hash(text)}", str(i)))
+        return items
 
-    def _record(
-        self, plan: RunPlan, start: int, texts: list[str], metas: list[ItemMeta], pushed: int
-    ) -> None:
-        rows = [(m.task_id, m.key, m.item) for m in metas]
+    @staticmethod
+    def _full_metas(plan: RunPlan, items: list[_Item]) -> list[ItemMeta]:
+        return [
+            ItemMeta(
+                run=plan.run_id,
+                idx=it.idx,
+                key=it.key,
+                item=it.item_key,
+                stages=plan.stages,
+                max_in_flight=plan.max_in_flight,
+                **plan.shared,
+            )
+            for it in items
+        ]
+
+    def _record(self, plan: RunPlan, start: int, texts: list[str], metas: list[_Item], pushed: int) -> None:
+        rows = [(f"{plan.run_id}-{m.idx}", m.key, m.item_key) for m in metas]
         promise = self.settings.dispatch.promise_s
         self.patiently(
             lambda: self.record.append(plan.run_id, start, rows, texts, sent=pushed, promise_s=promise)
@@ -246,7 +255,7 @@ class Dispatcher:
         plan: RunPlan,
         chunk: list[dict[str, Any]],
         texts: list[str],
-        metas: list[ItemMeta],
+        metas: list[_Item],
         signatures: Signatures | None,
     ) -> bool:
         """Send the chunk's messages; False when the broker stayed away (the reconciler sends them)."""
@@ -256,7 +265,7 @@ class Dispatcher:
             else:
                 if signatures is None:
                     raise ValueError("a run whose messages are not stamped needs signatures")
-                self._batch(prioritized(signatures(chunk, metas), plan.priority))
+                self._batch(prioritized(signatures(chunk, self._full_metas(plan, metas)), plan.priority))
         except BrokerUnavailable as exc:
             log.warning(
                 "run %s: %s; its items are recorded and the reconciler sends them once Redis answers",
@@ -267,29 +276,34 @@ class Dispatcher:
         return True
 
     def _stamp(
-        self, plan: RunPlan, chunk: list[dict[str, Any]], texts: list[str], metas: list[ItemMeta]
+        self, plan: RunPlan, chunk: list[dict[str, Any]], texts: list[str], metas: list[_Item]
     ) -> None:
         template = self._template(plan, chunk[0], metas[0])
+        # Every item's ``_af`` block is the run's, with its own index and keys (as ``to_kwarg``).
+        base = self._full_metas(plan, [_Item(1, "", "")])[0].to_kwarg()
         raws = []
-        for text, meta in zip(texts, metas, strict=True):
-            meta_json = canonical_json(meta.to_kwarg())
-            kwargs_json = (
-                f'{{"{META_KWARG}":{meta_json}}}'
-                if text == "{}"
-                else f'{text[:-1]},"{META_KWARG}":{meta_json}}}'
-            )
+        tags = delivery_tags()
+        for text, it in zip(texts, metas, strict=True):
+            meta = {**base, "idx": it.idx, "key": it.key, "item": it.item_key}
+            if not it.idx:
+                del meta["idx"]
+            meta_json = json.dumps(meta, separators=(",", ":"))
+            if text == "{}":
+                kwargs_json = f'{{"{META_KWARG}":{meta_json}}}'
+            else:
+                kwargs_json = f'{text[:-1]},"{META_KWARG}":{meta_json}}}'
             shown = self.redactor.text(text)[:SHOWN_REPR_MAX_CHARS]
-            raws.append(template.build(meta.task_id, kwargs_json, shown, new_delivery_tag))
+            raws.append(template.build(f"{plan.run_id}-{it.idx}", kwargs_json, shown, tags))
         # LPUSH puts each value at the head in turn: the first item is the first taken.
         self.patiently(lambda: self.broker.lpush(template.key, *raws))
 
-    def _template(self, plan: RunPlan, item: dict[str, Any], meta: ItemMeta) -> MessageTemplate:
+    def _template(self, plan: RunPlan, item: dict[str, Any], first: _Item) -> MessageTemplate:
         if self._template_of is None or self._template_of[0] != plan.run_id:
             probe = item_signature(
                 self.app,
                 names=plan.names,
                 queues=plan.queues,
-                meta=meta,
+                meta=self._full_metas(plan, [first])[0],
                 inputs=item,
                 redactor=self.redactor,
                 priority=plan.priority,

@@ -16,15 +16,18 @@ with a base64 body); any Celery worker takes it as it takes one ``apply_async`` 
 from __future__ import annotations
 
 import base64
+import itertools
 import json
+import re
 import uuid
 from collections.abc import Callable
+from json.encoder import encode_basestring_ascii
 from typing import Any
 
 from celery import Celery
 from celery.canvas import Signature
 
-__all__ = ["MessageTemplate", "Stamped", "new_delivery_tag"]
+__all__ = ["MessageTemplate", "Stamped", "delivery_tags", "new_delivery_tag"]
 
 # (queue list key, raw message) of the first item, as kombu's Redis transport would push it.
 Stamped = tuple[str, bytes]
@@ -48,17 +51,37 @@ def _captured(app: Celery, sig: Signature) -> Stamped:
     return str(key), raw if isinstance(raw, bytes) else str(raw).encode()
 
 
+# A JSON string literal of a str (what json.dumps does for one, without its general machinery).
+_quoted = encode_basestring_ascii
+
+# Stand-ins for the fields that differ per item, in the template's JSON text.
+_MARKS = {"id": "@@af-id@@", "shown": "@@af-shown@@", "tag": "@@af-tag@@", "body": "@@af-body@@"}
+_SPLIT = re.compile("|".join(re.escape(f'"{mark}"') for mark in _MARKS.values()))
+_NAMES = {f'"{mark}"': name for name, mark in _MARKS.items()}
+
+
 class MessageTemplate:
     """The messages of one stage-0 task of a run, stamped from one real message.
 
-    ``probe`` is the signature of the run's first item as ``item_signature`` makes it (queue,
-    priority, reprs); ``make`` (``MessageTemplate.build``) then stamps any item of the run.
+    ``from_signature`` takes the signature of the run's first item as ``item_signature`` makes
+    it (queue, priority, reprs); ``build`` then stamps any item of the run: the real message's
+    JSON text with the item's own values put in.
     """
 
     def __init__(self, key: str, envelope: dict[str, Any], embed: Any) -> None:
         self.key = key
-        self._envelope = envelope
         self._embed = json.dumps(embed)
+        marked = dict(envelope)
+        marked["headers"] = {**envelope["headers"], "id": _MARKS["id"], "root_id": _MARKS["id"]}
+        marked["headers"]["kwargsrepr"] = _MARKS["shown"]
+        properties = {**envelope["properties"], "correlation_id": _MARKS["id"], "delivery_tag": _MARKS["tag"]}
+        if "kwargsrepr" in properties:
+            properties["kwargsrepr"] = _MARKS["shown"]
+        marked["properties"] = properties
+        marked["body"] = _MARKS["body"]
+        text = json.dumps(marked)
+        self._literals = _SPLIT.split(text)
+        self._fields = [_NAMES[found] for found in _SPLIT.findall(text)]
 
     @classmethod
     def from_signature(cls, app: Celery, probe: Signature) -> MessageTemplate:
@@ -75,20 +98,25 @@ class MessageTemplate:
     ) -> bytes:
         """The raw message of item ``task_id`` whose keyword arguments are ``kwargs_json`` (a JSON
         object), shown as ``kwargsrepr``."""
-        envelope = dict(self._envelope)
-        headers = dict(envelope["headers"])
-        headers["id"] = headers["root_id"] = task_id
-        headers["kwargsrepr"] = kwargsrepr
-        properties = dict(envelope["properties"])
-        properties["correlation_id"] = task_id
-        properties["delivery_tag"] = delivery_tag()
-        if "kwargsrepr" in properties:
-            properties["kwargsrepr"] = kwargsrepr
-        envelope["headers"] = headers
-        envelope["properties"] = properties
-        body = f"[[], {kwargs_json}, {self._embed}]".encode()
-        envelope["body"] = base64.b64encode(body).decode()
-        return json.dumps(envelope).encode()
+        body = base64.b64encode(f"[[], {kwargs_json}, {self._embed}]".encode()).decode()
+        values = {
+            "id": _quoted(task_id),
+            "shown": _quoted(kwargsrepr),
+            "tag": _quoted(delivery_tag()),
+            "body": f'"{body}"',
+        }
+        parts = [self._literals[0]]
+        for name, literal in zip(self._fields, self._literals[1:], strict=True):
+            parts += (values[name], literal)
+        return "".join(parts).encode()
+
+
+def delivery_tags() -> Callable[[], str]:
+    """Delivery tags for one dispatch: a random prefix and a counter (kombu's own are random
+    UUIDs; a tag only has to be unique among the messages taken and not yet acknowledged)."""
+    prefix = uuid.uuid4().hex
+    counter = itertools.count()
+    return lambda: f"{prefix}-{next(counter)}"
 
 
 def new_delivery_tag() -> str:
