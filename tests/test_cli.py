@@ -71,10 +71,10 @@ def test_run_reads_json_lines_and_names_the_first_bad_line(tmp_path: Path) -> No
 
     good = tmp_path / "good.jsonl"
     good.write_text('{"text": "a"}\n\n{"text": "b"}\n')
-    assert read_inputs(str(good)) == [{"text": "a"}, {"text": "b"}]
+    assert list(read_inputs(str(good))) == [{"text": "a"}, {"text": "b"}]
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"text": "a"}\n[1, 2]\n')
     with pytest.raises(DispatchError, match=r"bad\.jsonl line 2: each line must be a JSON object"):
-        read_inputs(str(bad))
+        list(read_inputs(str(bad)))
     with pytest.raises(DispatchError, match="no such file"):
         read_inputs(str(tmp_path / "absent.jsonl"))

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -12,19 +14,44 @@ from agentfleet.cli.connect import fleet_for_work
 from agentfleet.cli.output import console, err_console, outcomes_table, print_json, summary_table
 from agentfleet.cli.progress import follow
 from agentfleet.errors import DispatchError
-from agentfleet.orchestration.named import parse_jsonl
+from agentfleet.orchestration.dispatch import DispatchProgress
+from agentfleet.orchestration.fleet import Progress
+from agentfleet.orchestration.named import iter_jsonl
 
 __all__ = ["read_inputs", "run"]
 
+# Seconds between lines saying how far a long dispatch got.
+_PROGRESS_EVERY_S = 5.0
 
-def read_inputs(path: str) -> list[dict[str, Any]]:
-    """Inputs from a JSON Lines file (``-`` for stdin): one JSON object a line."""
+
+def read_inputs(path: str) -> Iterator[dict[str, Any]]:
+    """Inputs from a JSON Lines file (``-`` for stdin): one JSON object a line, read as the run
+    is dispatched (a file of millions of lines is never held whole)."""
     if path == "-":
-        return parse_jsonl(sys.stdin.read(), source="stdin")
+        return iter_jsonl(sys.stdin, source="stdin")
     file = Path(path)
     if not file.is_file():
         raise DispatchError(f"--inputs {path}: no such file")
-    return parse_jsonl(file.read_text(), source=path)
+    return _lines_of(file, path)
+
+
+def _lines_of(file: Path, source: str) -> Iterator[dict[str, Any]]:
+    with file.open() as lines:
+        yield from iter_jsonl(lines, source=source)
+
+
+def _dispatch_progress(say: Any) -> Progress:
+    """Says how far a long dispatch got, at most every few seconds."""
+    last = [time.monotonic()]
+
+    def show(progress: DispatchProgress) -> None:
+        if time.monotonic() - last[0] < _PROGRESS_EVERY_S:
+            return
+        last[0] = time.monotonic()
+        waiting = ", waiting for the workers to catch up" if progress.waiting else ""
+        say(f"sent {progress.sent} items ({progress.queued} waiting in the queue{waiting})")
+
+    return show
 
 
 def run(
@@ -43,7 +70,7 @@ def run(
     with fleet_for_work(workers=workers, concurrency=None, pool=None, say=say) as (fleet, cluster):
         if not wait and cluster is not None:
             raise DispatchError("--no-wait needs a running Redis and workers (AGENTFLEET_BROKER_URL)")
-        handle = fleet.map(task, items, name=name, stagger_s=stagger_s)
+        handle = fleet.map(task, items, name=name, stagger_s=stagger_s, progress=_dispatch_progress(say))
         if not wait:
             if as_json:
                 print_json({"run_id": handle.id, "tasks": handle.total})

@@ -7,7 +7,7 @@ start one by name here, so a scheduled run and a triggered one are the same fan-
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +16,7 @@ from agentfleet.errors import DispatchError
 from agentfleet.orchestration.fleet import Fleet
 from agentfleet.orchestration.run import Run
 
-__all__ = ["load_inputs", "parse_jsonl", "resolve_inputs_path", "start_named"]
+__all__ = ["iter_jsonl", "load_inputs", "parse_jsonl", "resolve_inputs_path", "start_named"]
 
 
 def resolve_inputs_path(path: str) -> Path:
@@ -33,8 +33,12 @@ def parse_jsonl(text: str, *, source: str) -> list[dict[str, Any]]:
 
     Raises ``DispatchError`` naming ``source`` and the line of the first bad one.
     """
-    items = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    return list(iter_jsonl(text.splitlines(), source=source))
+
+
+def iter_jsonl(lines: Iterable[str], *, source: str) -> Iterator[dict[str, Any]]:
+    """``parse_jsonl`` one line at a time, for inputs too many to hold (a file of millions)."""
+    for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
@@ -43,8 +47,7 @@ def parse_jsonl(text: str, *, source: str) -> list[dict[str, Any]]:
             raise DispatchError(f"{source} line {number}: not JSON ({exc.msg})") from None
         if not isinstance(value, dict):
             raise DispatchError(f"{source} line {number}: each line must be a JSON object of inputs")
-        items.append(value)
-    return items
+        yield value
 
 
 def _read_jsonl(name: str, path: Path) -> list[dict[str, Any]]:
