@@ -26,6 +26,7 @@ from agentfleet.redis_client import sentinel_hosts
 
 __all__ = [
     "BUILTIN_TASK_MODULES",
+    "CONSUMER_STEPS",
     "DIGEST_ENTRY",
     "RUN_SCHEDULE_TASK",
     "beat_schedule",
@@ -218,9 +219,16 @@ def celery_config(settings: Settings) -> dict[str, Any]:
     }
 
 
+# Worker consumer steps, by import path (workers import them; clients never start them).
+CONSUMER_STEPS = ("agentfleet.tasks.green_events:BufferedTaskEvents",)
+
+
 def make_app(settings: Settings, *, main: str = "agentfleet", app_cls: type[Celery] = Celery) -> Celery:
-    """A Celery app (of class ``app_cls``) configured from ``settings``."""
+    """A Celery app (of class ``app_cls``) configured from ``settings``, with agentfleet's
+    worker consumer steps (``CONSUMER_STEPS``)."""
     celery = app_cls(main, set_as_current=False)
     config = celery_config(settings)
     celery.conf.update(config)
+    for step in CONSUMER_STEPS:
+        celery.steps["consumer"].add(step)
     return celery

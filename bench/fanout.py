@@ -1,15 +1,18 @@
-"""Fan-out overhead: agentfleet against asyncio.gather (the ideal) and a plain Celery group.
+"""Fan-out: 1,000 tasks of 1 s at concurrency 100, agentfleet against plain Celery and the ideal.
 
-One run, one embedded Redis, side by side:
+One embedded Redis. In each of ``--rounds`` rounds, in turn:
 
-- 1,000 tasks of 1 s simulated I/O at a total concurrency of 100 (2 worker processes, thread
-  pool, 50 threads each): asyncio.gather with a semaphore, a Celery group of a sleep task,
-  ``Fleet.map`` of ``simulated_agent``.
-- 2,000 no-op tasks: a Celery group against ``Fleet.map``.
-- Fan-in latency: seconds from a chord's last header task finishing to its callback starting.
+- the ideal: ``asyncio.gather`` of 1,000 sleeps of 1 s under a semaphore of 100, in this process;
+- threads, 2 workers x 50: ``Fleet.map`` of ``agentfleet.simulated_agent`` (then ``Run.wait``)
+  against a Celery group of ``plain.sleep`` on plain Celery workers (``plain_app``, one
+  message reserved per slot) (then ``GroupResult.get``);
+- gevent, 1 worker x 100: the same, and plain Celery reserving 4 messages per slot too.
 
-Prints wall-clock ratios; targets are 1.05x the ideal for the I/O fan-out, at least 0.8x plain
-Celery's no-op throughput, and a fan-in p50 under 50 ms.
+Each configuration's workers are started for it and stopped after it. Prints the median wall
+clock of each, over the ideal, and agentfleet's over plain Celery's. Then the fan-in latency:
+from a run's last item recording its outcome to its aggregate starting (20 runs of 50 items).
+
+Targets: threads at most 1.02x the ideal, gevent at most 1.05x; fan-in p50 under 50 ms.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from celery import group
@@ -27,7 +31,10 @@ from celery import group
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from agentfleet.celery_config import make_app  # noqa: E402
+from _plain import PlainWorkers  # noqa: E402
+
+from agentfleet.config import load_settings  # noqa: E402
+from agentfleet.embedded_redis import EmbeddedRedis  # noqa: E402
 from agentfleet.local import LocalCluster  # noqa: E402
 
 
@@ -46,83 +53,89 @@ def ideal(tasks: int, concurrency: int, seconds: float) -> float:
     return time.perf_counter() - started
 
 
-def plain_celery(cluster: LocalCluster, name: str, tasks: int, args: tuple[object, ...]) -> float:
-    app = make_app(cluster.fleet().settings.model_copy(update={"broker_url": cluster.broker_url}))
-    started = time.perf_counter()
-    result = group(app.signature(name, args=args) for _ in range(tasks)).apply_async()
-    result.get(timeout=600, propagate=True)
-    elapsed = time.perf_counter() - started
-    result.forget()
-    app.close()
-    return elapsed
-
-
-def fleet_map(cluster: LocalCluster, tasks: int, latency_s: float) -> float:
-    fleet = cluster.fleet()
-    started = time.perf_counter()
-    run = fleet.map("agentfleet.simulated_agent", [{"item": i, "latency_s": latency_s} for i in range(tasks)])
-    summary = run.wait(timeout_s=600)
-    elapsed = time.perf_counter() - started
-    assert summary.succeeded == tasks, summary
-    return elapsed
-
-
-def fan_in_latencies(cluster: LocalCluster, chords: int, width: int) -> list[float]:
-    fleet = cluster.fleet()
-    found = []
-    for _ in range(chords):
+def fleet_run(url: str, pool: str, workers: int, slots: int, tasks: int, seconds: float) -> float:
+    settings = load_settings(broker_url=url)
+    with LocalCluster(
+        workers=workers, concurrency=slots, pool=pool, broker_url=url, settings=settings, loglevel="WARNING"
+    ) as cluster:
+        fleet = cluster.fleet()
+        fleet.map("agentfleet.simulated_agent", [{"latency_s": 0.0} for _ in range(workers * slots)]).wait(60)
+        started = time.perf_counter()
         run = fleet.map(
-            "agentfleet.simulated_agent",
-            [{"item": i, "latency_s": 0.0} for i in range(width)],
-            aggregate="agentfleet.merge:concat",
+            "agentfleet.simulated_agent", [{"item": i, "latency_s": seconds} for i in range(tasks)]
         )
-        run.result(timeout_s=60)
-        record = fleet.store.get_run(run.id)
-        found.append(float(record["aggregate_started_at"]) - float(record["ended_at"]))
-    return found
+        assert run.wait(timeout_s=600).succeeded == tasks
+        return time.perf_counter() - started
+
+
+def celery_run(
+    url: str, pool: str, workers: int, slots: int, tasks: int, seconds: float, prefetch: int
+) -> float:
+    with PlainWorkers(url, count=workers, pool=pool, concurrency=slots, prefetch=prefetch) as plain:
+        app = plain.app
+        group(app.signature("plain.noop") for _ in range(workers * slots)).apply_async().get(timeout=60)
+        started = time.perf_counter()
+        result = group(app.signature("plain.sleep", args=(seconds,)) for _ in range(tasks)).apply_async()
+        result.get(timeout=600)
+        elapsed = time.perf_counter() - started
+        result.forget()
+        return elapsed
+
+
+def fan_in_latencies(url: str, runs: int, width: int) -> list[float]:
+    with LocalCluster(
+        workers=1, concurrency=8, pool="threads", broker_url=url, loglevel="WARNING"
+    ) as cluster:
+        fleet = cluster.fleet()
+        found = []
+        for _ in range(runs):
+            run = fleet.map(
+                "agentfleet.simulated_agent",
+                [{"item": i, "latency_s": 0.0} for i in range(width)],
+                aggregate="agentfleet.merge:concat",
+            )
+            run.result(timeout_s=60)
+            record = fleet.store.get_run(run.id)
+            found.append(float(record["aggregate_started_at"]) - float(record["ended_at"]))
+        return found
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=1000)
-    parser.add_argument("--noop-tasks", type=int, default=2000)
     parser.add_argument("--seconds", type=float, default=1.0)
-    parser.add_argument("--concurrency", type=int, default=100, help="total, over 2 workers")
+    parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-
-    env = {"AGENTFLEET_TASK_MODULES": "bench_tasks", "PYTHONPATH": str(HERE)}
-    os.environ.update(env)
-    per_worker = args.concurrency // 2
-    with LocalCluster(
-        workers=2, concurrency=per_worker, pool="threads", env=env, loglevel="WARNING"
-    ) as cluster:
-        print(
-            f"# {args.tasks} tasks x {args.seconds} s at concurrency {args.concurrency} (2 workers, threads)"
-        )
-        t_ideal = ideal(args.tasks, args.concurrency, args.seconds)
-        t_celery = plain_celery(cluster, "bench.sleep", args.tasks, (args.seconds,))
-        t_fleet = fleet_map(cluster, args.tasks, args.seconds)
-        print(f"asyncio.gather (ideal)  {t_ideal:7.2f} s")
-        print(f"celery group            {t_celery:7.2f} s   {t_celery / t_ideal:5.3f}x ideal")
-        print(
-            f"Fleet.map               {t_fleet:7.2f} s   {t_fleet / t_ideal:5.3f}x ideal   "
-            f"{t_fleet / t_celery:5.3f}x celery   (target <= 1.05x ideal)"
-        )
-
-        print(f"\n# {args.noop_tasks} no-op tasks")
-        n_celery = plain_celery(cluster, "bench.noop", args.noop_tasks, ())
-        n_fleet = fleet_map(cluster, args.noop_tasks, 0.0)
-        print(f"celery group            {n_celery:7.2f} s   {args.noop_tasks / n_celery:8.0f} tasks/s")
-        print(
-            f"Fleet.map               {n_fleet:7.2f} s   {args.noop_tasks / n_fleet:8.0f} tasks/s   "
-            f"throughput {n_celery / n_fleet:5.3f}x celery   (target >= 0.8x)"
-        )
-
-        print("\n# fan-in latency: last header task done -> chord callback start (20 chords of 50)")
-        lat = sorted(fan_in_latencies(cluster, 20, 50))
-        p50 = statistics.median(lat) * 1000
-        p90 = lat[int(len(lat) * 0.9) - 1] * 1000
-        print(f"p50 {p50:6.1f} ms   p90 {p90:6.1f} ms   max {lat[-1] * 1000:6.1f} ms   (target p50 < 50 ms)")
+    n, s = args.tasks, args.seconds
+    with EmbeddedRedis(args=["--maxclients", "10000"]) as server:
+        url = server.url
+        sides: dict[str, Callable[[], float]] = {
+            "ideal (asyncio.gather, 100 at once)": lambda: ideal(n, 100, s),
+            "plain Celery, threads 2 x 50": lambda: celery_run(url, "threads", 2, 50, n, s, 1),
+            "agentfleet, threads 2 x 50": lambda: fleet_run(url, "threads", 2, 50, n, s),
+            "plain Celery, gevent 1 x 100": lambda: celery_run(url, "gevent", 1, 100, n, s, 1),
+            "plain Celery, gevent 1 x 100, prefetch 4": lambda: celery_run(url, "gevent", 1, 100, n, s, 4),
+            "agentfleet, gevent 1 x 100": lambda: fleet_run(url, "gevent", 1, 100, n, s),
+        }
+        times: dict[str, list[float]] = {label: [] for label in sides}
+        for _ in range(args.rounds):
+            for label, side in sides.items():
+                times[label].append(side())
+        latencies = sorted(fan_in_latencies(url, 20, 50))
+    med = {label: statistics.median(found) for label, found in times.items()}
+    base = med["ideal (asyncio.gather, 100 at once)"]
+    print(f"# {n} tasks x {s} s at concurrency 100; median of {args.rounds} alternating rounds")
+    print(f"{'':44s}{'wall s':>8s}{'x ideal':>9s}")
+    for label, value in med.items():
+        print(f"{label:44s}{value:8.2f}{value / base:8.3f}x")
+    threads = med["agentfleet, threads 2 x 50"] / med["plain Celery, threads 2 x 50"]
+    gevent = med["agentfleet, gevent 1 x 100"] / med["plain Celery, gevent 1 x 100"]
+    print(f"agentfleet over plain Celery: threads {threads:.3f}x, gevent {gevent:.3f}x")
+    print("targets: threads <= 1.02x the ideal, gevent <= 1.05x")
+    p50, p90 = statistics.median(latencies) * 1000, latencies[int(len(latencies) * 0.9) - 1] * 1000
+    print("\n# fan-in latency, last outcome -> aggregate start (20 runs of 50)")
+    print(f"p50 {p50:.1f} ms, p90 {p90:.1f} ms (target p50 < 50 ms)")
+    print(f"load average at the end: {os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":

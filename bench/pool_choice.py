@@ -22,65 +22,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import threading
 import time
 from pathlib import Path
 from typing import Any
+
+from _probes import cpu_s, pss_mib
 
 from agentfleet.config import load_settings
 from agentfleet.embedded_redis import EmbeddedRedis
 from agentfleet.local import LocalCluster
 
 RESULTS = Path(__file__).parent / "results"
-
-
-def _tree(pid: int) -> list[int]:
-    """``pid`` and every descendant of it, from /proc."""
-    parents: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as stat:
-                ppid = int(stat.read().rsplit(")", 1)[1].split()[1])
-        except (FileNotFoundError, ProcessLookupError, IndexError, ValueError):
-            continue
-        parents.setdefault(ppid, []).append(int(entry))
-    found, todo = [], [pid]
-    while todo:
-        current = todo.pop()
-        found.append(current)
-        todo.extend(parents.get(current, []))
-    return found
-
-
-def pss_mib(pid: int) -> float:
-    """The summed PSS of ``pid``'s process tree, in MiB."""
-    total_kib = 0
-    for member in _tree(pid):
-        try:
-            with open(f"/proc/{member}/smaps_rollup") as rollup:
-                for line in rollup:
-                    if line.startswith("Pss:"):
-                        total_kib += int(line.split()[1])
-                        break
-        except (FileNotFoundError, ProcessLookupError, PermissionError):
-            continue
-    return total_kib / 1024
-
-
-def cpu_s(pid: int) -> float:
-    """User plus system CPU seconds of ``pid``'s process tree (living members only)."""
-    ticks = 0
-    for member in _tree(pid):
-        try:
-            with open(f"/proc/{member}/stat") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()
-        except (FileNotFoundError, ProcessLookupError):
-            continue
-        ticks += int(fields[11]) + int(fields[12]) + int(fields[13]) + int(fields[14])
-    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def measure(pool: str, size: int, redis_url: str, latency_s: float) -> dict[str, Any]:

@@ -1,0 +1,39 @@
+"""Plain Celery, the benchmarks' anchor: a Celery app with nothing of agentfleet's in it.
+
+Configured as agentfleet configures its own where delivery is concerned (late acknowledgement,
+one message reserved per slot unless ``PLAIN_PREFETCH`` says more, task events on for Flower,
+JSON), with Celery's Redis result backend and kombu's own Redis transport.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from celery import Celery
+
+URL = os.environ.get("PLAIN_BROKER_URL", "redis://127.0.0.1:6379/0")
+
+app = Celery("plain", broker=URL, backend=URL)
+app.conf.update(
+    task_acks_late=True,
+    task_reject_on_worker_lost=True,
+    worker_prefetch_multiplier=int(os.environ.get("PLAIN_PREFETCH", "1")),
+    worker_send_task_events=True,
+    task_serializer="json",
+    result_serializer="json",
+    accept_content=["json"],
+    task_default_queue=os.environ.get("PLAIN_QUEUE", "plain"),
+    worker_hijack_root_logger=False,
+)
+
+
+@app.task(name="plain.sleep")
+def sleep(seconds: float) -> float:
+    time.sleep(seconds)
+    return seconds
+
+
+@app.task(name="plain.noop")
+def noop() -> None:
+    return None
