@@ -7,7 +7,8 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SKIP = {"run_all.py", "bench_tasks.py"}
+# Not benchmarks (helpers, task modules), or a 30-minute run of its own (``soak.py``).
+SKIP = {"run_all.py", "bench_tasks.py", "plain_app.py", "soak.py"}
 
 
 def main() -> int:
