@@ -26,6 +26,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from agentfleet.broker_check import url_problem
 from agentfleet.config.sections import (
     AgentSettings,
     BeatSettings,
@@ -33,6 +34,7 @@ from agentfleet.config.sections import (
     CommandToolSettings,
     CredentialSpec,
     DeliverySettings,
+    DispatchSettings,
     DLQSettings,
     FanoutSpec,
     FetchSettings,
@@ -60,6 +62,7 @@ __all__ = [
     "CredentialSpec",
     "DLQSettings",
     "DeliverySettings",
+    "DispatchSettings",
     "FanoutSpec",
     "FetchSettings",
     "FlowerSettings",
@@ -112,6 +115,7 @@ class Settings(BaseSettings):
 
     worker: WorkerSettings = WorkerSettings()
     delivery: DeliverySettings = DeliverySettings()
+    dispatch: DispatchSettings = DispatchSettings()
     queues: QueueSettings = QueueSettings()
     retry: RetrySettings = RetrySettings()
     limiter: LimiterSettings = LimiterSettings()
@@ -142,6 +146,9 @@ class Settings(BaseSettings):
                 "must be a Redis URL such as redis://:password@host:6379/0, or Sentinels as "
                 "sentinel://:password@host1:26379;sentinel://host2:26379"
             )
+        problem = url_problem(value) if value is not None else None
+        if problem is not None:
+            raise ValueError(f"cannot be right: {problem}")
         return value
 
     @_model_validator(mode="after")
@@ -285,7 +292,9 @@ def config_path() -> Path | None:
 
 
 # Values of these settings are never echoed back in an error message.
-_SECRET_KEYS = frozenset({"token", "basic_auth", "api_key", "password"})
+_SECRET_KEYS = frozenset(
+    {"token", "basic_auth", "api_key", "password", "sentinel_password", "broker_url", "result_backend"}
+)
 
 
 def _describe(error: dict[str, Any]) -> str:

@@ -24,6 +24,7 @@ __all__ = [
     "CredentialSpec",
     "DLQSettings",
     "DeliverySettings",
+    "DispatchSettings",
     "FanoutSpec",
     "FetchSettings",
     "FlowerSettings",
@@ -113,11 +114,28 @@ class DeliverySettings(_Section):
     pool_timeout_s: float = Field(default=20.0, gt=0)
 
 
+class DispatchSettings(_Section):
+    """What ``Fleet.map`` and ``Fleet.pipeline`` check before anything is sent.
+
+    ``require_workers``: refuse a task no live worker has registered (turn it off only when
+    workers start on demand, from zero, once work is queued). ``wait_for_workers_s``: how long
+    to wait for workers that are starting before refusing, in seconds. ``max_input_bytes``:
+    the largest input of one item, in bytes of JSON (1 MiB holds about 250,000 tokens of text,
+    more than a model's context window: pass bigger content by reference, a URL or a path).
+    """
+
+    require_workers: bool = True
+    wait_for_workers_s: float = Field(default=0.0, ge=0)
+    max_input_bytes: int = Field(default=1024 * 1024, ge=1024)
+
+
 class WorkerSettings(_Section):
     """Defaults for ``agentfleet worker`` and ``LocalCluster``.
 
     ``autoscale`` is ``max,min`` pool sizes (prefork and gevent pools); an autoscaled pool
-    shrinks after ``autoscale_keepalive_s`` seconds without new work.
+    shrinks after ``autoscale_keepalive_s`` seconds without new work. Every worker writes a
+    heartbeat (its tasks and queues) every ``heartbeat_s`` seconds; a worker silent for three
+    of them counts as gone.
     """
 
     pool: Literal["prefork", "threads", "gevent", "solo"] = "threads"
@@ -125,6 +143,12 @@ class WorkerSettings(_Section):
     autoscale: str | None = None
     autoscale_keepalive_s: float = Field(default=30.0, gt=0)
     max_tasks_per_child: int | None = Field(default=None, ge=1)
+    heartbeat_s: float = Field(default=5.0, ge=0.5)
+
+    @property
+    def heartbeat_ttl_s(self) -> float:
+        """Seconds after its last heartbeat that a worker counts as gone."""
+        return self.heartbeat_s * 3
 
     @property
     def max_slots(self) -> int:

@@ -14,16 +14,18 @@ from celery.canvas import Signature
 from agentfleet.celery_config import make_app
 from agentfleet.config import Settings, get_settings
 from agentfleet.errors import BrokerUnavailable, DispatchError
-from agentfleet.idempotency import canonical_json, default_item_key
+from agentfleet.idempotency import default_item_key
 from agentfleet.models import RunSummary
+from agentfleet.orchestration.admission import Stage, admit_inputs, require_fit, require_workers, stage_of
 from agentfleet.orchestration.client_app import DispatchApp
 from agentfleet.orchestration.dead_letters import DeadLetterQueue
 from agentfleet.orchestration.run import Run
 from agentfleet.outages import patient, ride_out
 from agentfleet.redis_client import connect
 from agentfleet.references import callable_path
+from agentfleet.registry import TaskInfo, WorkerRegistry
 from agentfleet.runs import RunStore
-from agentfleet.tasks.meta import META_KWARG, ItemMeta
+from agentfleet.tasks.meta import ItemMeta
 from agentfleet.tasks.redispatch import aggregate_signature, item_signature
 from agentfleet.tasks.retry_policy import cap_countdown
 
@@ -35,38 +37,12 @@ TaskRef = Any  # a fleet task object, or a registered task name
 KeyFn = Callable[[Mapping[str, Any]], Any]
 
 
-def _task_name(task: TaskRef) -> str:
-    if isinstance(task, str):
-        return task
-    name = getattr(task, "name", None)
-    if not isinstance(name, str):
-        raise DispatchError(f"{task!r} is not a fleet task; decorate it with @fleet_task")
-    return name
-
-
 def _callable_path(fn: Callable[..., Any] | str) -> str:
     """The aggregate's ``module:qualname``, imported here so a wrong one fails before any item runs."""
     try:
         return callable_path(fn)
     except DispatchError as exc:
         raise DispatchError(f"aggregate {exc}") from None
-
-
-def _inputs(inputs: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    items = []
-    for i, item in enumerate(inputs):
-        if not isinstance(item, Mapping):
-            raise DispatchError(
-                f"input {i} is {type(item).__name__}; each input is a dict of keyword arguments"
-            )
-        if META_KWARG in item:
-            raise DispatchError(f"input {i} uses the reserved key {META_KWARG}")
-        try:
-            canonical_json(item)
-        except (TypeError, ValueError) as exc:
-            raise DispatchError(f"input {i} is not JSON: {exc}") from None
-        items.append(dict(item))
-    return items
 
 
 class Fleet:
@@ -93,8 +69,9 @@ class Fleet:
         stagger_s: float = 0.0,
         fail_fast: bool | None = None,
         max_in_flight: int | None = None,
+        wait_for_workers_s: float | None = None,
     ) -> Run:
-        """Run ``task`` once per input, in parallel; with ``aggregate``, fan in as a chord.
+        """Run ``task`` once per input, in parallel; with ``aggregate``, fan in once all are done.
 
         ``key`` maps an input to its idempotency key (default: run id, index and input hash).
         ``aggregate`` (a module-level function, or its ``module:name``) runs once on the list
@@ -103,12 +80,18 @@ class Fleet:
         ``max_in_flight`` makes the run a pool: at most that many of its items execute at
         once, across the cluster, whatever the workers' sizes (the others wait in the queue
         without using retries).
+
+        Nothing is sent unless every input fits the task and a live worker has it (waiting up
+        to ``wait_for_workers_s`` seconds, default ``dispatch.wait_for_workers_s``, for workers
+        that are starting): a mistake is one ``DispatchError``, not a dead letter per item.
         """
-        task_name = _task_name(task)
-        items = _inputs(inputs)
-        run_id = self._new_run_id()
+        stage = stage_of(task, self.settings.queues.agents)
         fn = _callable_path(aggregate) if aggregate is not None else None
-        queue = getattr(task, "queue", None) or self.settings.queues.agents
+        items = admit_inputs(inputs, max_bytes=self.settings.dispatch.max_input_bytes)
+        catalog = self._admit_stages([stage], wait_for_workers_s)
+        require_fit(items, stage, catalog.get(stage.name))
+        task_name, queue = stage.name, stage.queue
+        run_id = self._new_run_id()
         metas = self._metas(run_id, items, key, stages=1, max_in_flight=max_in_flight)
         label = name or task_name
         fail_fast = self.settings.fail_fast if fail_fast is None else fail_fast
@@ -131,21 +114,27 @@ class Fleet:
         key: KeyFn | None = None,
         stagger_s: float = 0.0,
         max_in_flight: int | None = None,
+        wait_for_workers_s: float | None = None,
     ) -> Run:
         """Run the stages in order for each item, the items in parallel (a chain per item).
 
         Each stage returns a dict, the next stage's keyword input; an item's outcome carries
         the last stage's result. A failed stage ends that item with a failed outcome.
         ``max_in_flight`` caps the stages executing at once across the run, as in ``map``.
+        The inputs are checked against the first stage, and every stage against the live
+        workers, as in ``map``.
         """
         if not stages:
             raise DispatchError("a pipeline needs at least one stage")
-        names = [_task_name(stage) for stage in stages]
-        items = _inputs(inputs)
+        planned = [stage_of(stage, self.settings.queues.agents) for stage in stages]
+        items = admit_inputs(inputs, max_bytes=self.settings.dispatch.max_input_bytes)
+        catalog = self._admit_stages(planned, wait_for_workers_s)
+        require_fit(items, planned[0], catalog.get(planned[0].name))
+        names = [stage.name for stage in planned]
+        queues = [stage.queue for stage in planned]
         run_id = self._new_run_id()
         metas = self._metas(run_id, items, key, stages=len(names), max_in_flight=max_in_flight)
         label = name or " -> ".join(names)
-        queues = [getattr(s, "queue", None) or self.settings.queues.agents for s in stages]
         self._create_run(run_id, label, "pipeline", names, queues, metas, items, None, False)
         sigs = [
             item_signature(self.app, names=names, queues=queues, meta=meta, inputs=item, countdown_s=c)
@@ -185,6 +174,20 @@ class Fleet:
         self.close()
 
     # Internals -----------------------------------------------------------------------------
+
+    def _admit_stages(self, stages: Sequence[Stage], wait_s: float | None) -> dict[str, TaskInfo]:
+        """What live workers registered of the stages' tasks; ``DispatchError`` when one has
+        no live worker (unless ``dispatch.require_workers`` is off: then nothing is known)."""
+        dispatch = self.settings.dispatch
+        if not dispatch.require_workers:
+            return {}
+        registry = patient(
+            WorkerRegistry.from_settings(self.settings, self.store.client),
+            budget_s=self.settings.delivery.client_outage_s,
+            url=self.settings.broker_url,
+        )
+        wait = dispatch.wait_for_workers_s if wait_s is None else wait_s
+        return require_workers(registry, stages, wait_s=wait)
 
     @staticmethod
     def _new_run_id() -> str:

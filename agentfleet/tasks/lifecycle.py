@@ -1,5 +1,5 @@
-"""Worker process hooks: fresh Redis pools after fork, the reconciler in the main process,
-and exit when the parent is gone."""
+"""Worker process hooks: fresh Redis pools after fork, the reconciler and the heartbeat in the
+main process, and exit when the parent is gone."""
 
 from __future__ import annotations
 
@@ -8,17 +8,21 @@ import os
 import signal
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from celery.signals import task_revoked, worker_process_init, worker_ready, worker_shutdown
 
 from agentfleet.redis_client import reset_connections
+
+if TYPE_CHECKING:
+    from agentfleet.tasks.heartbeat import Heartbeat
 
 __all__ = ["PARENT_PID_ENV"]
 
 PARENT_PID_ENV = "AGENTFLEET_PARENT_PID"
 log = logging.getLogger("agentfleet.worker")
 _reconciler_stop: threading.Event | None = None
+_heartbeat: Heartbeat | None = None
 
 
 def _warm_imports() -> None:
@@ -74,15 +78,29 @@ def _start_reconciler(node: str) -> None:
     _reconciler_stop = start_reconciler(settings, app, run_store(settings), node=node)
 
 
+def _start_heartbeat(consumer: Any) -> None:
+    global _heartbeat
+    from agentfleet.config import get_settings
+    from agentfleet.tasks.heartbeat import Heartbeat
+
+    app = consumer.app
+    queues = sorted(app.amqp.queues.consume_from)
+    _heartbeat = Heartbeat(get_settings(), app, str(consumer.hostname), queues).start()
+
+
 @worker_shutdown.connect
 def _stop_reconciler(**_: Any) -> None:
     if _reconciler_stop is not None:
         _reconciler_stop.set()
+    if _heartbeat is not None:
+        _heartbeat.stop()
 
 
 @worker_ready.connect
 def _on_worker_ready(sender: Any = None, **_: Any) -> None:
     _warm_in_background()
+    # First the heartbeat: a worker is listed as serving its tasks before it answers a ping.
+    _start_heartbeat(sender)
     # Every worker runs the reconciler; a lock in Redis lets one of them act at a time.
     _start_reconciler(str(getattr(sender, "hostname", None) or "worker"))
     # LocalCluster sets the variable so a worker never outlives the process that started it.
