@@ -194,6 +194,7 @@ class LocalCluster:
             self.wait_ready()
         except BaseException:
             self.stop(keep_logs=True)
+            log.warning("LocalCluster: the workers' logs are kept in %s", self._log_dir)
             raise
         return self
 

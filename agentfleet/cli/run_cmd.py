@@ -1,20 +1,50 @@
-"""``agentfleet run``: fan a registered task out over inputs from a JSON Lines file."""
+"""``agentfleet run``: fan a registered task out over inputs from a JSON Lines file.
+
+Its exit status says how the run went, for scripts and CI:
+
+- 0: every item succeeded (or, with ``--no-wait``, the run was dispatched);
+- 1: the run finished and some items failed (dead-lettered) or were cancelled;
+- 2: nothing ran: a usage or configuration mistake, an unknown task, inputs that do not fit
+  it, a broker that does not answer;
+- 3: some items had no outcome when ``--timeout-s`` ran out (they go on running; ``agentfleet
+  runs show RUN_ID`` follows them). This wins over 1.
+"""
 
 from __future__ import annotations
 
 import sys
+from enum import IntEnum
 from pathlib import Path
 from typing import Any
 
 import typer
 
-from agentfleet.cli.connect import fleet_for_work
+from agentfleet.cli.connect import fleet_for_work, importable_module_of
 from agentfleet.cli.output import console, err_console, outcomes_table, print_json, summary_table
 from agentfleet.cli.progress import follow
 from agentfleet.errors import DispatchError
+from agentfleet.models import RunSummary
 from agentfleet.orchestration.named import parse_jsonl
 
-__all__ = ["read_inputs", "run"]
+__all__ = ["ExitCode", "exit_code", "read_inputs", "run"]
+
+
+class ExitCode(IntEnum):
+    """``agentfleet run``'s exit statuses (see the module docstring)."""
+
+    OK = 0
+    ITEMS_FAILED = 1
+    USAGE = 2
+    TIMED_OUT = 3
+
+
+def exit_code(summary: RunSummary) -> ExitCode:
+    """The exit status a finished (or timed-out) wait on a run ends with."""
+    if summary.timed_out:
+        return ExitCode.TIMED_OUT
+    if summary.succeeded < summary.tasks_total:
+        return ExitCode.ITEMS_FAILED
+    return ExitCode.OK
 
 
 def read_inputs(path: str) -> list[dict[str, Any]]:
@@ -34,16 +64,30 @@ def run(
     stagger_s: float = typer.Option(0.0, min=0.0, help="Spread the starts over this many seconds."),
     timeout_s: float = typer.Option(600.0, min=0.0, help="How long to wait, seconds."),
     wait: bool = typer.Option(True, "--wait/--no-wait", help="Wait for the outcomes."),
+    wait_for_workers_s: float | None = typer.Option(
+        None,
+        "--wait-for-workers",
+        min=0.0,
+        help="Seconds to wait for workers that are starting before refusing the task "
+        "(default dispatch.wait_for_workers_s).",
+    ),
     workers: int = typer.Option(2, min=1, help="Workers to start when using an embedded cluster."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON document."),
 ) -> None:
-    """Dispatch TASK once per input line and (by default) wait for the run."""
+    """Dispatch TASK once per input line and (by default) wait for the run.
+
+    Exit status: 0 every item succeeded; 1 some failed; 2 nothing ran (a mistake); 3 some
+    had no outcome in time.
+    """
     items = read_inputs(inputs)
     say = err_console.print if as_json else console.print
-    with fleet_for_work(workers=workers, concurrency=None, pool=None, say=say) as (fleet, cluster):
+    module = importable_module_of(task)
+    with fleet_for_work(
+        workers=workers, concurrency=None, pool=None, task_modules=[module] if module else [], say=say
+    ) as (fleet, cluster):
         if not wait and cluster is not None:
             raise DispatchError("--no-wait needs a running Redis and workers (AGENTFLEET_BROKER_URL)")
-        handle = fleet.map(task, items, name=name, stagger_s=stagger_s)
+        handle = fleet.map(task, items, name=name, stagger_s=stagger_s, wait_for_workers_s=wait_for_workers_s)
         if not wait:
             if as_json:
                 print_json({"run_id": handle.id, "tasks": handle.total})
@@ -58,10 +102,11 @@ def run(
                     "outcomes": [o.model_dump(mode="json") for o in handle.outcomes()],
                 }
             )
-            return
-        follow(handle, timeout_s=timeout_s, label=task)
-        summary = handle.wait(0.1)
-        console.print(summary_table(summary))
-        failed = [o for o in handle.outcomes() if not o.ok]
-        if failed:
-            console.print(outcomes_table(failed, title="failed items"))
+        else:
+            follow(handle, timeout_s=timeout_s, label=task)
+            summary = handle.summary(report_timeouts=True)
+            console.print(summary_table(summary))
+            failed = [o for o in handle.outcomes() if not o.ok]
+            if failed:
+                console.print(outcomes_table(failed, title="failed items"))
+    raise typer.Exit(int(exit_code(summary)))
