@@ -81,10 +81,13 @@ def credentials_refused(exc: BaseException) -> bool:
 
 def refused_error(url: str, exc: BaseException, setting: str = BROKER_SETTING) -> ConfigError:
     """The error for a Redis at ``url`` that refused its credentials with ``exc``."""
-    reason = str(exc).split(". ")[0].strip() or type(exc).__name__
-    return ConfigError(
-        f"Redis at {mask_url(url)} refused the credentials ({reason}); check the password in {setting}"
-    )
+    if not any(urlsplit(part.strip()).password for part in url.split(";")):
+        return ConfigError(
+            f"Redis at {mask_url(url)} requires a password and the URL gives none; put it in {setting} "
+            f"as redis://:PASSWORD@host:6379/0 (if it holds '/', '?' or '#', {_ENCODING_HINT})"
+        )
+    reason = str(exc).split(". ")[0].strip().rstrip(".") or type(exc).__name__
+    return ConfigError(f"Redis at {mask_url(url)} refused the password ({reason}); check it in {setting}")
 
 
 def check_broker(target: RedisTarget, *, timeout_s: float = 2.0, setting: str = BROKER_SETTING) -> None:

@@ -194,7 +194,6 @@ class LocalCluster:
             self.wait_ready()
         except BaseException:
             self.stop(keep_logs=True)
-            log.warning("LocalCluster: the workers' logs are kept in %s", self._log_dir)
             raise
         return self
 
@@ -347,7 +346,9 @@ class LocalCluster:
         if self._redis is not None:
             self._redis.stop()
             self._redis = None
-        if not keep_logs:
+        if keep_logs and self._log_dir.is_dir() and any(self._log_dir.iterdir()):
+            log.warning("LocalCluster: the workers' logs are kept in %s", self._log_dir)
+        else:
             shutil.rmtree(self._log_dir, ignore_errors=True)
 
     def __enter__(self) -> LocalCluster:
@@ -365,11 +366,8 @@ class LocalCluster:
             signal.signal(signal.SIGINT, signal.SIG_IGN)
         except ValueError:  # not the main thread
             previous = None
-        failed = exc_type is not None
         try:
-            self.stop(keep_logs=failed)
+            self.stop(keep_logs=exc_type is not None)
         finally:
             if previous is not None:
                 signal.signal(signal.SIGINT, previous)
-        if failed:
-            log.warning("LocalCluster: the workers' logs are kept in %s", self._log_dir)
