@@ -9,6 +9,8 @@ from typing import Any
 from celery import Task
 from pydantic import BaseModel
 
+from agentfleet.errors import AgentfleetError
+
 __all__ = ["FleetTask", "TaskBudget"]
 
 
@@ -31,6 +33,8 @@ class FleetTask(Task):
     counter is not the budget: ``fleet_max_retries`` counts failed executions only, so
     waiting for rate limits never uses up retries. A hard time limit is handled by
     ``FleetRequest`` in the worker's main process: the item is retried or dead-lettered.
+    An item that failed for good ends as Celery ``FAILURE`` with its fleet error, which is
+    expected (``throws``): logged in one line, its traceback kept in the dead letter.
     """
 
     abstract = True
@@ -39,6 +43,7 @@ class FleetTask(Task):
     reject_on_worker_lost = True
     typing = False
     max_retries = None
+    throws = (AgentfleetError,)
 
     fn: Callable[..., Any]
     input_model: type[BaseModel]

@@ -16,7 +16,8 @@ The steps, in order:
 5. Success stores and records the outcome. ``Deferred`` reschedules without using a retry.
    A retryable error (a soft time limit included) retries with backoff while the budget
    lasts. Anything else, or an exhausted budget, becomes an ``ok=False`` outcome and a dead
-   letter, so fan-in still runs. Downstream faults are counted by the circuit breaker.
+   letter, so fan-in still runs; then the task ends as Celery ``FAILURE`` (``celery_states``).
+   Downstream faults are counted by the circuit breaker.
 
 A hard time limit kills the worker process mid-body; ``after_hard_time_limit`` then does step
 5 from the worker's main process (see ``tasks/request.py``).
@@ -55,6 +56,7 @@ from agentfleet.redaction import Redactor
 from agentfleet.runs import FinishState, claim_renewer, new_claim_token
 from agentfleet.runs.claims import claim_owner_prefix
 from agentfleet.tasks import clients, failures
+from agentfleet.tasks.celery_states import defer, final_error
 from agentfleet.tasks.circuit_guard import CircuitGuard
 from agentfleet.tasks.context import TaskContext
 from agentfleet.tasks.execution_state import new_context
@@ -87,7 +89,8 @@ class _Rescheduled(Exception):
 
 
 class _Delivery:
-    """The state of one delivery; ``run()`` returns the outcome dict or raises Celery's Retry.
+    """The state of one delivery; ``run()`` returns the outcome dict, or raises Celery's
+    ``Retry`` (a failed attempt tried again) or ``Ignore`` (a deferral, sent again).
 
     ``request`` is given when the delivery is finished from outside the task (the worker's
     main process after a hard time limit); then rescheduling publishes a new message.
@@ -274,7 +277,7 @@ class _Delivery:
                 state.claim_left_s,
             )
             wait_s = cap_countdown(deferral_s(state.claim_left_s), self.settings.max_countdown_s)
-            self._reschedule(self.meta, wait_s)
+            self._reschedule(self.meta, wait_s, deferral="another delivery of this item is running it")
         self.token = token
         claim_renewer().hold(self.runs, self.key, token, ttl_s)
         try:
@@ -394,7 +397,7 @@ class _Delivery:
             nxt = self.meta.model_copy(
                 update={"deferrals": self.meta.deferrals + 1, "elapsed_s": spent_s, "cost_usd": cost}
             )
-            self._reschedule(nxt, countdown)
+            self._reschedule(nxt, countdown, deferral=str(err))
         self._record_attempt(err, self.meta.attempt + 1, downstream or self.task.downstream, elapsed)
         retries_left = self.meta.attempt < self.task.fleet_max_retries
         if isinstance(err, RetryableError) and retries_left:
@@ -432,7 +435,8 @@ class _Delivery:
             downstream=downstream,
         )
 
-    def _reschedule(self, meta: ItemMeta, countdown: float) -> NoReturn:
+    def _reschedule(self, meta: ItemMeta, countdown: float, *, deferral: str | None = None) -> NoReturn:
+        """Send the item again in ``countdown`` s: a retry, or a deferral (``deferral``: why)."""
         self._release_claim()
         args: tuple[Any, ...] = ()
         kwargs = dict(self.kwargs)
@@ -441,6 +445,8 @@ class _Delivery:
             args, kwargs = self.args, {}
         kwargs[META_KWARG] = meta.to_kwarg()
         if self.request is None:
+            if deferral is not None:
+                defer(self.task, self.task.request, args, kwargs, countdown, deferral)
             raise self.task.retry(args=args, kwargs=kwargs, countdown=countdown, max_retries=None)
         # Outside the task: the same message again (chain and chord included), as retry() sends it.
         self.task.signature_from_request(
@@ -450,17 +456,22 @@ class _Delivery:
 
 
 def execute(task: FleetTask, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
-    """Run one delivery of ``task``; returns a ``TaskOutcome`` as a dict.
+    """Run one delivery of ``task``; returns a ``TaskOutcome`` as a dict (or raises its error,
+    stored, when the item failed for good).
 
     When Redis stays out of reach longer than ``delivery.redis_retry_s``, the message is
     rejected for redelivery rather than acknowledged without an outcome.
     """
     delivery = _Delivery(task, args, kwargs)
     try:
-        return delivery.run()
+        outcome = delivery.run()
     except BrokerUnavailable as exc:
         log.error("%s[%s]: %s; handing the message back for redelivery", task.name, delivery.task_id, exc)
         raise Reject(str(exc), requeue=True) from None
+    failed = final_error(outcome)
+    if failed is not None:
+        raise failed
+    return outcome
 
 
 def release_claims_of_process(task: FleetTask, request: Context, node: str, pid: int) -> None:
