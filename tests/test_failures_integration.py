@@ -11,7 +11,6 @@ import uuid
 from collections.abc import Iterator
 
 import failure_test_tasks as ft
-import fleet_test_tasks as tt
 import pytest
 import redis
 from dlq_samples import sample_entry

@@ -72,7 +72,8 @@ class LimiterSettings(_Section):
     """How the cluster-wide limiter waits and leases (seconds).
 
     ``pause_without_retry_after_s`` is how long a 429 or 529 that names no wait pauses its
-    downstream for every worker.
+    downstream for every worker. A pause with more than ``pause_notice_s`` left is shown in
+    the progress display, ``agentfleet runs show`` and ``/health``.
     """
 
     default: LimitSpec = LimitSpec()
@@ -80,6 +81,7 @@ class LimiterSettings(_Section):
     short_wait_s: float = Field(default=1.0, ge=0)
     lease_ttl_s: float = Field(default=30.0, gt=0)
     pause_without_retry_after_s: float = Field(default=1.0, ge=0)
+    pause_notice_s: float = Field(default=5.0, ge=0)
 
 
 class RetrySettings(_Section):
@@ -252,11 +254,17 @@ def _default_prices() -> dict[str, ModelPrice]:
     }
 
 
+def _default_context_windows() -> dict[str, int]:
+    return dict.fromkeys(_default_prices(), 200_000)
+
+
 class LLMSettings(_Section):
     """The LLM clients. ``base_url``: the Messages API ``ctx.anthropic`` calls (with no
     ``api_key`` nor ``ANTHROPIC_API_KEY``, it must be set: the mock, say). ``openai_base_url``:
     an OpenAI-compatible server whose chat completions are limited, accounted and priced like
-    ``api.openai.com``'s (``openai:<model>``)."""
+    ``api.openai.com``'s (``openai:<model>``). ``context_windows``: input tokens each model
+    takes; a request estimated larger fails at once, unsent (a model not listed is not
+    checked)."""
 
     base_url: str | None = None
     openai_base_url: str | None = None
@@ -265,6 +273,7 @@ class LLMSettings(_Section):
     timeout_s: float = Field(default=60.0, gt=0)
     connect_timeout_s: float = Field(default=5.0, gt=0)
     prices: dict[str, ModelPrice] = Field(default_factory=_default_prices)
+    context_windows: dict[str, Annotated[int, Field(ge=1)]] = Field(default_factory=_default_context_windows)
 
     @field_validator("api_key", "base_url", "openai_base_url", mode="before")
     @classmethod
