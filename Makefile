@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast lint bench clean
+.PHONY: demo test test-fast lint bench clean system-deps screenshots
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -16,15 +16,32 @@ demo: $(STAMP)
 	$(BIN)/agentfleet demo
 
 lint: $(STAMP)
-	$(BIN)/ruff check agentfleet tests bench
+	$(BIN)/ruff check agentfleet tests bench examples
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-test: lint
+# The console's browser test drives Debian's chromium; the alert rules are checked with promtool
+# from Debian's prometheus package. As root (CI), install whichever is missing.
+system-deps:
+	@if [ "$$(id -u)" = 0 ]; then \
+	  missing=""; \
+	  [ -x /usr/bin/chromium ] || missing="$$missing chromium"; \
+	  command -v promtool >/dev/null || missing="$$missing prometheus"; \
+	  if [ -n "$$missing" ]; then \
+	    echo "installing Debian packages:$$missing"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+	  fi; \
+	fi
+
+test: lint system-deps
 	$(BIN)/pytest -q
 
 test-fast: $(STAMP)
 	$(BIN)/pytest -q -m "not slow"
+
+# The console's screenshots in docs/img, taken by its browser test.
+screenshots: $(STAMP) system-deps
+	AGENTFLEET_SCREENSHOTS=docs/img $(BIN)/pytest -q tests/test_console_browser.py
 
 bench: $(STAMP)
 	$(BIN)/python bench/run_all.py

@@ -57,6 +57,7 @@ _EXPORTS = {
     "MockMessagesServer": "agentfleet.mock_llm",
     "TaskTimeLimit": "agentfleet.errors",
     "DeadLetterNotFound": "agentfleet.errors",
+    "SpendLedger": "agentfleet.spend",
 }
 
 # Public modules reached as attributes of the package (``agentfleet.merge.concat``).
@@ -97,6 +98,7 @@ __all__ = [
     "RunError",
     "RunSummary",
     "Settings",
+    "SpendLedger",
     "SpendLimitReached",
     "TaskContext",
     "TaskOutcome",
@@ -149,6 +151,7 @@ if TYPE_CHECKING:
     from agentfleet.ratelimit import Limiter
     from agentfleet.ratelimit.circuit import CircuitBreaker
     from agentfleet.redaction import redact
+    from agentfleet.spend import SpendLedger
     from agentfleet.tasks.agent import AgentResult, Tool, run_agent
     from agentfleet.tasks.base import FleetTask
     from agentfleet.tasks.context import TaskContext

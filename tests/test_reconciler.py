@@ -14,8 +14,12 @@ from collections.abc import Iterator
 
 import pytest
 import redis
+from celery.canvas import Signature
+from kombu.exceptions import OperationalError
 
 from agentfleet.config import Settings, load_settings
+from agentfleet.embedded_redis import free_port
+from agentfleet.errors import BrokerUnavailable
 from agentfleet.models import TaskOutcome
 from agentfleet.orchestration import Fleet
 from agentfleet.runs import RunStore, claim_renewer
@@ -235,3 +239,40 @@ def test_the_renewer_extends_held_claims_and_drops_lost_ones(
     finally:
         renewer.drop(store, "a")
         renewer.drop(store, "b")
+
+
+def test_messages_a_broker_outage_kept_from_being_published_are_published_by_the_reconciler(
+    settings: Settings, redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    quick = settings.model_copy(
+        update={"delivery": settings.delivery.model_copy(update={"client_outage_s": 0.3})}
+    )
+    publish = Signature.apply_async
+    sent: list[str] = []
+
+    def flaky(self: Signature, *args: object, **kwargs: object) -> object:
+        if len(sent) >= 2:
+            raise OperationalError("connection refused")
+        sent.append(self.id)
+        return publish(self, *args, **kwargs)
+
+    monkeypatch.setattr(Signature, "apply_async", flaky)
+    with Fleet(quick) as fleet:
+        run = fleet.map("t.echo", [{"n": i} for i in range(4)])
+        monkeypatch.setattr(Signature, "apply_async", publish)
+        queue = fleet.settings.queues.agents
+        assert redis_client.llen(queue) == 2
+        reconciler = _reconciler(fleet)
+        reconciler.pass_once(now=time.time())
+        assert len(reconciler.pass_once(now=time.time() + 10).recovered) == 2
+        ids = sorted(m["headers"]["id"] for m in _messages(redis_client, queue))
+    assert ids == sorted(f"{run.id}-{i}" for i in range(4))
+
+
+def test_a_fleet_whose_broker_stays_down_raises_one_error_naming_it_masked() -> None:
+    url = f"redis://:hunter2secret@127.0.0.1:{free_port()}/0"
+    settings = load_settings(broker_url=url, delivery={"client_outage_s": 0.5})
+    with Fleet(settings) as fleet, pytest.raises(BrokerUnavailable) as caught:
+        fleet.map("t.echo", [{"n": 1}])
+    assert "hunter2secret" not in str(caught.value)
+    assert f"redis://:***@127.0.0.1:{url.rsplit(':', 1)[1].split('/')[0]}/0" in str(caught.value)

@@ -11,6 +11,7 @@ from agentfleet.cli.dlq_cmd import dlq_app
 from agentfleet.cli.flower_cmd import flower
 from agentfleet.cli.healthcheck_cmd import healthcheck_app
 from agentfleet.cli.limits_cmd import limits_app
+from agentfleet.cli.mcp_cmd import mcp
 from agentfleet.cli.mock_llm_cmd import mock_llm
 from agentfleet.cli.run_cmd import run
 from agentfleet.cli.runs_cmd import runs_app
@@ -38,3 +39,4 @@ app.add_typer(healthcheck_app, name="healthcheck")
 app.command("mock-llm")(mock_llm)
 app.add_typer(creds_app, name="creds")
 app.add_typer(limits_app, name="limits")
+app.command("mcp")(mcp)

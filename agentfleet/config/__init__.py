@@ -103,7 +103,7 @@ class Settings(BaseSettings):
     key_prefix: str = "af"
     visibility_timeout_s: int = Field(default=3600, ge=10)
     unacked_restore_interval_s: int = Field(default=10, ge=1)
-    broker_max_connections: int = Field(default=1000, ge=10)
+    broker_max_connections: int = Field(default=2000, ge=10)
     task_time_limit_s: int = Field(default=900, ge=1)
     task_soft_time_limit_s: int = Field(default=840, ge=1)
     result_ttl_s: int = Field(default=7 * 86400, ge=60)

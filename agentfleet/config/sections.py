@@ -292,12 +292,14 @@ class FetchSettings(_Section):
 
 
 class BudgetSettings(_Section):
-    """Spending caps. Unset means no cap. Dollars are US dollars."""
+    """Spending caps (unset means no cap), in US dollars; ``ledger_days`` is how many days the
+    spend ledger keeps each day's spend by downstream."""
 
     run_usd: float | None = Field(default=None, gt=0)
     task_usd: float | None = Field(default=None, gt=0)
     task_tokens: int | None = Field(default=None, ge=1)
     task_wall_s: float | None = Field(default=None, gt=0)
+    ledger_days: int = Field(default=35, ge=1)
 
 
 class CredentialSpec(_Section):
@@ -413,6 +415,8 @@ class ServiceSettings(_Section):
     ``/health`` says ``stale`` when work is queued and no item has completed for
     ``stale_after_s`` seconds. ``ping_timeout_s`` is how long it waits for workers to answer.
     ``max_inputs`` caps the inputs one ``POST /runs`` may carry, ``max_body_bytes`` its body.
+    The console at ``/console`` signs in with the same token; a session lasts
+    ``console_session_s`` seconds.
     """
 
     host: str = "127.0.0.1"
@@ -422,6 +426,7 @@ class ServiceSettings(_Section):
     ping_timeout_s: float = Field(default=1.0, gt=0)
     max_inputs: int = Field(default=10_000, ge=1)
     max_body_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
+    console_session_s: float = Field(default=8 * 3600.0, ge=60)
 
 
 class FlowerSettings(_Section):

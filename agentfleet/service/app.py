@@ -9,6 +9,8 @@
   inputs (default: its own); answers 202 with the run id. Needs ``Authorization: Bearer
   <service.token>``; with no token configured the trigger is off (403).
 - ``GET /runs/{id}``: the run's summary, with the same bearer token.
+- ``/console``: the operator's console (``agentfleet.service.console``), signed in with the
+  same token.
 
 /health and /metrics need no token: probes and scrapers reach them, so expose this service
 only where those may.
@@ -28,7 +30,7 @@ from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
-from starlette.routing import Route
+from starlette.routing import Mount, Route
 
 from agentfleet.config import Settings
 from agentfleet.errors import ConfigError, DispatchError
@@ -36,6 +38,7 @@ from agentfleet.orchestration import Fleet
 from agentfleet.orchestration.named import start_named
 from agentfleet.runs import RunStore
 from agentfleet.service.collectors import DEFAULT_COLLECTORS, Collected, Collector, collect
+from agentfleet.service.console import create_console
 from agentfleet.service.health import PendingClock, assess
 from agentfleet.service.prometheus import CONTENT_TYPE, render
 
@@ -191,6 +194,7 @@ def create_app(settings: Settings, *, collectors: Sequence[Collector] = DEFAULT_
             Route("/metrics", metrics, methods=["GET"]),
             Route("/runs", start_run, methods=["POST"]),
             Route("/runs/{run_id}", show_run, methods=["GET"]),
+            Mount("/console", app=create_console(settings, state.fleet)),
         ],
         lifespan=lifespan,
     )

@@ -12,21 +12,20 @@ Besides queues, workers, completions and outcomes:
   ``agentfleet_limiter_slots_in_use{downstream}``, ``agentfleet_limiter_slots_max{downstream}``,
   ``agentfleet_limiter_paused_seconds{downstream}``;
 - circuit breakers: ``agentfleet_circuit_open{downstream}`` (1 open or half-open, 0 closed);
-  ``/health`` lists the open ones in ``open_circuits`` and says ``degraded`` while any is.
+  ``/health`` lists the open ones in ``open_circuits`` and says ``degraded`` while any is;
+- queue age: ``agentfleet_queue_oldest_age_seconds{queue,role}`` (``queue_age``);
+- spend: ``agentfleet_spend_today_usd{downstream}`` and, with ``budgets.run_usd`` set,
+  ``agentfleet_run_budget_share{run,name}`` of each running run (``spend_collectors``).
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
-
-from agentfleet.config import Settings
 from agentfleet.dlq.store import DLQStore
 from agentfleet.ratelimit import Limiter
 from agentfleet.ratelimit.circuit import CircuitBreaker
-from agentfleet.runs import RunStore
+from agentfleet.service.queue_age import collect_queue_age, queue_keys
+from agentfleet.service.samples import Collected, Collector, Sample, Sources, collect
+from agentfleet.service.spend_collectors import collect_budget_share, collect_spend
 
 __all__ = [
     "COMPLETION_WINDOW_S",
@@ -36,12 +35,15 @@ __all__ = [
     "Sample",
     "Sources",
     "collect",
+    "collect_budget_share",
     "collect_circuits",
     "collect_completions",
     "collect_dlq",
     "collect_limiter",
     "collect_outcomes",
+    "collect_queue_age",
     "collect_queues",
+    "collect_spend",
     "collect_workers",
     "queue_keys",
 ]
@@ -49,45 +51,8 @@ __all__ = [
 # "Tasks completed in the last minute": the window of /health and /metrics, in seconds.
 COMPLETION_WINDOW_S = 60
 
-# kombu's Redis transport keeps a queue's messages of priority p > 0 in a list named
-# queue + SEP + p; messages without a priority are in the list named after the queue.
-_PRIORITY_SEP = "\x06\x16"
-_PRIORITY_STEPS = (3, 6, 9)
 # kombu's hash of messages delivered to a worker and not acknowledged yet.
 _UNACKED_KEY = "unacked"
-
-
-@dataclass(frozen=True)
-class Sample:
-    """One value of one metric. ``kind`` is the Prometheus type; ``help`` its HELP text."""
-
-    name: str
-    value: float
-    labels: Mapping[str, str] = field(default_factory=dict)
-    kind: Literal["gauge", "counter"] = "gauge"
-    help: str = ""
-
-
-class Sources(Protocol):
-    """What collectors read from."""
-
-    @property
-    def settings(self) -> Settings: ...
-
-    @property
-    def store(self) -> RunStore: ...
-
-    def ping_workers(self, timeout_s: float) -> list[str]:
-        """Names of the workers that answered within ``timeout_s`` seconds."""
-        ...
-
-
-Collector = Callable[[Sources], list[Sample]]
-
-
-def queue_keys(name: str) -> list[str]:
-    """The Redis lists holding queue ``name``'s waiting messages, every priority included."""
-    return [name, *(f"{name}{_PRIORITY_SEP}{step}" for step in _PRIORITY_STEPS)]
 
 
 def collect_queues(sources: Sources) -> list[Sample]:
@@ -100,7 +65,7 @@ def collect_queues(sources: Sources) -> list[Sample]:
     pipe.hlen(_UNACKED_KEY)
     replies = pipe.execute()
     samples = []
-    per_queue = len(_PRIORITY_STEPS) + 1
+    per_queue = len(queue_keys(""))
     for i, (role, name) in enumerate(queues.items()):
         depth = sum(int(n) for n in replies[i * per_queue : (i + 1) * per_queue])
         samples.append(
@@ -292,32 +257,7 @@ DEFAULT_COLLECTORS: tuple[Collector, ...] = (
     collect_dlq,
     collect_limiter,
     collect_circuits,
+    collect_queue_age,
+    collect_spend,
+    collect_budget_share,
 )
-
-
-@dataclass
-class Collected:
-    """Every sample of one collection, and the collectors that failed (with the error)."""
-
-    samples: list[Sample]
-    errors: dict[str, str]
-    at: float = field(default_factory=time.time)
-
-    def values(self, name: str) -> list[Sample]:
-        return [s for s in self.samples if s.name == name]
-
-    def one(self, name: str, default: float | None = None) -> float | None:
-        found = self.values(name)
-        return found[0].value if found else default
-
-
-def collect(sources: Sources, collectors: Sequence[Collector]) -> Collected:
-    """Run every collector; one that raises is reported by name and the others still run."""
-    samples: list[Sample] = []
-    errors: dict[str, Any] = {}
-    for collector in collectors:
-        try:
-            samples.extend(collector(sources))
-        except Exception as exc:  # a broken source must not hide the others
-            errors[getattr(collector, "__name__", repr(collector))] = f"{type(exc).__name__}: {exc}"
-    return Collected(samples=samples, errors=errors)

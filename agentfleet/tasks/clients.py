@@ -28,7 +28,7 @@ from agentfleet.models import TokenUsage
 from agentfleet.ratelimit import Permit
 from agentfleet.ratelimit.names import pool_downstream
 from agentfleet.redis_client import connect
-from agentfleet.tasks.shared import limiter, per_process, run_store
+from agentfleet.tasks.shared import limiter, per_process, run_store, spend_ledger
 from agentfleet.tools.audit import AuditLog
 from agentfleet.tools.guard import guard_transport
 from agentfleet.tools.transport import CallInfo, FleetHooks, describe_call, fleet_transport
@@ -126,11 +126,10 @@ def accounting_hooks(
 
 
 def _hooks(state: ExecutionState, settings: Settings, vendors: Sequence[VendorAdapter]) -> FleetHooks:
-    """``accounting_hooks`` plus the cluster: limiter, circuit breaker and the run's budget."""
+    """``accounting_hooks`` plus the cluster: limiter, circuit breaker, the spend ledger and the
+    run's budget (its own, given when it started, else ``budgets.run_usd``)."""
     hooks = accounting_hooks(state, settings, vendors)
-    run_cap = settings.budgets.run_usd
-    if not run_cap:
-        return dataclasses.replace(hooks, limiter=limiter(settings), breaker=state.breaker)
+    ledger = spend_ledger(settings)
     runs = run_store(settings)
     price = hooks.on_usage
     assert price is not None
@@ -138,15 +137,20 @@ def _hooks(state: ExecutionState, settings: Settings, vendors: Sequence[VendorAd
     def on_usage(info: CallInfo, usage: TokenUsage) -> None:
         before = state.cost_usd
         price(info, usage)
-        runs.add_spend(state.run_id, state.cost_usd - before)
+        spent = state.cost_usd - before
+        ledger.record(state.run_id, info.downstream, spent)
+        if settings.budgets.run_usd:
+            runs.add_spend(state.run_id, spent)
 
     def gate() -> None:
         state.check_budget()
-        spent = runs.spent(state.run_id)
-        if spent >= run_cap:
+        spent, own_cap = ledger.standing(state.run_id)
+        run_cap = own_cap if own_cap is not None else settings.budgets.run_usd
+        if run_cap is not None and spent >= run_cap:
             # The whole run is over budget: items that have not started will not run.
             runs.fail_fast(state.run_id)
-            raise BudgetExceeded(f"the run spent ${spent:.4f} of its ${run_cap:.4f} budget (budgets.run_usd)")
+            source = "given when it started" if own_cap is not None else "budgets.run_usd"
+            raise BudgetExceeded(f"the run spent ${spent:.4f} of its ${run_cap:.4f} budget ({source})")
 
     return dataclasses.replace(
         hooks, limiter=limiter(settings), breaker=state.breaker, gate=gate, on_usage=on_usage

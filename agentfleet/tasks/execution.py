@@ -78,7 +78,7 @@ if TYPE_CHECKING:
 
     from agentfleet.tasks.base import FleetTask
 
-__all__ = ["after_hard_time_limit", "cancelled_outcome", "execute", "release_claims_of_process"]
+__all__ = ["after_hard_time_limit", "cancelled_outcome", "execute", "release_claim_of_dead_process"]
 
 log = logging.getLogger("agentfleet.task")
 T = TypeVar("T")
@@ -153,13 +153,13 @@ class _Delivery:
     def _patiently(self, call: Callable[[], T]) -> T:
         return ride_out(call, budget_s=self.settings.delivery.redis_retry_s, url=self.settings.broker_url)
 
-    def _release_renewal(self) -> None:
+    def _stop_renewing(self) -> None:
         if self.token:
             claim_renewer().drop(self.runs, self.key)
 
     def _release_claim(self) -> None:
         if self.token:
-            self._release_renewal()
+            self._stop_renewing()
             self.store.release_claim(self.key, self.token)
             self.token = ""
 
@@ -283,7 +283,7 @@ class _Delivery:
         try:
             return self._claimed(state.deliveries)
         finally:
-            self._release_renewal()
+            self._stop_renewing()
 
     def _claimed(self, deliveries: int) -> dict[str, Any]:
         """The rest of a delivery that holds the item's claim: poison check, input, body."""
@@ -474,7 +474,7 @@ def execute(task: FleetTask, args: tuple[Any, ...], kwargs: dict[str, Any]) -> d
     return outcome
 
 
-def release_claims_of_process(task: FleetTask, request: Context, node: str, pid: int) -> None:
+def release_claim_of_dead_process(task: FleetTask, request: Context, node: str, pid: int) -> None:
     """Release the claim a pool process that died (``pid`` of worker ``node``) held on the item of
     ``request``, so its next delivery runs at once instead of after the claim lapses."""
     delivery = _Delivery(task, tuple(request.args or ()), dict(request.kwargs or {}), request=request)

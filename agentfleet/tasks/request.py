@@ -23,7 +23,7 @@ from celery.worker import state
 from celery.worker.request import Request
 
 from agentfleet.tasks.celery_states import final_error
-from agentfleet.tasks.execution import after_hard_time_limit, release_claims_of_process
+from agentfleet.tasks.execution import after_hard_time_limit, release_claim_of_dead_process
 
 __all__ = ["FleetRequest"]
 
@@ -40,7 +40,7 @@ class FleetRequest(Request):
         if pid is None:
             return
         try:
-            release_claims_of_process(self.task, self._context, str(self.hostname), int(pid))
+            release_claim_of_dead_process(self.task, self._context, str(self.hostname), int(pid))
         except Exception:
             log.warning("could not release the claim of %s[%s]; it lapses on its own", self.name, self.id)
 

@@ -1,4 +1,5 @@
-"""What a worker process makes once and shares: the run store, limiter and circuit breaker.
+"""What a worker process makes once and shares: the run store, limiter, circuit breaker and
+spend ledger.
 
 Each holds registered Lua scripts and a connection pool, so making one per delivery would
 repeat that work on the hot path. They are keyed by the settings object they were made from;
@@ -17,8 +18,9 @@ from agentfleet.ratelimit import Limiter
 from agentfleet.ratelimit.circuit import CircuitBreaker
 from agentfleet.redis_client import connect
 from agentfleet.runs import RunStore
+from agentfleet.spend import SpendLedger
 
-__all__ = ["circuit_breaker", "limiter", "per_process", "run_store"]
+__all__ = ["circuit_breaker", "limiter", "per_process", "run_store", "spend_ledger"]
 
 T = TypeVar("T")
 
@@ -50,4 +52,10 @@ def limiter(settings: Settings) -> Limiter:
 def circuit_breaker(settings: Settings) -> CircuitBreaker:
     return per_process(
         "circuits", settings, lambda: CircuitBreaker.from_settings(settings, connect(settings.redis_target()))
+    )
+
+
+def spend_ledger(settings: Settings) -> SpendLedger:
+    return per_process(
+        "spend", settings, lambda: SpendLedger.from_settings(settings, connect(settings.redis_target()))
     )

@@ -1,0 +1,90 @@
+"""Rendering console pages: the Jinja2 environment, its filters, and the response headers.
+
+Templates autoescape everything. Values that may hold secrets (inputs, results, errors,
+tracebacks) go through the ``redact`` filter, built from the settings' redactor, before they
+are shown. Pages carry a strict Content-Security-Policy: no script at all, styles and images
+from this service only.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+import jinja2
+from starlette.requests import Request
+from starlette.responses import HTMLResponse
+
+from agentfleet.config import Settings
+from agentfleet.dlq.stats import format_age
+
+__all__ = ["Renderer"]
+
+_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
+        "frame-ancestors 'none'; base-uri 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+    "Cache-Control": "no-store",
+    "X-Frame-Options": "DENY",
+}
+
+
+def _usd(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"${value:,.4f}" if value < 100 else f"${value:,.2f}"
+
+
+def _when(at: float | None) -> str:
+    if not at:
+        return "-"
+    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _ago(at: float | None) -> str:
+    if not at:
+        return "-"
+    return format_age(max(0.0, time.time() - at)) + " ago"
+
+
+def _seconds(value: float | None) -> str:
+    return format_age(value)
+
+
+class Renderer:
+    """Renders the console's templates with secrets redacted; one per service."""
+
+    def __init__(self, settings: Settings) -> None:
+        redactor = settings.redactor()
+        self.env = jinja2.Environment(
+            loader=jinja2.PackageLoader("agentfleet.service.console", "templates"),
+            autoescape=jinja2.select_autoescape(default=True, default_for_string=True),
+            undefined=jinja2.StrictUndefined,
+            trim_blocks=True,
+            lstrip_blocks=True,
+        )
+
+        def redact_text(value: Any) -> str:
+            return redactor.text("" if value is None else str(value))
+
+        def redact_json(value: Any) -> str:
+            return json.dumps(
+                redactor.value(value), indent=2, sort_keys=True, ensure_ascii=False, default=str
+            )
+
+        self.env.filters.update(
+            usd=_usd, when=_when, ago=_ago, seconds=_seconds, redact=redact_text, redact_json=redact_json
+        )
+
+    def page(self, request: Request, template: str, status_code: int = 200, **context: Any) -> HTMLResponse:
+        """The page ``template`` with ``context``, the request's base path and security headers."""
+        base = request.scope.get("root_path", "")
+        body = self.env.get_template(template).render(
+            base=base, path=request.url.path.removeprefix(base), **context
+        )
+        return HTMLResponse(body, status_code=status_code, headers=_HEADERS)

@@ -1,0 +1,187 @@
+"""The console's ASGI app: its routes, the sign-in guard and form reading.
+
+Mounted by the service at ``/console``. Every page needs a signed-in session (or, for
+reading, ``Authorization: Bearer <service.token>``); every POST needs a session, a CSRF
+token and a same-origin request (see ``auth``). With no ``service.token`` configured the
+console is off and says how to turn it on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from importlib import resources
+from typing import Any
+from urllib.parse import parse_qsl, quote
+
+import redis
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import Route
+
+from agentfleet.config import Settings
+from agentfleet.errors import AgentfleetError
+from agentfleet.orchestration import Fleet
+from agentfleet.service.console import actions, pages
+from agentfleet.service.console.auth import Session, check_token, csrf_ok, read_session, same_origin
+from agentfleet.service.console.data import ConsoleData
+from agentfleet.service.console.render import Renderer
+
+__all__ = ["Console", "Form", "create_console"]
+
+# Enough for the ids of a few thousand entries in one bulk action.
+_MAX_FORM_BYTES = 1024 * 1024
+_CSS = resources.files("agentfleet.service.console").joinpath("static/console.css").read_bytes()
+
+Form = dict[str, list[str]]
+Page = Callable[["Console", Request, Session | None], Response]
+Action = Callable[["Console", Request, Session, Form], Response]
+
+
+class Console:
+    """What the console's handlers share: settings, the data layer and the renderer."""
+
+    def __init__(self, settings: Settings, fleet: Fleet) -> None:
+        self.settings = settings
+        self.data = ConsoleData(settings, fleet)
+        self.renderer = Renderer(settings)
+
+    def page(
+        self, request: Request, template: str, session: Session | None, status_code: int = 200, **context: Any
+    ) -> Response:
+        context.setdefault("csrf", session.csrf if session else "")
+        return self.renderer.page(request, template, status_code, session=session, **context)
+
+    def problem(self, request: Request, session: Session | None, message: str, status_code: int) -> Response:
+        return self.page(request, "problem.html", session, status_code, message=message)
+
+
+async def read_form(request: Request) -> Form:
+    """An ``application/x-www-form-urlencoded`` body; raises ``ValueError`` when too large."""
+    body = b""
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > _MAX_FORM_BYTES:
+            raise ValueError(f"the form is larger than {_MAX_FORM_BYTES} bytes")
+    form: Form = {}
+    for name, value in parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True):
+        form.setdefault(name, []).append(value)
+    return form
+
+
+def _bearer_ok(request: Request, settings: Settings) -> bool:
+    scheme, _, given = request.headers.get("authorization", "").partition(" ")
+    return scheme.lower() == "bearer" and check_token(settings, given.strip())
+
+
+def _to_login(request: Request) -> Response:
+    base = request.scope.get("root_path", "")
+    wanted = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+    return RedirectResponse(f"{base}/login?next={quote(wanted, safe='')}", status_code=303)
+
+
+def _off(console: Console, request: Request) -> Response:
+    return console.problem(
+        request,
+        None,
+        "The console is off: set AGENTFLEET_SERVICE__TOKEN (service.token) to turn it on, then sign in "
+        "with that token.",
+        403,
+    )
+
+
+def _guarded(console: Console, handler: Page) -> Callable[[Request], Awaitable[Response]]:
+    async def endpoint(request: Request) -> Response:
+        if console.settings.service.token is None:
+            return _off(console, request)
+        session = read_session(request, console.settings)
+        if session is None and not _bearer_ok(request, console.settings):
+            return _to_login(request)
+        try:
+            return await run_in_threadpool(handler, console, request, session)
+        except (redis.RedisError, OSError) as exc:
+            return console.problem(request, session, f"Redis does not answer: {exc}", 503)
+
+    return endpoint
+
+
+def _action(console: Console, handler: Action) -> Callable[[Request], Awaitable[Response]]:
+    async def endpoint(request: Request) -> Response:
+        if console.settings.service.token is None:
+            return _off(console, request)
+        session = read_session(request, console.settings)
+        if session is None:
+            return _to_login(request)
+        try:
+            form = await read_form(request)
+        except ValueError as exc:
+            return console.problem(request, session, str(exc), 413)
+        if not same_origin(request) or not csrf_ok(request, session, (form.get("csrf") or [""])[0]):
+            return console.problem(
+                request,
+                session,
+                "This form has expired or came from another site; reload and try again.",
+                403,
+            )
+        try:
+            return await run_in_threadpool(handler, console, request, session, form)
+        except AgentfleetError as exc:
+            return console.problem(request, session, str(exc), 422)
+        except (redis.RedisError, OSError) as exc:
+            return console.problem(request, session, f"Redis does not answer: {exc}", 503)
+
+    return endpoint
+
+
+def _stylesheet(request: Request) -> Response:
+    return Response(_CSS, media_type="text/css", headers={"Cache-Control": "max-age=3600"})
+
+
+def _home(request: Request) -> Response:
+    return RedirectResponse(f"{request.scope.get('root_path', '')}/runs", status_code=303)
+
+
+def create_console(settings: Settings, fleet: Fleet) -> Starlette:
+    """The console for ``settings``, reading and acting through ``fleet``."""
+    console = Console(settings, fleet)
+
+    async def login_page(request: Request) -> Response:
+        if settings.service.token is None:
+            return _off(console, request)
+        return await run_in_threadpool(pages.login_page, console, request)
+
+    async def login(request: Request) -> Response:
+        if settings.service.token is None:
+            return _off(console, request)
+        try:
+            form = await read_form(request)
+        except ValueError as exc:
+            return console.problem(request, None, str(exc), 413)
+        if not same_origin(request) or not csrf_ok(request, None, (form.get("csrf") or [""])[0]):
+            return console.problem(
+                request, None, "The sign-in form has expired; reload it and try again.", 403
+            )
+        return actions.login(console, request, form)
+
+    return Starlette(
+        routes=[
+            Route("/", _home, methods=["GET"]),
+            Route("/console.css", _stylesheet, methods=["GET"]),
+            Route("/login", login_page, methods=["GET"]),
+            Route("/login", login, methods=["POST"]),
+            Route("/logout", _action(console, actions.logout), methods=["POST"]),
+            Route("/runs", _guarded(console, pages.runs_page), methods=["GET"]),
+            Route("/runs/{run_id}", _guarded(console, pages.run_page), methods=["GET"]),
+            Route("/runs/{run_id}/cancel", _action(console, actions.cancel_run), methods=["POST"]),
+            Route("/dlq", _guarded(console, pages.dlq_page), methods=["GET"]),
+            Route("/dlq/requeue", _guarded(console, pages.requeue_preview), methods=["GET"]),
+            Route("/dlq/requeue", _action(console, actions.requeue), methods=["POST"]),
+            Route("/dlq/purge", _guarded(console, pages.purge_confirm), methods=["GET"]),
+            Route("/dlq/purge", _action(console, actions.purge), methods=["POST"]),
+            Route("/dlq/{entry_id}", _guarded(console, pages.dead_letter_page), methods=["GET"]),
+            Route("/limits", _guarded(console, pages.limits_page), methods=["GET"]),
+            Route("/schedules", _guarded(console, pages.schedules_page), methods=["GET"]),
+            Route("/spend", _guarded(console, pages.spend_page), methods=["GET"]),
+        ]
+    )
