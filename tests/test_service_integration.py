@@ -34,7 +34,7 @@ def cluster() -> Iterator[LocalCluster]:
 def settings(cluster: LocalCluster) -> Settings:
     return load_settings(
         broker_url=cluster.broker_url,
-        service={"token": TOKEN, "stale_after_s": 2, "ping_timeout_s": 0.5},
+        service={"token": TOKEN, "stale_after_s": 2},
         fanouts={"echoes": {"task": "fleet_test_tasks.echo"}},
     )
 

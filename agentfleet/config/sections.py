@@ -413,7 +413,8 @@ class ServiceSettings(_Section):
 
     ``token`` is the bearer token ``POST /runs`` requires (the trigger is off without one).
     ``/health`` says ``stale`` when work is queued and no item has completed for
-    ``stale_after_s`` seconds. ``ping_timeout_s`` is how long it waits for workers to answer.
+    ``stale_after_s`` seconds. ``/health`` and ``/metrics`` read state the workers keep in
+    Redis, waiting at most ``probe_timeout_s`` seconds for it.
     ``max_inputs`` caps the inputs one ``POST /runs`` may carry, ``max_body_bytes`` its body.
     The console at ``/console`` signs in with the same token; a session lasts
     ``console_session_s`` seconds.
@@ -423,7 +424,7 @@ class ServiceSettings(_Section):
     port: int = Field(default=8080, ge=1, le=65535)
     token: SecretStr | None = None
     stale_after_s: float = Field(default=300.0, gt=0)
-    ping_timeout_s: float = Field(default=1.0, gt=0)
+    probe_timeout_s: float = Field(default=0.5, gt=0)
     max_inputs: int = Field(default=10_000, ge=1)
     max_body_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
     console_session_s: float = Field(default=8 * 3600.0, ge=60)
