@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -16,6 +17,7 @@ from worker_env import TESTS_DIR
 
 from agentfleet import LocalCluster
 from agentfleet.config import load_settings
+from agentfleet.ratelimit import Limiter
 from agentfleet.registry import TaskInfo
 from agentfleet.service import create_app
 
@@ -100,3 +102,21 @@ def test_post_runs_for_a_fanout_of_a_misspelt_task_is_refused_with_422(cluster: 
         response = client.post("/runs", json={"fanout": "typo"}, headers={"Authorization": f"Bearer {TOKEN}"})
     assert response.status_code == 422
     assert "did you mean fleet_test_tasks.echo?" in response.json()["error"]
+
+
+def test_run_prints_plain_progress_lines_when_not_on_a_terminal(
+    cluster: LocalCluster, tmp_path: Path
+) -> None:
+    Limiter.from_settings(cluster.settings, cluster.fleet().store.client).pause("vendor-z.example", 120)
+    items = [{"n": i, "sleep_s": 1.5} for i in range(3)]
+    args = ("run", "fleet_test_tasks.sleepy", "--progress-every", "0.5", "--inputs", _inputs(tmp_path, items))
+    out = _cli(cluster, *args)
+    assert out.returncode == 0, out.stdout + out.stderr
+    lines = [
+        line
+        for line in out.stdout.splitlines()
+        if re.match(r"^\d\d:\d\d:\d\d fleet_test_tasks\.sleepy: ", line)
+    ]
+    assert len(lines) >= 2, out.stdout
+    assert "vendor-z.example paused" in lines[0]
+    assert "3/3 done (3 ok" in lines[-1]

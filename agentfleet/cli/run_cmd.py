@@ -72,6 +72,9 @@ def run(
         "(default dispatch.wait_for_workers_s).",
     ),
     workers: int = typer.Option(2, min=1, help="Workers to start when using an embedded cluster."),
+    progress_every_s: float = typer.Option(
+        10.0, "--progress-every", min=0.5, help="Seconds between progress lines when not on a terminal."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON document."),
 ) -> None:
     """Dispatch TASK once per input line and (by default) wait for the run.
@@ -103,7 +106,7 @@ def run(
                 }
             )
         else:
-            follow(handle, timeout_s=timeout_s, label=task)
+            follow(handle, fleet, timeout_s=timeout_s, label=task, plain_every_s=progress_every_s)
             summary = handle.summary(report_timeouts=True)
             console.print(summary_table(summary))
             failed = [o for o in handle.outcomes() if not o.ok]

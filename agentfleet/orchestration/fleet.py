@@ -25,6 +25,7 @@ from agentfleet.redis_client import connect
 from agentfleet.references import callable_path
 from agentfleet.registry import TaskInfo, WorkerRegistry
 from agentfleet.runs import RunStore
+from agentfleet.runs.lookup import runs_starting_with
 from agentfleet.tasks.meta import ItemMeta
 from agentfleet.tasks.redispatch import aggregate_signature, item_signature
 from agentfleet.tasks.retry_policy import cap_countdown
@@ -149,10 +150,14 @@ class Fleet:
         return DeadLetterQueue(self.settings, app=self.app, runs=self.store)
 
     def get_run(self, run_id: str) -> Run:
-        """A handle on an existing run."""
+        """A handle on an existing run, named by its id or the first characters of it.
+
+        Raises ``DispatchError`` when no run has that id, or several begin with it.
+        """
         record = self.store.get_run(run_id)
         if not record:
-            raise DispatchError(f"no run {run_id} (it may have expired)")
+            run_id = self._unique_run(run_id)
+            record = self.store.get_run(run_id)
         return self._run(run_id, record.get("name", ""), int(record.get("tasks_total", 0)))
 
     def runs(self, limit: int = 20) -> list[RunSummary]:
@@ -174,6 +179,15 @@ class Fleet:
         self.close()
 
     # Internals -----------------------------------------------------------------------------
+
+    def _unique_run(self, start: str) -> str:
+        found = runs_starting_with(self.store.client, f"{self.settings.key_prefix}:runs", start, limit=6)
+        if len(found) == 1:
+            return found[0]
+        if not found:
+            raise DispatchError(f"no run {start} (it may have expired)")
+        shown = ", ".join(found[:5]) + (" ..." if len(found) > 5 else "")
+        raise DispatchError(f"{start} is the start of several runs ({shown}); give more of the id")
 
     def _admit_stages(self, stages: Sequence[Stage], wait_s: float | None) -> dict[str, TaskInfo]:
         """What live workers registered of the stages' tasks; ``DispatchError`` when one has
