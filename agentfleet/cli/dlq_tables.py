@@ -145,7 +145,7 @@ def stats_view(stats: DLQStats) -> RenderableType:
 
 
 def requeue_table(results: Sequence[RequeueResult], *, dry_run: bool) -> Table:
-    table = Table(title="requeue (dry run: nothing sent)" if dry_run else "requeue")
+    table = compact_table("requeue (dry run: nothing sent)" if dry_run else "requeue")
     table.add_column("id", no_wrap=True, min_width=16)
     for column in ("task", "task id", "from stage", "action", "sends / reason"):
         table.add_column(column, overflow="fold")
