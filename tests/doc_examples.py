@@ -24,6 +24,7 @@ mock the example starts, and the service's and Flower's ports come from the envi
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shlex
@@ -243,22 +244,24 @@ class DocumentRun:
         )
         return done
 
-    def stop_servers(self) -> None:
-        """Stop every server the document started, by its pid (and its process group)."""
-        for raw in self.pids_file.read_text().split():
-            pid = int(raw)
-            for sig in (signal.SIGTERM, signal.SIGKILL):
-                try:
-                    os.killpg(pid, sig)
-                except ProcessLookupError:
-                    break
-                deadline = time.monotonic() + 10
-                while time.monotonic() < deadline:
-                    try:
-                        os.kill(pid, 0)
-                    except ProcessLookupError:
-                        break
-                    time.sleep(0.1)
-                else:
-                    continue
-                break
+    def stop_servers(self, timeout_s: float = 10.0) -> None:
+        """Stop every server the document started, by its pid and process group: SIGTERM to
+        all at once, then SIGKILL to what is left after ``timeout_s`` seconds."""
+        pids = [int(raw) for raw in self.pids_file.read_text().split()]
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and any(_alive(pid) for pid in pids):
+            time.sleep(0.1)
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
