@@ -1,8 +1,8 @@
 """The worker's heartbeat: what it serves, written to the registry while it runs.
 
 Started by the ``worker_ready`` signal in the worker's main process: one record at once (so
-a worker that answers a ping is already listed), then one every ``worker.heartbeat_s``
-seconds from a daemon thread. On shutdown the record is removed. A heartbeat that cannot be
+dispatch admits work for its tasks as soon as it is ready), then one every
+``worker.heartbeat_s`` seconds from a daemon thread. On shutdown the record is removed. A heartbeat that cannot be
 written (Redis restarting) is logged and tried again on the next beat.
 """
 

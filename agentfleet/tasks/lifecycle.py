@@ -99,7 +99,7 @@ def _stop_reconciler(**_: Any) -> None:
 @worker_ready.connect
 def _on_worker_ready(sender: Any = None, **_: Any) -> None:
     _warm_in_background()
-    # First the heartbeat: a worker is listed as serving its tasks before it answers a ping.
+    # First the heartbeat: dispatch admits work for this worker's tasks once it is listed.
     _start_heartbeat(sender)
     # Every worker runs the reconciler; a lock in Redis lets one of them act at a time.
     _start_reconciler(str(getattr(sender, "hostname", None) or "worker"))
