@@ -1,6 +1,12 @@
-# The image every agentfleet service of docker-compose.yml runs. Build your own on top of it
-# to add your task modules:  FROM agentfleet:latest  +  RUN pip install --user ./myapp
-FROM python:3.11-slim
+# The image every agentfleet service of docker-compose.yml runs (`docker compose --profile build
+# build` tags it agentfleet:0.1.0). Build your own on top of it to add your task modules:
+#   FROM agentfleet:0.1.0
+#   USER root
+#   RUN pip install ./myapp
+#   USER 10001:10001
+# and run it with AGENTFLEET_IMAGE=myapp-agents:1.0 in .env.
+ARG PYTHON_IMAGE=python:3.11-slim-bookworm
+FROM ${PYTHON_IMAGE}
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
@@ -11,7 +17,9 @@ WORKDIR /srv/agentfleet
 COPY pyproject.toml README.md ./
 COPY agentfleet ./agentfleet
 RUN pip install . \
-    && useradd --create-home --uid 10001 agentfleet
+    && groupadd --gid 10001 agentfleet \
+    && useradd --uid 10001 --gid 10001 --create-home --shell /usr/sbin/nologin agentfleet
 
-USER agentfleet
+# By number, so an orchestrator can verify it is not root (Kubernetes' runAsNonRoot).
+USER 10001:10001
 CMD ["agentfleet", "--help"]

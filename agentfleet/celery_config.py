@@ -21,6 +21,7 @@ from kombu import Queue
 
 from agentfleet.config import Settings
 from agentfleet.config.cron import cron_schedule
+from agentfleet.config.redis_url import url_password, without_password
 from agentfleet.redis_client import sentinel_hosts
 
 __all__ = [
@@ -108,7 +109,12 @@ def _redbeat_options(settings: Settings) -> dict[str, Any]:
     """Where beat keeps its schedule and lock: the broker's Redis, through Sentinel if it is."""
     common = {"socket_connect_timeout": 5, "socket_keepalive": True, "health_check_interval": 30}
     if not settings.broker_url.startswith("sentinel://"):
-        return {"redbeat_redis_url": settings.broker_url, "redbeat_redis_options": common}
+        # The password travels apart from the URL: `inspect conf` (and Flower's worker pages)
+        # show the URL as it is, but mask every option whose name says "password".
+        return {
+            "redbeat_redis_url": without_password(settings.broker_url),
+            "redbeat_redis_options": {**common, "password": url_password(settings.broker_url)},
+        }
     first = urlsplit(settings.broker_url.split(";")[0])
     options: dict[str, Any] = {
         "sentinels": sentinel_hosts(settings.broker_url),

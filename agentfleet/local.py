@@ -32,6 +32,7 @@ from types import TracebackType
 
 from agentfleet.broker_check import check_broker
 from agentfleet.config import Settings, get_settings
+from agentfleet.config.redis_url import check_redis_url
 from agentfleet.embedded_redis import EmbeddedRedis
 from agentfleet.errors import ConfigError
 from agentfleet.orchestration import Fleet
@@ -200,6 +201,10 @@ class LocalCluster:
     def _start_broker(self) -> None:
         """The configured broker, which must answer; the embedded Redis only when none is."""
         if self._requested_url:
+            try:
+                check_redis_url(self._requested_url)
+            except ValueError as exc:
+                raise ConfigError(f"LocalCluster(broker_url=...): {exc}") from None
             target = self.settings.model_copy(update={"broker_url": self._requested_url}).redis_target()
             check_broker(target, setting="LocalCluster(broker_url=...)")
             self._broker_url = self._requested_url

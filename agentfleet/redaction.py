@@ -1,6 +1,6 @@
 """Keep secrets out of what agentfleet stores or shows: dead letters, errors, logs, tracebacks.
 
-Three rules, applied together by a ``Redactor``:
+Four rules, applied together by a ``Redactor``:
 
 - a mapping key that names a secret has its value replaced, whatever its type, at any depth.
   Keys match by words, not substrings: ``api_key`` matches ``openai_api_key`` and
@@ -8,7 +8,10 @@ Three rules, applied together by a ``Redactor``:
 - inside free text, the ``key=value``, ``key: value`` and ``"key": "value"`` forms of those
   same keys lose their values (a header in a traceback, a query parameter in a URL);
 - a known secret value (a configured credential, an API key from the settings) is replaced
-  wherever it appears in any string, also in its percent-encoded spellings.
+  wherever it appears in any string, also in its percent-encoded spellings and, for values
+  of at least ``MIN_BASE64_CHARS``, inside base64 text (a Basic auth header echoed back);
+- the password of any URL in free text (``redis://:password@host``) is replaced, known or
+  not.
 
 Values shorter than ``MIN_SECRET_CHARS`` are not searched for in free text: they would match
 everywhere and leave nothing readable (a key that names them is still redacted).
@@ -16,16 +19,33 @@ everywhere and leave nothing readable (a key that names them is still redacted).
 
 from __future__ import annotations
 
+import base64
 import re
+import reprlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import quote, quote_plus
+from urllib.parse import quote, quote_plus, unquote
 
-__all__ = ["DEFAULT_SECRET_KEYS", "MIN_SECRET_CHARS", "REDACTED", "Redactor", "key_words", "redact"]
+__all__ = [
+    "DEFAULT_SECRET_KEYS",
+    "MIN_BASE64_CHARS",
+    "MIN_SECRET_CHARS",
+    "REDACTED",
+    "Redactor",
+    "base64_cores",
+    "key_words",
+    "redact",
+    "shown_repr",
+]
 
 REDACTED = "[REDACTED]"
 MIN_SECRET_CHARS = 4
+MIN_BASE64_CHARS = 12
+"""Secrets shorter than this (bytes) are not looked for inside base64 text: the part of
+their base64 form that does not depend on the neighbouring bytes is too short to be told
+from ordinary text."""
+SHOWN_REPR_MAX_CHARS = 1024
 
 DEFAULT_SECRET_KEYS: tuple[str, ...] = (
     "api_key",
@@ -37,6 +57,11 @@ DEFAULT_SECRET_KEYS: tuple[str, ...] = (
     "authorization",
     "cookie",
 )
+
+# A URL's userinfo password: scheme, "://", an optional user, ":", the password, "@". A '/'
+# ends the match, so a path holding '@' is not taken for userinfo; a password with a raw
+# '/' makes an invalid URL, and configured passwords are masked by value anyway.
+_URL_PASSWORD = re.compile(r"(?P<head>\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s:/?#@\[\]]*:)(?P<pw>[^\s@/]+)@")
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _SPLIT = re.compile(r"[^a-zA-Z0-9]+")
@@ -76,10 +101,37 @@ def _mask_pair(match: re.Match[str]) -> str:
     return head + REDACTED
 
 
+def base64_cores(value: bytes) -> list[bytes]:
+    """The base64 text every encoding of ``value`` contains, whatever surrounds it.
+
+    For each of the three byte alignments, the characters of ``base64(prefix + value +
+    suffix)`` that depend on ``value`` alone (neither end mixes in a neighbour's bits), in the
+    standard and the URL-safe alphabet. Empty below ``MIN_BASE64_CHARS``.
+    """
+    if len(value) < MIN_BASE64_CHARS:
+        return []
+    cores: list[bytes] = []
+    for offset in range(3):
+        encoded = base64.b64encode(b"\0" * offset + value).rstrip(b"=")
+        front = (0, 2, 3)[offset]
+        back = 1 if (offset + len(value)) % 3 else 0
+        core = encoded[front : len(encoded) - back]
+        cores.append(core)
+        cores.append(core.replace(b"+", b"-").replace(b"/", b"_"))
+    return list(dict.fromkeys(cores))
+
+
+_ESCAPE = re.compile(r"%[0-9A-F]{2}")
+
+
 def _spellings(values: Iterable[str]) -> tuple[str, ...]:
     found: set[str] = set()
     for value in values:
-        found.update({value, quote(value, safe=""), quote_plus(value, safe="")})
+        encoded = {quote(value, safe=""), quote_plus(value, safe="")}
+        # Percent escapes in either hex case (plain literals keep the search fast).
+        encoded |= {_ESCAPE.sub(lambda m: m.group().lower(), form) for form in encoded}
+        found.update({value, unquote(value), *encoded})
+        found.update(core.decode("ascii") for core in base64_cores(value.encode("utf-8")))
     # Longest first, so a secret that contains another is replaced whole.
     return tuple(sorted(found, key=len, reverse=True))
 
@@ -140,7 +192,9 @@ class Redactor:
             value = self._values_re.sub(REDACTED, value)
         if self._pairs_re is not None:
             value = self._pairs_re.sub(_mask_pair, value)
-        return value
+        if "://" not in value:
+            return value
+        return _URL_PASSWORD.sub(rf"\g<head>{REDACTED}@", value)
 
     def value(self, data: Any, *, paths: list[str] | None = None, _at: str = "") -> Any:
         """A redacted copy of ``data``; the paths of what was redacted go to ``paths``.
@@ -182,3 +236,21 @@ class Redactor:
 def redact(data: Any, *, keys: Iterable[str] = DEFAULT_SECRET_KEYS, values: Iterable[str | None] = ()) -> Any:
     """A copy of ``data`` with the values of secret ``keys`` and every secret ``values`` replaced."""
     return Redactor.build(keys, values).value(data)
+
+
+_SHOWN = reprlib.Repr()
+_SHOWN.maxlevel = 4
+_SHOWN.maxdict = _SHOWN.maxlist = _SHOWN.maxtuple = 20
+_SHOWN.maxstring = 200
+_SHOWN.maxother = 200
+
+
+def shown_repr(data: Any, redactor: Redactor, *, max_chars: int = SHOWN_REPR_MAX_CHARS) -> str:
+    """A short repr of ``data`` for display (a task's arguments in Flower), secrets redacted.
+
+    ``data`` is redacted whole before it is cut, so a cut never shows part of a secret:
+    nesting beyond 4 levels, more than 20 items and strings beyond 200 characters are
+    elided, and the text is cut at ``max_chars``.
+    """
+    text = _SHOWN.repr(redactor.value(data))
+    return text if len(text) <= max_chars else text[: max_chars - 3] + "..."

@@ -76,16 +76,20 @@ def sentinel_hosts(url: str) -> list[tuple[str, int]]:
 
 
 def mask_url(url: str) -> str:
-    """``url`` with any password replaced by ``***`` (every part of a ``;``-joined list)."""
+    """``url`` with any password replaced by ``***`` (every part of a ``;``-joined list).
+
+    Everything between the user name and the last '@' of a part counts as its password, so a
+    password with an unencoded '/' or '@' is masked whole too.
+    """
     masked = []
     for part in url.split(";"):
-        parts = urlsplit(part)
-        if parts.password is None:
+        scheme, sep, rest = part.partition("://")
+        userinfo, at, location = rest.rpartition("@")
+        if not (sep and at) or ":" not in userinfo:
             masked.append(part)
             continue
-        user = parts.username or ""
-        host = parts.netloc.rpartition("@")[2]
-        masked.append(parts._replace(netloc=f"{user}:***@{host}").geturl())
+        user = userinfo.split(":", 1)[0]
+        masked.append(f"{scheme}://{user}:***@{location}")
     return ";".join(masked)
 
 

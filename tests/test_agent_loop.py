@@ -8,7 +8,6 @@ limiter, the guard and the accounting are the real ones (on the session's Redis)
 from __future__ import annotations
 
 import json
-import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -18,14 +17,13 @@ from typing import Any
 
 import pytest
 from http_scripted import Reply, ScriptedServer
+from task_contexts import use_worker_settings, worker_context
 
 from agentfleet.config import get_settings, reset_settings
 from agentfleet.errors import BudgetExceeded, Deferred, LoopDetected, RateLimited
 from agentfleet.mock_llm import MockMessagesServer
-from agentfleet.tasks import clients
 from agentfleet.tasks.agent import Tool, run_agent
 from agentfleet.tasks.context import TaskContext
-from agentfleet.tasks.execution_state import new_context
 from agentfleet.tasks.llm_tasks import BUILTIN_TOOLS
 
 MODEL = "claude-haiku-4-5"
@@ -48,27 +46,11 @@ def make_ctx(
 ) -> Iterator[Callable[..., TaskContext]]:
     """A factory of contexts as a worker builds them, with the given budgets."""
     mock.reset()
-    monkeypatch.setenv("AGENTFLEET_BROKER_URL", redis_url)
-    monkeypatch.setenv("AGENTFLEET_KEY_PREFIX", key_prefix)
-    monkeypatch.setenv("AGENTFLEET_LLM__BASE_URL", mock.url)
-    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
-    monkeypatch.delenv("AGENTFLEET_LLM__API_KEY", raising=False)
-    reset_settings()
+    use_worker_settings(monkeypatch, redis_url=redis_url, key_prefix=key_prefix, llm_url=mock.url)
     made: list[TaskContext] = []
 
     def make(**budgets: Any) -> TaskContext:
-        ctx = new_context(
-            task_id=f"task-{len(made)}",
-            run_id="run",
-            item_key="item",
-            idempotency_key="key",
-            attempt=0,
-            workdir_path=tmp_path,
-            log=logging.LoggerAdapter(logging.getLogger("test.agent"), {}),
-            http_factory=clients.http_client,
-            anthropic_factory=clients.anthropic_client,
-            **budgets,
-        )
+        ctx = worker_context(f"task-{len(made)}", tmp_path, **budgets)
         made.append(ctx)
         return ctx
 

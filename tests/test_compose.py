@@ -1,165 +1,43 @@
-"""docker-compose.yml: its properties read from the file, then each service's command run for real.
+"""docker-compose.yml's services, each one's command run for real.
 
 No Docker engine runs here, so each service's command line runs as a process on this machine,
-with the environment the compose file gives it (values from .env.example). Only placement
-changes: the Redis host name ``redis`` becomes 127.0.0.1 and a free port, the mounted config
-directory becomes ./deploy, and services that bind 0.0.0.0 in a container bind loopback on
-free ports here.
+with the environment the compose file gives it (values from .env.example, plus the secrets a
+user fills in: the Redis password holds '/', '+' and '='). Only placement changes: the Redis
+host name ``redis`` becomes 127.0.0.1 and a free port, the mounted config directory becomes
+./deploy, and services that bind 0.0.0.0 in a container bind loopback on free ports here.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import socket
 import stat
 import subprocess
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import pytest
 import redis
 import yaml
+from compose_support import AGENTFLEET_SERVICES, COMPOSE, FILLED_IN, read_dotenv, resolved
 from ops_support import BIN, REPO, ServiceProcess, http_status, wait_for
 
 from agentfleet import LocalCluster
 from agentfleet.embedded_redis import free_port, redis_server_binary
 
-COMPOSE = REPO / "docker-compose.yml"
-AGENTFLEET_SERVICES = ("worker", "worker-fanin", "beat", "flower", "api")
 BEAT_LOCK = "af:redbeat::lock"
 
 
-def _dotenv(path: Path) -> dict[str, str]:
-    values = {}
-    for line in path.read_text().splitlines():
-        line = line.strip()
-        if line and not line.startswith("#"):
-            key, _, value = line.partition("=")
-            values[key.strip()] = value.strip()
-    return values
-
-
-_VARIABLE = re.compile(r"\$\$|\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:(?P<op>:-|:\?)(?P<arg>[^}]*))?\}")
-
-
-def interpolate(value: str, env: Mapping[str, str]) -> str:
-    """Compose's interpolation: ``$$``, ``${VAR}``, ``${VAR:-default}``, ``${VAR:?error}``."""
-
-    def substitute(match: re.Match[str]) -> str:
-        if match.group(0) == "$$":
-            return "$"
-        name, op, arg = match.group("name"), match.group("op"), match.group("arg")
-        found = env.get(name, "")
-        if op == ":?" and not found:
-            raise KeyError(f"{name}: {arg}")
-        if op == ":-" and not found:
-            return arg
-        return found
-
-    return _VARIABLE.sub(substitute, value)
-
-
-def _resolved(node: Any, env: Mapping[str, str]) -> Any:
-    if isinstance(node, str):
-        return interpolate(node, env)
-    if isinstance(node, list):
-        return [_resolved(item, env) for item in node]
-    if isinstance(node, dict):
-        return {key: _resolved(value, env) for key, value in node.items()}
-    return node
-
-
 @pytest.fixture(scope="module")
-def compose() -> dict[str, Any]:
+def services() -> dict[str, dict[str, Any]]:
     document: dict[str, Any] = yaml.safe_load(COMPOSE.read_text())
-    return document
-
-
-@pytest.fixture(scope="module")
-def dotenv() -> dict[str, str]:
-    return _dotenv(REPO / ".env.example")
-
-
-@pytest.fixture(scope="module")
-def services(compose: dict[str, Any], dotenv: dict[str, str]) -> dict[str, dict[str, Any]]:
-    resolved: dict[str, dict[str, Any]] = _resolved(compose["services"], dotenv)
-    return resolved
-
-
-# The file ---------------------------------------------------------------------------------
-
-
-def test_every_service_has_a_healthcheck_and_a_restart_policy(services: dict[str, dict[str, Any]]) -> None:
-    assert set(services) == {"redis", *AGENTFLEET_SERVICES}
-    for name, service in services.items():
-        assert service.get("restart") in ("unless-stopped", "always", "on-failure"), name
-        check = service.get("healthcheck", {})
-        assert check.get("test") and check["test"][0] in ("CMD", "CMD-SHELL"), name
-        assert check.get("interval") and check.get("timeout") and check.get("retries"), name
-
-
-def test_redis_requires_a_password_never_evicts_and_appends_every_second(
-    services: dict[str, dict[str, Any]],
-) -> None:
-    redis_service = services["redis"]
-    command = " ".join(redis_service["command"])
-    assert '--requirepass "$REDIS_PASSWORD"' in command
-    assert "--maxmemory-policy noeviction" in command
-    assert "--appendonly yes" in command and "--appendfsync everysec" in command
-    assert "ports" not in redis_service, "Redis is reached on the compose network only"
-    assert any(volume.endswith(":/data") for volume in redis_service["volumes"]), (
-        "the AOF outlives the container"
-    )
-    assert "REDISCLI_AUTH" in redis_service["environment"], "the healthcheck authenticates"
-
-
-def test_agent_workers_scale_and_take_only_agent_work(services: dict[str, dict[str, Any]]) -> None:
-    worker = services["worker"]
-    assert "container_name" not in worker and "ports" not in worker, "--scale worker=N needs neither"
-    command = worker["command"]
-    assert command[command.index("--queues") + 1] == "agents"
-    assert command[command.index("--pool") + 1] == "gevent"
-    high, low = (int(n) for n in command[command.index("--autoscale") + 1].split(","))
-    assert high > low >= 1
-    fanin = services["worker-fanin"]["command"]
-    assert fanin[fanin.index("--queues") + 1] == "fanin,maintenance"
-
-
-def test_exactly_one_beat(services: dict[str, dict[str, Any]]) -> None:
-    beat = services["beat"]
-    assert beat["deploy"]["replicas"] == 1
-    assert beat["command"][:2] == ["agentfleet", "beat"]
-
-
-def test_flower_and_the_api_are_published_on_loopback_only(services: dict[str, dict[str, Any]]) -> None:
-    for name in ("flower", "api"):
-        for mapping in services[name]["ports"]:
-            assert str(mapping).startswith("127.0.0.1:"), f"{name} publishes {mapping}"
-    for name in ("redis", "worker", "worker-fanin", "beat"):
-        assert "ports" not in services[name], name
-    assert services["flower"]["environment"]["AGENTFLEET_FLOWER__BASIC_AUTH"]
-
-
-def test_secrets_come_only_from_the_env_file(compose: dict[str, Any], dotenv: dict[str, str]) -> None:
-    text = COMPOSE.read_text()
-    for secret in ("REDIS_PASSWORD", "FLOWER_BASIC_AUTH", "AGENTFLEET_API_TOKEN"):
-        assert f"${{{secret}:?" in text, f"{secret} must be required from .env"
-        assert dotenv[secret].count("replace-with") == 1, ".env.example holds placeholders, not secrets"
-        with pytest.raises(KeyError, match=secret):
-            _resolved(compose["services"], {k: v for k, v in dotenv.items() if k != secret})
-    ignored = subprocess.run(["git", "check-ignore", "-q", ".env"], cwd=REPO, check=False)
-    assert ignored.returncode == 0, ".env is ignored by git"
-
-
-def test_the_image_runs_the_package_as_a_non_root_user() -> None:
-    dockerfile = (REPO / "Dockerfile").read_text()
-    assert re.search(r"^FROM python:3\.11", dockerfile, re.M)
-    assert "pip install ." in dockerfile
-    assert re.search(r"^USER (?!root)\w+", dockerfile, re.M)
+    env = {**read_dotenv(REPO / ".env.example"), **FILLED_IN}
+    found: dict[str, dict[str, Any]] = resolved(document["services"], env)
+    return found
 
 
 # The commands, for real ---------------------------------------------------------------------
@@ -181,9 +59,8 @@ def _service_env(
     service: dict[str, Any], redis_port: int, ports: dict[str, int], hostname: str
 ) -> dict[str, str]:
     env = {key: str(value) for key, value in service.get("environment", {}).items()}
-    env["AGENTFLEET_BROKER_URL"] = env["AGENTFLEET_BROKER_URL"].replace(
-        "@redis:6379", f"@127.0.0.1:{redis_port}"
-    )
+    url = env["AGENTFLEET_BROKER_URL"]
+    env["AGENTFLEET_BROKER_URL"] = url.replace("//redis:6379", f"//127.0.0.1:{redis_port}")
     for volume in service.get("volumes", []):
         source, target, *_ = volume.split(":")
         if env.get("AGENTFLEET_CONFIG", "").startswith(target):
@@ -229,7 +106,7 @@ def deployment(
     redis_env["PATH"] = f"{shim_dir}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}"
     redis_proc = ServiceProcess("redis", redis_service["command"], redis_env, logs)
     password = redis_env["REDIS_PASSWORD"]
-    url = f"redis://:{password}@127.0.0.1:{redis_port}/0"
+    url = f"redis://:{quote(password, safe='')}@127.0.0.1:{redis_port}/0"
     processes: dict[str, ServiceProcess] = {}
     try:
         wait_for(lambda: _redis_ready(url), timeout_s=30, what="the compose Redis", processes=[redis_proc])

@@ -86,7 +86,9 @@ def test_a_message_a_dying_worker_had_popped_is_sent_again(
         cluster.add_worker()
         summary = run.wait(timeout_s=90)
     assert (summary.succeeded, summary.timed_out) == (5, 0)
-    assert summary.recovered == 1
+    # At least the lost one; on a loaded machine a copy a worker was slow to start may be sent
+    # again too, and its claim keeps the body single.
+    assert summary.recovered >= 1
     assert summary.status == "finished"
     executions = effects.executions()
     assert [executions[f"{prefix}-{i}"] for i in range(5)] == [1] * 5
@@ -142,12 +144,13 @@ def test_items_of_a_sigkilled_worker_run_again_within_a_minute_by_default(
         summary = run.wait(timeout_s=150)
         recovered_after = time.monotonic() - killed_at
     assert (summary.succeeded, summary.timed_out) == (8, 0)
-    assert 1 <= summary.recovered <= 4
+    assert summary.recovered >= 1
     # Claims lapse in 20 s, the reconciler sends them again 10 s after that (every 5 s), and the
     # bodies take 3 s: comfortably inside a minute on an idle machine, under a generous bound here.
     assert recovered_after < 90
-    runs = effects.executions()
-    assert sum(runs.values()) - 8 == summary.recovered, "only the killed worker's items ran again"
+    again = sum(effects.executions().values()) - 8
+    assert again <= 4, "only the killed worker's items ran again"
+    assert again <= summary.recovered
     _assert_each_once(outcome_events(run), effects, 8, "kill")
 
 

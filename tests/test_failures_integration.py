@@ -15,6 +15,7 @@ import pytest
 import redis
 from dlq_samples import sample_entry
 from http_scripted import Reply, ScriptedServer
+from redis_contents import key_contents
 from typer.testing import CliRunner
 from worker_env import cluster_env
 
@@ -257,19 +258,6 @@ def test_a_hard_time_limit_is_retried_then_dead_lettered(fleet: Fleet) -> None:
     assert "hard time limit of 2" in entry.error
 
 
-def _contents(client: redis.Redis, key: str) -> str:
-    kind = client.type(key)
-    readers = {
-        "string": client.get,
-        "hash": client.hgetall,
-        "list": lambda k: client.lrange(k, 0, -1),
-        "set": client.smembers,
-        "zset": lambda k: client.zrange(k, 0, -1),
-        "stream": lambda k: client.xrange(k),
-    }
-    return f"{key} {readers[kind](key)}"
-
-
 def test_secrets_never_reach_the_dead_letter(fleet: Fleet, redis_client: redis.Redis, prefix: str) -> None:
     run = fleet.map(ft.leaky, [{"api_key": API_KEY, "note": f"token was {VENDOR_TOKEN}"}])
     assert run.wait(timeout_s=60).dead_lettered == 1
@@ -277,7 +265,7 @@ def test_secrets_never_reach_the_dead_letter(fleet: Fleet, redis_client: redis.R
     assert entry.inputs == {"api_key": "[REDACTED]", "note": "token was [REDACTED]"}
     assert sorted(entry.redacted) == ["api_key", "note"]
     assert "RuntimeError" in entry.traceback and "[REDACTED]" in entry.traceback
-    stored = [_contents(redis_client, key) for key in redis_client.scan_iter(f"{prefix}:*")]
+    stored = [key_contents(redis_client, key) for key in redis_client.scan_iter(f"{prefix}:*")]
     assert len(stored) > 5
     assert not [s for s in stored if API_KEY in s or VENDOR_TOKEN in s]
     [result] = fleet.dlq.requeue([entry.id], dry_run=True)

@@ -125,7 +125,7 @@ def test_flower_binds_loopback_and_keeps_the_password_off_the_command_line() -> 
     argv, env = flower_launch(settings, address=None, port=None, insecure=False, environ={})
     assert "--address=127.0.0.1" in argv and "--port=5555" in argv
     assert not any("s3cret-pass" in arg for arg in argv)
-    assert env["FLOWER_BASIC_AUTH"] == "ops:s3cret-pass"
+    assert "FLOWER_BASIC_AUTH" not in env, "Flower reads the auth from agentfleet's settings"
 
 
 def test_flower_refuses_to_start_without_authentication() -> None:
@@ -135,6 +135,7 @@ def test_flower_refuses_to_start_without_authentication() -> None:
         load_settings(), address="0.0.0.0", port=6000, insecure=True, environ={"FLOWER_BASIC_AUTH": "x:y"}
     )
     assert "--address=0.0.0.0" in argv and "FLOWER_BASIC_AUTH" not in env
+    assert env["AGENTFLEET_FLOWER__INSECURE"] == "true"
     assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
     assert not is_loopback("0.0.0.0")
 

@@ -7,9 +7,11 @@ import json
 import traceback
 from typing import Any
 
+import pytest
 from pydantic import BaseModel
 
-from agentfleet.redaction import REDACTED, Redactor, redact
+from agentfleet.redaction import REDACTED, Redactor, redact, shown_repr
+from agentfleet.redis_client import mask_url
 
 SECRET = "sk-canary-3f9a1c77d2"
 
@@ -128,3 +130,41 @@ def test_key_matching_rules() -> None:
     assert secret_key("COOKIE")
     assert not secret_key("max_tokens")
     assert not secret_key("monkey")
+
+
+def test_url_passwords_are_masked_known_or_not() -> None:
+    r = Redactor.build()
+    text = "no Redis at redis://:pw%2Fx@10.0.0.5:6379/0 nor amqp://guest:guest@mq/ (see https://a.example:443/u/@bob)"
+    assert r.text(text) == (
+        "no Redis at redis://:[REDACTED]@10.0.0.5:6379/0 nor amqp://guest:[REDACTED]@mq/ "
+        "(see https://a.example:443/u/@bob)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("redis://:p%2Fw@h:6379/0", "redis://:***@h:6379/0"),
+        ("redis://:p/w+x=@h:6379/0", "redis://:***@h:6379/0"),
+        ("rediss://user:pw@h/1", "rediss://user:***@h/1"),
+        ("sentinel://:pw@s1:26379;sentinel://s2:26379", "sentinel://:***@s1:26379;sentinel://s2:26379"),
+        ("redis://h:6379/0", "redis://h:6379/0"),
+        ("unix:///run/redis.sock", "unix:///run/redis.sock"),
+    ],
+)
+def test_mask_url(url: str, shown: str) -> None:
+    assert mask_url(url) == shown
+
+
+def test_a_percent_encoded_secret_is_also_found_decoded() -> None:
+    r = Redactor.build(values=["a%2Fb%2Bc"])
+    assert r.text("raw a/b+c and as given a%2Fb%2Bc") == "raw [REDACTED] and as given [REDACTED]"
+
+
+def test_a_shown_repr_is_redacted_before_it_is_cut() -> None:
+    secret = "sk-" + "9" * 40
+    r = Redactor.build(values=[secret])
+    shown = shown_repr({"text": "x" * 190 + secret + "y" * 500, "api_key": "k", "items": list(range(100))}, r)
+    assert len(shown) <= 1024
+    assert "999999" not in shown, "no part of the secret survives the cut"
+    assert "'api_key': '[REDACTED]'" in shown

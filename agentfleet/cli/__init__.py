@@ -7,10 +7,27 @@ import sys
 __all__ = ["main"]
 
 
+def _redacted(message: str) -> str:
+    """``message`` without any secret the settings know, nor any URL's password."""
+    from agentfleet.errors import AgentfleetError
+    from agentfleet.redaction import Redactor
+
+    try:
+        from agentfleet.config import get_settings
+
+        redactor = get_settings().redactor()
+    except AgentfleetError:
+        # The settings themselves are what failed: URL passwords are still masked.
+        redactor = Redactor.build()
+    return redactor.text(message)
+
+
 def _fail(message: str, code: int = 2) -> None:
+    from rich.markup import escape
+
     from agentfleet.cli.output import err_console
 
-    err_console.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
+    err_console.print(f"[red]error:[/red] {escape(_redacted(message))}", highlight=False, soft_wrap=True)
     sys.exit(code)
 
 

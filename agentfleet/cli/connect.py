@@ -17,6 +17,7 @@ from agentfleet.config import Settings, get_settings
 from agentfleet.embedded_redis import redis_reachable
 from agentfleet.local import LocalCluster
 from agentfleet.orchestration import Fleet
+from agentfleet.redis_client import mask_url
 
 __all__ = ["broker_configured", "fleet_for_work", "importable_module_of", "require_broker"]
 
@@ -71,8 +72,8 @@ def fleet_for_work(
     ) as cluster:
         if say is not None:
             say(
-                f"No Redis configured (AGENTFLEET_BROKER_URL) and none on {settings.broker_url}: started "
-                f"an embedded Redis at {cluster.broker_url} and {workers} worker processes "
+                f"No Redis configured (AGENTFLEET_BROKER_URL) and none on {mask_url(settings.broker_url)}: "
+                f"started an embedded Redis at {mask_url(cluster.broker_url)} and {workers} worker processes "
                 f"({cluster.pool} pool, concurrency {cluster.concurrency}); they stop when this command ends."
             )
         yield cluster.fleet(), cluster

@@ -22,6 +22,7 @@ from agentfleet.cli.progress import follow
 from agentfleet.local import LocalCluster
 from agentfleet.mock_llm import MockMessagesServer
 from agentfleet.orchestration import Fleet, Run
+from agentfleet.redis_client import mask_url
 
 __all__ = ["demo"]
 
@@ -93,7 +94,7 @@ def demo(
         )
         where = "an embedded Redis" if cluster.embedded else "the Redis at AGENTFLEET_BROKER_URL"
         console.print(
-            f"Using {where} ({cluster.broker_url}) and {workers} worker processes "
+            f"Using {where} ({mask_url(cluster.broker_url)}) and {workers} worker processes "
             f"({pool} pool, concurrency {concurrency} each)."
         )
         fleet = cluster.fleet()

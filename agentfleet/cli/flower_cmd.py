@@ -1,8 +1,10 @@
 """``agentfleet flower``: Flower for the agentfleet app, with basic auth, on loopback.
 
-Flower answers ``/metrics`` and ``/healthcheck`` without credentials whatever its auth
-settings, so it binds 127.0.0.1 unless told otherwise and says so when told otherwise.
-Scrape ``agentfleet serve``'s ``/metrics`` instead of Flower's.
+It runs ``celery -A agentfleet.celery_app flower``, where ``agentfleet.tasks.flower_setup``
+applies the settings (auth, address, port) whichever way Flower is started; this command
+adds an early check and the warning below. Flower answers ``/metrics`` and ``/healthcheck``
+without credentials whatever its auth settings, so it binds 127.0.0.1 unless told otherwise
+and says so when told otherwise. Scrape ``agentfleet serve``'s ``/metrics`` instead.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import typer
 
 from agentfleet.cli.output import err_console
 from agentfleet.config import Settings, get_settings
-from agentfleet.errors import ConfigError
+from agentfleet.tasks.flower_setup import flower_auth
 
 __all__ = ["flower", "flower_launch", "is_loopback"]
 
@@ -39,19 +41,21 @@ def flower_launch(
     insecure: bool,
     environ: Mapping[str, str],
 ) -> tuple[list[str], dict[str, str]]:
-    """Flower's command line and environment; ``ConfigError`` when it would run without auth."""
-    auth = settings.flower.basic_auth
-    if auth is None and not insecure:
-        raise ConfigError(
-            "Flower would start without authentication: set AGENTFLEET_FLOWER__BASIC_AUTH=user:password "
-            "(or pass --insecure on a machine only you can reach)"
+    """Flower's command line and environment; ``ConfigError`` when it would run without auth.
+
+    The credentials reach Flower through the settings in its environment, never on a command
+    line that ``ps`` shows to every user of the machine.
+    """
+    if insecure:
+        settings = settings.model_copy(
+            update={"flower": settings.flower.model_copy(update={"insecure": True})}
         )
+    flower_auth(settings)
     env = dict(environ)
-    # The credentials reach Flower through its environment, never on a command line that
-    # `ps` shows to every user of the machine.
+    # agentfleet's settings are the one source of Flower's auth: Flower's own variable would win.
     env.pop("FLOWER_BASIC_AUTH", None)
-    if auth is not None:
-        env["FLOWER_BASIC_AUTH"] = auth.get_secret_value()
+    if insecure:
+        env["AGENTFLEET_FLOWER__INSECURE"] = "true"
     argv = [
         sys.executable,
         "-m",

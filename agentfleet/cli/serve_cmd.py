@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import typer
 
 from agentfleet.cli.output import console
 from agentfleet.config import get_settings
+from agentfleet.tasks.process_logging import install_secret_filter
 
-__all__ = ["serve"]
+if TYPE_CHECKING:
+    import uvicorn
+
+__all__ = ["serve", "service_server"]
 
 
 def serve(
@@ -16,8 +22,6 @@ def serve(
     log_level: str = typer.Option("warning", help="uvicorn's log level."),
 ) -> None:
     """Serve GET /health, GET /metrics, POST /runs and GET /runs/{id}."""
-    import uvicorn
-
     from agentfleet.service import create_app
 
     settings = get_settings()
@@ -29,4 +33,14 @@ def serve(
         f"agentfleet service on http://{bind_host}:{bind_port} (/health, /metrics; run trigger {trigger})",
         highlight=False,
     )
-    uvicorn.run(app, host=bind_host, port=bind_port, log_level=log_level, access_log=False)
+    server = service_server(app, host=bind_host, port=bind_port, log_level=log_level)
+    server.run()
+
+
+def service_server(app: Any, *, host: str, port: int, log_level: str) -> uvicorn.Server:
+    """The uvicorn server for ``app``, its log handlers (set up by its config) filtered for secrets."""
+    import uvicorn
+
+    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False)
+    install_secret_filter()
+    return uvicorn.Server(config)

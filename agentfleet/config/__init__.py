@@ -14,7 +14,6 @@ import functools
 import os
 from pathlib import Path
 from typing import Annotated, Any
-from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic import model_validator as _model_validator
@@ -26,7 +25,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from agentfleet.broker_check import url_problem
+from agentfleet.config.redis_url import check_redis_url, url_password, with_password
 from agentfleet.config.sections import (
     AgentSettings,
     BeatSettings,
@@ -52,7 +51,7 @@ from agentfleet.config.sections import (
 )
 from agentfleet.errors import ConfigError
 from agentfleet.redaction import Redactor
-from agentfleet.redis_client import RedisTarget
+from agentfleet.redis_client import RedisTarget, mask_url
 
 __all__ = [
     "AgentSettings",
@@ -98,6 +97,7 @@ class Settings(BaseSettings):
 
     broker_url: str = "redis://127.0.0.1:6379/0"
     result_backend: str | None = None
+    redis_password: SecretStr | None = None
     sentinel_master: str | None = None
     sentinel_password: SecretStr | None = None
     key_prefix: str = "af"
@@ -111,7 +111,7 @@ class Settings(BaseSettings):
     task_modules: Annotated[list[str], NoDecode] = Field(default_factory=list)
     workdir_root: str | None = None
     fail_fast: bool = False
-    log_json: bool = True
+    log_json: bool = False
 
     worker: WorkerSettings = WorkerSettings()
     delivery: DeliverySettings = DeliverySettings()
@@ -141,15 +141,24 @@ class Settings(BaseSettings):
     @field_validator("broker_url", "result_backend")
     @classmethod
     def _redis_url(cls, value: str | None) -> str | None:
-        if value is not None and not value.startswith(("redis://", "rediss://", "unix://", "sentinel://")):
-            raise ValueError(
-                "must be a Redis URL such as redis://:password@host:6379/0, or Sentinels as "
-                "sentinel://:password@host1:26379;sentinel://host2:26379"
-            )
-        problem = url_problem(value) if value is not None else None
-        if problem is not None:
-            raise ValueError(f"cannot be right: {problem}")
+        if value is not None:
+            check_redis_url(value)
         return value
+
+    @field_validator("redis_password", mode="before")
+    @classmethod
+    def _empty_password_is_unset(cls, value: Any) -> Any:
+        # docker compose passes an unset ${VAR:-} as an empty string.
+        return None if value == "" else value
+
+    @_model_validator(mode="after")
+    def _password_apart(self) -> Settings:
+        if self.redis_password is not None:
+            password = self.redis_password.get_secret_value()
+            self.broker_url = with_password(self.broker_url, password)
+            if self.result_backend is not None:
+                self.result_backend = with_password(self.result_backend, password)
+        return self
 
     @_model_validator(mode="after")
     def _time_limits_fit(self) -> Settings:
@@ -251,7 +260,7 @@ class Settings(BaseSettings):
         found.append(os.environ.get("ANTHROPIC_API_KEY"))
         for url in (self.broker_url, self.result_backend):
             for part in (url or "").split(";"):
-                found.append(urlsplit(part).password)
+                found.append(url_password(part))
         if self.sentinel_password is not None:
             found.append(self.sentinel_password.get_secret_value())
         return [v for v in dict.fromkeys(found) if v]
@@ -292,9 +301,7 @@ def config_path() -> Path | None:
 
 
 # Values of these settings are never echoed back in an error message.
-_SECRET_KEYS = frozenset(
-    {"token", "basic_auth", "api_key", "password", "sentinel_password", "broker_url", "result_backend"}
-)
+_SECRET_KEYS = frozenset({"token", "basic_auth", "api_key", "password", "redis_password"})
 
 
 def _describe(error: dict[str, Any]) -> str:
@@ -308,6 +315,8 @@ def _describe(error: dict[str, Any]) -> str:
         return f"{where}: unknown setting; check its spelling against the README's settings table"
     value = error.get("input")
     secret = bool(loc) and loc[-1] in _SECRET_KEYS
+    if isinstance(value, str):
+        value = mask_url(value)
     shown = "" if secret or isinstance(value, dict) or value is None else f" (got {value!r})"
     return f"{where}: {msg}{shown}"
 

@@ -415,7 +415,8 @@ class ServiceSettings(_Section):
     ``/health`` says ``stale`` when work is queued and no item has completed for
     ``stale_after_s`` seconds. ``/health`` and ``/metrics`` read state the workers keep in
     Redis, waiting at most ``probe_timeout_s`` seconds for it.
-    ``max_inputs`` caps the inputs one ``POST /runs`` may carry, ``max_body_bytes`` its body.
+    ``max_inputs`` caps the inputs one ``POST /runs`` may carry, ``max_body_bytes`` its body
+    (a larger one answers 413) and ``max_json_depth`` how deeply its JSON may nest (422).
     The console at ``/console`` signs in with the same token; a session lasts
     ``console_session_s`` seconds.
     """
@@ -427,15 +428,21 @@ class ServiceSettings(_Section):
     probe_timeout_s: float = Field(default=0.5, gt=0)
     max_inputs: int = Field(default=10_000, ge=1)
     max_body_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
+    max_json_depth: int = Field(default=64, ge=3, le=500)
     console_session_s: float = Field(default=8 * 3600.0, ge=60)
 
 
 class FlowerSettings(_Section):
-    """``agentfleet flower``: basic auth as ``user:password``; binds ``host`` (loopback)."""
+    """Flower, however it is started: basic auth as ``user:password``; binds ``host`` (loopback).
+
+    Without ``basic_auth`` (nor auth given to Flower itself) Flower refuses to start unless
+    ``insecure`` is true.
+    """
 
     host: str = "127.0.0.1"
     port: int = Field(default=5555, ge=1, le=65535)
     basic_auth: SecretStr | None = None
+    insecure: bool = False
 
     @field_validator("basic_auth")
     @classmethod

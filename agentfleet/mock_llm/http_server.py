@@ -12,6 +12,7 @@ import json
 import logging
 import socket
 import threading
+import weakref
 from collections.abc import Callable, Iterable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -150,6 +151,9 @@ class TrackedHTTPServer(ThreadingHTTPServer):
     def __init__(self, address: tuple[str, int], route: Route) -> None:
         self.route = route
         self._connections: dict[socket.socket, threading.Thread] = {}
+        # Every connection thread ever started and maybe still running: one that has just
+        # dropped its connection is still finishing, and ``stop`` must wait for it too.
+        self._started_threads: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
         self._lock = threading.Lock()
         super().__init__(address, _Handler)
 
@@ -162,6 +166,7 @@ class TrackedHTTPServer(ThreadingHTTPServer):
         )
         with self._lock:
             self._connections[request] = thread
+            self._started_threads.add(thread)
         thread.start()
 
     def shutdown_request(self, request: Any) -> None:
@@ -186,5 +191,7 @@ class TrackedHTTPServer(ThreadingHTTPServer):
         for sock, _ in connections:
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
-        for _, thread in connections:
+        with self._lock:
+            threads = list(self._started_threads)
+        for thread in threads:
             thread.join(timeout_s)

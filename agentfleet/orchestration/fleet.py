@@ -21,6 +21,7 @@ from agentfleet.orchestration.client_app import DispatchApp
 from agentfleet.orchestration.dead_letters import DeadLetterQueue
 from agentfleet.orchestration.run import Run
 from agentfleet.outages import patient, ride_out
+from agentfleet.redaction import Redactor
 from agentfleet.redis_client import connect
 from agentfleet.references import callable_path
 from agentfleet.registry import TaskInfo, WorkerRegistry
@@ -98,7 +99,15 @@ class Fleet:
         fail_fast = self.settings.fail_fast if fail_fast is None else fail_fast
         self._create_run(run_id, label, "map", [task_name], [queue], metas, items, fn, fail_fast)
         sigs = [
-            item_signature(self.app, names=[task_name], queues=[queue], meta=meta, inputs=item, countdown_s=c)
+            item_signature(
+                self.app,
+                names=[task_name],
+                queues=[queue],
+                meta=meta,
+                inputs=item,
+                countdown_s=c,
+                redactor=self._redactor,
+            )
             for item, meta, c in zip(items, metas, self._stagger(len(items), stagger_s), strict=True)
         ]
         if not sigs and fn is not None:
@@ -138,7 +147,15 @@ class Fleet:
         label = name or " -> ".join(names)
         self._create_run(run_id, label, "pipeline", names, queues, metas, items, None, False)
         sigs = [
-            item_signature(self.app, names=names, queues=queues, meta=meta, inputs=item, countdown_s=c)
+            item_signature(
+                self.app,
+                names=names,
+                queues=queues,
+                meta=meta,
+                inputs=item,
+                countdown_s=c,
+                redactor=self._redactor,
+            )
             for item, meta, c in zip(items, metas, self._stagger(len(items), stagger_s), strict=True)
         ]
         self._publish(run_id, sigs)
@@ -206,6 +223,10 @@ class Fleet:
     @staticmethod
     def _new_run_id() -> str:
         return uuid.uuid4().hex[:16]
+
+    @functools.cached_property
+    def _redactor(self) -> Redactor:
+        return self.settings.redactor()
 
     def _run(self, run_id: str, name: str, total: int) -> Run:
         outage_s = self.settings.delivery.client_outage_s

@@ -86,9 +86,11 @@ def _signature(entry: DeadLetter, app: Celery, settings: Settings) -> Signature:
     queues = [settings.queues.agents] * len(names)
     queues[entry.stage] = entry.queue or settings.queues.agents
     meta = _meta(entry, entry.stage)
+    shown = settings.redactor()  # what Flower and `inspect` show of the message: redacted inputs
     if entry.stage == 0:
-        return item_signature(app, names=names, queues=queues, meta=meta, inputs=entry.inputs)
-    return item_signature(app, names=names, queues=queues, meta=meta, previous=_previous_outcome(entry))
+        return item_signature(app, names=names, queues=queues, meta=meta, inputs=entry.inputs, redactor=shown)
+    previous = _previous_outcome(entry)
+    return item_signature(app, names=names, queues=queues, meta=meta, previous=previous, redactor=shown)
 
 
 def _stages_sent(entry: DeadLetter) -> list[str]:

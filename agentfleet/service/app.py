@@ -18,6 +18,12 @@
 only where those may. Both answer in milliseconds: they read what the workers keep in Redis
 (heartbeats, counters, limiter state) on a client that waits at most
 ``service.probe_timeout_s`` and never retries, and ping no worker.
+
+Bad requests are refused with a JSON body ``{"error": "<one message>"}``, never a 500: a body
+over ``service.max_body_bytes`` answers 413 (before it is read, when its length is declared),
+JSON nested deeper than ``service.max_json_depth`` answers 422, and so does anything else
+wrong with the body. Unknown paths and methods answer 404 and 405 in the same shape; an
+unexpected failure is logged and answers 500 with a message that holds no detail.
 """
 
 from __future__ import annotations
@@ -25,19 +31,20 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hmac
-import json
+import logging
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import redis
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
 
 from agentfleet.config import Settings
-from agentfleet.errors import ConfigError, DispatchError
+from agentfleet.errors import ConfigError, DispatchError, InvalidInput
 from agentfleet.orchestration import Fleet
 from agentfleet.orchestration.named import start_named
 from agentfleet.redis_client import connect
@@ -47,8 +54,11 @@ from agentfleet.service.collectors import DEFAULT_COLLECTORS, Collected, Collect
 from agentfleet.service.console import create_console
 from agentfleet.service.health import PendingClock, assess
 from agentfleet.service.prometheus import CONTENT_TYPE, render
+from agentfleet.service.request_body import read_json_body
 
 __all__ = ["ServiceState", "create_app"]
+
+log = logging.getLogger("agentfleet.service")
 
 
 class ServiceState:
@@ -112,20 +122,14 @@ def _error(message: str, status_code: int) -> JSONResponse:
 
 
 async def _read_trigger(request: Request, settings: Settings) -> tuple[str, list[dict[str, Any]] | None]:
-    """The fan-out name and inputs of a ``POST /runs`` body; raises ``ValueError`` if unusable."""
-    limit = settings.service.max_body_bytes
-    declared = request.headers.get("content-length")
-    if declared and declared.isdigit() and int(declared) > limit:
-        raise ValueError(f"the body is larger than service.max_body_bytes ({limit})")
-    body = b""
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > limit:
-            raise ValueError(f"the body is larger than service.max_body_bytes ({limit})")
-    try:
-        document = json.loads(body or b"null")
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"the body is not JSON: {exc.msg}") from None
+    """The fan-out name and inputs of a ``POST /runs`` body.
+
+    Raises ``InvalidInput`` (with its HTTP status) for a body over the limits, and
+    ``ValueError`` for anything else unusable.
+    """
+    document = await read_json_body(
+        request, max_bytes=settings.service.max_body_bytes, max_depth=settings.service.max_json_depth
+    )
     if not isinstance(document, dict) or not isinstance(document.get("fanout"), str):
         raise ValueError('send {"fanout": "<name>", "inputs": [{...}, ...]}')
     inputs = document.get("inputs")
@@ -136,6 +140,17 @@ async def _read_trigger(request: Request, settings: Settings) -> tuple[str, list
         if len(inputs) > cap:
             raise ValueError(f"{len(inputs)} inputs is more than service.max_inputs ({cap})")
     return document["fanout"], inputs
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    status = exc.status_code if isinstance(exc, HTTPException) else 500
+    detail = exc.detail if isinstance(exc, HTTPException) else "internal error"
+    return _error(str(detail), status)
+
+
+async def _unexpected(request: Request, exc: Exception) -> Response:
+    log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
+    return _error("internal error; the service log has the details", 500)
 
 
 def create_app(settings: Settings, *, collectors: Sequence[Collector] = DEFAULT_COLLECTORS) -> Starlette:
@@ -182,6 +197,8 @@ def create_app(settings: Settings, *, collectors: Sequence[Collector] = DEFAULT_
             return refused
         try:
             name, inputs = await _read_trigger(request, settings)
+        except InvalidInput as exc:
+            return _error(exc.message, exc.status_code or 422)
         except ValueError as exc:
             return _error(str(exc), 422)
         try:
@@ -191,7 +208,7 @@ def create_app(settings: Settings, *, collectors: Sequence[Collector] = DEFAULT_
         except DispatchError as exc:
             return _error(str(exc), 422)
         except (redis.RedisError, OSError) as exc:
-            return _unavailable(exc)
+            return _error(f"Redis does not answer: {exc}", 503)
         return JSONResponse(
             {"run_id": run.id, "fanout": name, "tasks": run.total, "summary_url": f"/runs/{run.id}"},
             status_code=202,
@@ -208,7 +225,7 @@ def create_app(settings: Settings, *, collectors: Sequence[Collector] = DEFAULT_
         except DispatchError as exc:
             return _error(str(exc), 404)
         except (redis.RedisError, OSError) as exc:
-            return _unavailable(exc)
+            return _error(f"Redis does not answer: {exc}", 503)
         return JSONResponse(summary.model_dump(mode="json"))
 
     @contextlib.asynccontextmanager
@@ -228,6 +245,7 @@ def create_app(settings: Settings, *, collectors: Sequence[Collector] = DEFAULT_
             Mount("/console", app=create_console(settings, state.fleet)),
         ],
         lifespan=lifespan,
+        exception_handlers={HTTPException: _http_error, Exception: _unexpected},
     )
     app.state.service = state
     return app

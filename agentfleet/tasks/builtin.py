@@ -11,7 +11,11 @@ from agentfleet.celery_app import app
 from agentfleet.config import get_settings
 from agentfleet.errors import DownstreamError, InvalidInput
 from agentfleet.references import resolve_callable
-from agentfleet.tasks import lifecycle  # noqa: F401  (connects worker signals)
+from agentfleet.tasks import (
+    flower_setup,  # noqa: F401  (configures Flower from the settings when Flower imports this)
+    lifecycle,  # noqa: F401  (connects worker signals)
+    process_logging,  # noqa: F401  (filters every log handler)
+)
 from agentfleet.tasks.context import TaskContext
 from agentfleet.tasks.decorator import fleet_task
 from agentfleet.tasks.shared import run_store

@@ -12,6 +12,7 @@ The limiter, circuit breaker, vault and audit log are made once per worker proce
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 from collections.abc import Sequence
@@ -188,7 +189,13 @@ def rate_limit_raiser(vendors: Sequence[VendorAdapter]) -> Any:
 def http_client(state: ExecutionState) -> httpx.Client:
     """An ``httpx.Client`` for one execution, on the fleet transport and the guard."""
     settings = get_settings()
-    vault = _vault(settings, llm_host=None, key_env=None)
+    # The LLM key is in this vault too: a task may send it to the API's host only, and the
+    # guard refuses its value anywhere else (an echo the task copied, say).
+    llm_host, key_env = None, None
+    with contextlib.suppress(ConfigError):
+        base_url, key_env = llm_endpoint(settings)
+        llm_host = host_of(base_url)
+    vault = _vault(settings, llm_host=llm_host, key_env=key_env)
     guard = guard_transport(httpx, settings=settings.fetch, vault=vault, task_id=state.task_id)
     vendors = vendors_for(settings)
     transport = fleet_transport(httpx, guard, _hooks(state, settings, vendors))

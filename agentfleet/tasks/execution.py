@@ -50,6 +50,7 @@ from agentfleet.errors import (
     TaskTimeLimit,
 )
 from agentfleet.idempotency import stage_key
+from agentfleet.log_filter import RedactingAdapter
 from agentfleet.models import TaskOutcome
 from agentfleet.outages import patient, ride_out
 from agentfleet.redaction import Redactor
@@ -69,6 +70,7 @@ from agentfleet.tasks.item import (
     validate_input,
 )
 from agentfleet.tasks.meta import META_KWARG, ItemMeta
+from agentfleet.tasks.process_logging import process_redactor
 from agentfleet.tasks.redispatch import aggregate_signature
 from agentfleet.tasks.retry_policy import backoff_s, cap_countdown, deferral_s
 from agentfleet.tasks.shared import circuit_breaker, run_store
@@ -126,8 +128,9 @@ class _Delivery:
 
     @cached_property
     def redactor(self) -> Redactor:
-        # Built on the first failure, when ``kwargs`` holds this stage's final input.
-        return self.settings.redactor().learn(self.kwargs)
+        # Built when the body is about to run (for ``ctx.log``) or on the first failure, when
+        # ``kwargs`` holds this stage's final input.
+        return process_redactor().learn(self.kwargs)
 
     # Outcomes ------------------------------------------------------------------------------
 
@@ -317,9 +320,10 @@ class _Delivery:
 
     def _context(self, guard: CircuitGuard) -> TaskContext:
         budget, caps = self.task.budget, self.settings.budgets
-        logger = logging.LoggerAdapter(
+        logger = RedactingAdapter(
             logging.getLogger(f"agentfleet.tasks.{self.task.name}"),
             {"task_id": self.task_id, "run_id": self.meta.run, "item_key": self.meta.item},
+            self.redactor,
         )
         return new_context(
             task_id=self.task_id,
@@ -375,7 +379,7 @@ class _Delivery:
             self.meta,
             self.task_id,
             ok=True,
-            result=result,
+            result=self.redactor.value(result),
             attempts=attempts,
             duration_s=round(self.carried[1] + self.meta.elapsed_s + elapsed, 6),
             cost_usd=self.carried[2] + self.meta.cost_usd + ctx.cost_usd,

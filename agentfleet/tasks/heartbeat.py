@@ -2,8 +2,8 @@
 
 Started by the ``worker_ready`` signal in the worker's main process: one record at once (so
 dispatch admits work for its tasks as soon as it is ready), then one every
-``worker.heartbeat_s`` seconds from a daemon thread. On shutdown the record is removed. A heartbeat that cannot be
-written (Redis restarting) is logged and tried again on the next beat.
+``worker.heartbeat_s`` seconds from a daemon thread. On shutdown the record is removed. A
+heartbeat that cannot be written (Redis restarting) is logged and tried again on the next beat.
 """
 
 from __future__ import annotations

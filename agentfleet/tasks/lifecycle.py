@@ -1,5 +1,6 @@
 """Worker process hooks: fresh Redis pools after fork, the reconciler and the heartbeat in the
-main process, and exit when the parent is gone."""
+main process, exit when the parent is gone, and only redacted user inputs in the argument
+reprs of the messages a worker publishes."""
 
 from __future__ import annotations
 
@@ -10,9 +11,18 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from celery.signals import task_revoked, worker_process_init, worker_ready, worker_shutdown
+from celery.signals import (
+    before_task_publish,
+    task_revoked,
+    worker_init,
+    worker_process_init,
+    worker_ready,
+    worker_shutdown,
+)
 
 from agentfleet.redis_client import reset_connections
+from agentfleet.tasks.message_reprs import redact_published_reprs
+from agentfleet.tasks.process_logging import process_redactor
 
 if TYPE_CHECKING:
     from agentfleet.tasks.heartbeat import Heartbeat
@@ -109,6 +119,19 @@ def _on_worker_ready(sender: Any = None, **_: Any) -> None:
         threading.Thread(
             target=_watch_parent, args=(int(raw), 1.0), name="agentfleet-parent-watchdog", daemon=True
         ).start()
+
+
+def _show_only_user_inputs(body: Any = None, headers: dict[str, Any] | None = None, **_: Any) -> None:
+    # Retries, deferrals and next stages are published here: Celery's default reprs would
+    # show the _af block and every input. The redactor is the process's (rebuilt each second).
+    redact_published_reprs(body, headers, process_redactor())
+
+
+@worker_init.connect
+def _on_worker_init(**_: Any) -> None:
+    # Only in workers: a process that merely imports the built-in tasks keeps Celery's reprs
+    # (Fleet passes its own) and reads no settings when it publishes.
+    before_task_publish.connect(_show_only_user_inputs, weak=False)
 
 
 @task_revoked.connect

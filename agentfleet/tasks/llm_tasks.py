@@ -15,7 +15,7 @@ from agentfleet.tasks.agent import Tool, run_agent
 from agentfleet.tasks.context import TaskContext
 from agentfleet.tasks.decorator import fleet_task
 from agentfleet.tools.command import RUN_COMMAND_TOOL, run_command
-from agentfleet.tools.fetch import HTTP_FETCH_TOOL, http_fetch
+from agentfleet.tools.fetch import HTTP_FETCH_TOOL, declared_methods, http_fetch
 from agentfleet.tools.vault import CredentialVault
 
 __all__ = [
@@ -41,6 +41,7 @@ def _fetch(ctx: TaskContext, args: dict[str, Any]) -> dict[str, Any]:
         method=str(args.get("method", "GET")),
         headers=args.get("headers"),
         vault=CredentialVault(settings.credentials),
+        methods=declared_methods(HTTP_FETCH_TOOL),
     )
     return result.model_dump()
 

@@ -13,6 +13,8 @@ from typing import Any
 from celery import Celery, chain
 from celery.canvas import Signature
 
+from agentfleet.redaction import Redactor
+from agentfleet.tasks.message_reprs import message_reprs
 from agentfleet.tasks.meta import META_KWARG, ItemMeta
 
 __all__ = [
@@ -56,11 +58,14 @@ def item_signature(
     inputs: Mapping[str, Any] | None = None,
     previous: Mapping[str, Any] | None = None,
     countdown_s: float = 0.0,
+    redactor: Redactor | None = None,
 ) -> Signature:
     """Stage ``meta.stage`` of an item, chained to the stages after it.
 
     ``inputs`` is the keyword input of stage 0; ``previous`` the outcome (as a dict) of the stage
-    before a later one. ``names`` and ``queues`` give every stage's task name and queue.
+    before a later one. ``names`` and ``queues`` give every stage's task name and queue. With
+    ``redactor``, each message shows (in Flower, ``inspect``, events) only its redacted user
+    inputs (``message_reprs``), never the ``_af`` block.
     """
     sigs = []
     for stage in range(meta.stage, len(names)):
@@ -75,5 +80,7 @@ def item_signature(
         options: dict[str, Any] = {"task_id": stage_meta.task_id, "queue": queues[stage]}
         if stage == meta.stage and countdown_s > 0:
             options["countdown"] = countdown_s
+        if redactor is not None:
+            options.update(message_reprs(kwargs, redactor, args))
         sigs.append(app.signature(names[stage], args=args, kwargs=kwargs, **options))
     return chain(*sigs, app=app) if len(sigs) > 1 else sigs[0]

@@ -8,6 +8,10 @@ body included.
 The client passed in must have the guard transport (``agentfleet.tools.guard``) somewhere
 under it: that is what resolves, checks and pins names. ``http_fetch`` itself refuses
 forbidden schemes and literal addresses early, without DNS.
+
+A fetch reads: only ``GET`` and ``HEAD`` are sent unless the caller enables other methods
+with ``methods=``. The agent tool sends only what its schema declares, whatever method the
+model names.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from __future__ import annotations
 import codecs
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import httpx
@@ -33,7 +37,9 @@ from agentfleet.errors import (
 from agentfleet.tools.ssrf import Allowlist, precheck_url
 from agentfleet.tools.vault import CredentialVault, references
 
-__all__ = ["HTTP_FETCH_TOOL", "FetchResult", "http_fetch"]
+__all__ = ["HTTP_FETCH_TOOL", "READ_METHODS", "FetchResult", "declared_methods", "http_fetch"]
+
+READ_METHODS: tuple[str, ...] = ("GET", "HEAD")
 
 HTTP_FETCH_TOOL: dict[str, Any] = {
     "name": "http_fetch",
@@ -49,7 +55,7 @@ HTTP_FETCH_TOOL: dict[str, Any] = {
             "url": {"type": "string", "description": "An absolute http:// or https:// URL."},
             "method": {
                 "type": "string",
-                "enum": ["GET", "HEAD"],
+                "enum": list(READ_METHODS),
                 "default": "GET",
                 "description": "The HTTP method.",
             },
@@ -115,6 +121,12 @@ def _check_headers(headers: Mapping[str, str] | None) -> dict[str, str]:
     return clean
 
 
+def declared_methods(tool: Mapping[str, Any]) -> tuple[str, ...]:
+    """The HTTP methods a tool definition's ``method`` property allows (its ``enum``)."""
+    prop = tool["input_schema"]["properties"]["method"]
+    return tuple(str(m).upper() for m in prop.get("enum", READ_METHODS))
+
+
 def _same_origin(a: httpx.URL, b: httpx.URL) -> bool:
     return (a.scheme, a.host, a.port) == (b.scheme, b.host, b.port)
 
@@ -149,11 +161,13 @@ def http_fetch(
     method: str = "GET",
     headers: Mapping[str, str] | None = None,
     vault: CredentialVault | None = None,
+    methods: Iterable[str] = READ_METHODS,
 ) -> FetchResult:
     """Fetch ``url`` through ``client``, following up to ``settings.max_redirects`` redirects.
 
     Raises ``ForbiddenDestination`` for a refused scheme or destination (any hop),
-    ``InvalidInput`` for a malformed URL, method or header, ``BadRequest`` when there are
+    ``InvalidInput`` for a malformed URL or header or a method outside ``methods`` (by
+    default ``GET`` and ``HEAD``: a task enables others explicitly), ``BadRequest`` when there are
     more redirects than allowed, ``TaskTimeout`` when ``settings.timeout_s`` seconds pass,
     and ``ConnectionFailed`` when the connection fails. HTTP error statuses are returned,
     not raised. With ``vault``, any credential value a server echoes back is replaced by its
@@ -162,6 +176,12 @@ def http_fetch(
     verb = method.upper()
     if not _TOKEN.fullmatch(verb):
         raise InvalidInput(f"http_fetch: {method!r} is not an HTTP method")
+    allowed = tuple(m.upper() for m in methods)
+    if verb not in allowed:
+        raise InvalidInput(
+            f"http_fetch: method {verb} is not enabled (enabled: {', '.join(allowed)}); "
+            "a task enables others with http_fetch(..., methods=...)"
+        )
     hop_headers = _check_headers(headers)
     hop_headers.setdefault("Accept-Encoding", "identity")
     allowlist = Allowlist(settings.allow_private_hosts)
@@ -212,6 +232,15 @@ def _send(client: httpx.Client, request: httpx.Request, vault: CredentialVault |
         return client.send(request, stream=True, follow_redirects=False)
     except AgentfleetError:
         raise
+    except httpx.InvalidURL as exc:
+        # httpx parses a redirect's Location even when not following it.
+        raise ForbiddenDestination(f"http_fetch: unusable redirect ({exc})") from None
+    except httpx.RemoteProtocolError as exc:
+        if "location header" in str(exc).lower():
+            raise ForbiddenDestination(f"http_fetch: unusable redirect ({exc})") from None
+        raise ConnectionFailed(
+            f"http_fetch: {type(exc).__name__}: {_scrubbed(str(exc), vault)}", downstream=request.url.host
+        ) from None
     except httpx.TimeoutException as exc:
         raise TaskTimeout(
             f"http_fetch: {_scrubbed(str(exc), vault) or 'timed out'}", downstream=request.url.host

@@ -20,7 +20,13 @@ For every request (every redirect hop is a separate request) it:
    second DNS lookup happens, so a rebinding answer is never used. If connecting to the
    first checked address fails, the next checked address is tried;
 3. fills in ``$CRED{name}`` placeholders in header values and the URL's path and query on
-   that copy only, after the vault has allowed the host and audited the use.
+   that copy only, after the vault has allowed the host and audited the use;
+4. refuses a request that carries a credential's value itself (in the URL, a header name or
+   value, or the body; plain, percent- or form-encoded, or base64) to a host outside that
+   credential's domains. This runs before the host name is resolved, so a value in the host
+   name never reaches a DNS server either. A value going to an allowed host is audited like
+   a filled-in placeholder. To be searched, a streamed request body is read into memory
+   before it is sent.
 
 Connections are pooled per original host name for https: the pool keys connections by the
 address it dials, so two names on one address must not share a TLS session verified for
@@ -47,6 +53,7 @@ import httpx
 
 from agentfleet.config import FetchSettings
 from agentfleet.errors import AgentfleetError, ForbiddenDestination, UnexpectedError
+from agentfleet.tools.spellings import authorization_payloads
 from agentfleet.tools.ssrf import (
     Address,
     Allowlist,
@@ -118,22 +125,28 @@ class _GuardCore:
         Raises ``ForbiddenDestination`` before anything is sent when the destination or a
         credential's domain is refused, and whatever the real transport raises otherwise.
         """
-        target = self.check(request)
         names = self._references(request)
-        if names:
-            if self._vault is None:
-                raise ForbiddenDestination(
-                    f"the request names credential {names[0]!r} but no vault is configured",
-                    downstream=target.host,
-                )
-            self._vault.authorize(
-                names,
+        carried = self._carried(request)
+        vault = self._vault
+        if names and vault is None:
+            raise ForbiddenDestination(
+                f"the request names credential {names[0]!r} but no vault is configured",
+                downstream=str(request.url.host),
+            )
+        if carried and vault is not None:
+            # Before the SSRF check resolves the host: a value in a host name leaks by DNS.
+            host = normalize_host(request.url.raw_host.decode("ascii", "replace"))
+            vault.check_domains(carried, host, as_value=True)
+        target = self.check(request)
+        if vault is not None and (names or carried):
+            vault.authorize(
+                [*names, *carried],
                 target.host,
                 secure=target.scheme == "https" or target.opened_by_allowlist,
                 task_id=self._current_task_id(),
             )
         pool = self._pool_for(target)
-        if not names:
+        if not (names or carried):
             return self._finish(self._exchange(pool, request, target, False), request, False)
         failure: BaseException | None = None
         try:
@@ -178,6 +191,17 @@ class _GuardCore:
         for _, value in request.headers.raw:
             found.extend(name for name in references(value) if name not in found)
         return found
+
+    def _carried(self, request: Any) -> list[str]:
+        """The credentials whose value (not placeholder) ``request`` carries anywhere."""
+        if self._vault is None:
+            return []
+        url = request.url
+        headers = list(request.headers.raw)
+        parts = [url.raw_host, url.userinfo, url.raw_path]
+        parts.extend(key + b": " + value for key, value in headers)
+        parts.append(request.read())
+        return self._vault.carried(parts, decoded=authorization_payloads(headers))
 
     def _current_task_id(self) -> str | None:
         source = self._task_id

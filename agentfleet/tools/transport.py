@@ -166,8 +166,10 @@ def describe_call(request: Any, vendors: Sequence[VendorProtocol]) -> CallInfo:
     """The downstream of ``request`` (an httpx or httpx2 request), named by the first vendor
     that recognises it as an LLM call, else by its host."""
     host = str(request.url.host).lower().rstrip(".")
+    # read(), not .content: a redirect hop's request holds an unread stream (even an empty one).
+    content = request.read() if vendors else b""
     for vendor in vendors:
-        call = vendor.describe(str(request.method), host, str(request.url.path), request.content)
+        call = vendor.describe(str(request.method), host, str(request.url.path), content)
         if call is not None:
             return CallInfo(
                 downstream=call.downstream,

@@ -18,6 +18,12 @@ IDNA, no trailing dot). A credential is sent over plain http only to a host open
 
 Placeholders in a request body are not filled in: they go out as written.
 
+A credential's value (rather than its placeholder) in a request is held to the same domain
+rule: ``carried`` finds it in any spelling ``agentfleet.tools.spellings`` knows, and the guard
+refuses the request unless every credential it carries may go to its host. So a value that
+an allowed host reflects into a redirect, or that a task copied from a response, cannot
+follow to another host.
+
 Each use is audited before the request is sent, so an attempt that then fails to connect is
 still on record; if the audit cannot be written, the request is not sent.
 
@@ -28,6 +34,7 @@ stripped) at each use, so a rotated secret takes effect at once.
 from __future__ import annotations
 
 import contextlib
+import functools
 import ipaddress
 import os
 import re
@@ -37,7 +44,9 @@ from urllib.parse import quote, quote_plus
 
 from agentfleet.config import CredentialSpec, Settings
 from agentfleet.errors import ConfigError, ForbiddenDestination
+from agentfleet.redaction import MIN_SECRET_CHARS
 from agentfleet.tools.audit import AuditEntry, AuditLog
+from agentfleet.tools.spellings import Needles, decoded_forms
 from agentfleet.tools.ssrf import normalize_host
 
 __all__ = [
@@ -107,6 +116,11 @@ def domain_allows(rule: str, host: str) -> bool:
     return host == rule
 
 
+@functools.lru_cache(maxsize=256)
+def _needles(value: str) -> Needles:
+    return Needles.of(value)
+
+
 def _header_safe(value: str) -> bool:
     return all(ch == "\t" or " " <= ch <= "~" for ch in value)
 
@@ -148,15 +162,13 @@ class CredentialVault:
         """The configured credential names."""
         return sorted(self._specs)
 
-    def authorize(self, names: Iterable[str], host: str, *, secure: bool, task_id: str | None = None) -> None:
-        """Check that every credential in ``names`` may go to ``host``, then audit each use.
+    def check_domains(self, names: Iterable[str], host: str, *, as_value: bool = False) -> None:
+        """Raise ``ForbiddenDestination`` unless every credential in ``names`` may go to ``host``.
 
-        ``host`` is the normalised host of the request's URL; ``secure`` is True for https
-        or a host opened by ``fetch.allow_private_hosts``. Nothing is audited unless all
-        pass. Raises ``ForbiddenDestination`` naming the credential and host, never a value.
+        ``as_value`` says the request carries the credential's value itself, not its
+        placeholder (the message says so). Nothing is audited and no value is read.
         """
-        wanted = list(dict.fromkeys(names))
-        for name in wanted:
+        for name in dict.fromkeys(names):
             rules = self._rules.get(name)
             if rules is None:
                 known = ", ".join(self.names) or "none"
@@ -165,10 +177,24 @@ class CredentialVault:
                     downstream=host,
                 )
             if not any(domain_allows(rule, host) for rule in rules):
+                what = f"credential {name!r}"
+                if as_value:
+                    what = f"the request carries the value of credential {name!r}, which"
                 raise ForbiddenDestination(
-                    f"credential {name!r} may not be sent to {host!r} (allowed: {', '.join(rules)})",
+                    f"{what} may not be sent to {host!r} (allowed: {', '.join(rules)})",
                     downstream=host,
                 )
+
+    def authorize(self, names: Iterable[str], host: str, *, secure: bool, task_id: str | None = None) -> None:
+        """Check that every credential in ``names`` may go to ``host``, then audit each use.
+
+        ``host`` is the normalised host of the request's URL; ``secure`` is True for https
+        or a host opened by ``fetch.allow_private_hosts``. Nothing is audited unless all
+        pass. Raises ``ForbiddenDestination`` naming the credential and host, never a value.
+        """
+        wanted = list(dict.fromkeys(names))
+        self.check_domains(wanted, host)
+        for name in wanted:
             if not secure:
                 raise ForbiddenDestination(
                     f"credential {name!r} is only sent over https (plain http only to a host "
@@ -185,6 +211,11 @@ class CredentialVault:
         Raises ``ForbiddenDestination`` for an unknown name and ``ConfigError`` (naming the
         variable or file, never a value) when the source is missing or empty.
         """
+        value = self._read(name)
+        self._last_values[name] = value
+        return value
+
+    def _read(self, name: str) -> str:
         spec = self._specs.get(name)
         if spec is None:
             raise ForbiddenDestination(f"credential {name!r} is not configured")
@@ -202,7 +233,6 @@ class CredentialVault:
         value = (raw or "").strip()
         if not value:
             raise ConfigError(f"credentials.{name}: {where} is not set or empty")
-        self._last_values[name] = value
         return value
 
     def substitute(self, data: bytes, *, in_url: bool) -> bytes:
@@ -223,15 +253,28 @@ class CredentialVault:
 
         return PLACEHOLDER_RE.sub(fill, data)
 
-    def known_values(self) -> list[str]:
-        """Every value this vault can currently read or has used, for redaction."""
-        values = set(self._last_values.values())
+    def carried(self, parts: Iterable[bytes], *, decoded: Iterable[bytes] = ()) -> list[str]:
+        """The names of the credentials whose value appears in ``parts`` (in any spelling).
+
+        ``parts`` are raw request bytes (URL, headers, body), searched also percent- and
+        form-decoded; ``decoded`` are bytes already decoded (an Authorization header's base64
+        payload). Values shorter than ``MIN_SECRET_CHARS`` and sources that cannot be read
+        are skipped. The current value and the last one used are both looked for, so a
+        value rotated since it was sent is still recognised.
+        """
+        haystacks = [form for part in parts if part for form in decoded_forms(part)]
+        haystacks.extend(decoded)
+        found: list[str] = []
         for name in self._specs:
-            try:
-                values.add(self.value(name))
-            except (ConfigError, ForbiddenDestination):
-                continue
-        return sorted(values)
+            candidates = {self._last_values.get(name, "")}
+            with contextlib.suppress(ConfigError, ForbiddenDestination):
+                candidates.add(self._read(name))
+            if any(
+                len(value) >= MIN_SECRET_CHARS and _needles(value).found_in(haystacks)
+                for value in candidates
+            ):
+                found.append(name)
+        return found
 
     def scrub(self, text: str) -> str:
         """``text`` with each known value (plain or percent-encoded) put back as its placeholder."""

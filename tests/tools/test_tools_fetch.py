@@ -131,8 +131,9 @@ def test_max_redirects_is_enforced(
 def test_redirect_methods(canary: Server, client: httpx.Client, reply: Callable[..., None]) -> None:
     canary.routes["/see-other"] = lambda h: reply(h, 303, headers={"Location": "/"})
     canary.routes["/temporary"] = lambda h: reply(h, 307, headers={"Location": "/"})
-    http_fetch(client, canary.url("/see-other"), settings=LOCAL, method="POST")
-    http_fetch(client, canary.url("/temporary"), settings=LOCAL, method="POST")
+    enabled = ("GET", "POST")
+    http_fetch(client, canary.url("/see-other"), settings=LOCAL, method="POST", methods=enabled)
+    http_fetch(client, canary.url("/temporary"), settings=LOCAL, method="POST", methods=enabled)
     assert [(h.method, h.path) for h in canary.hits] == [
         ("POST", "/see-other"),
         ("GET", "/"),
@@ -213,6 +214,17 @@ def test_malformed_input_is_refused(
     with pytest.raises(InvalidInput):
         http_fetch(client, canary.url(), settings=LOCAL, method=method, headers=headers)
     assert canary.hits == []
+
+
+@pytest.mark.parametrize("method", ["DELETE", "POST", "PUT", "PATCH", "OPTIONS", "delete"])
+def test_only_get_and_head_are_sent_unless_the_caller_enables_more(
+    canary: Server, client: httpx.Client, method: str
+) -> None:
+    with pytest.raises(InvalidInput, match="not enabled"):
+        http_fetch(client, canary.url("/item"), settings=LOCAL, method=method)
+    assert canary.hits == []
+    http_fetch(client, canary.url("/item"), settings=LOCAL, method=method, methods=("GET", method))
+    assert [hit.method for hit in canary.hits] == [method.upper()]
 
 
 def test_the_tool_definition_is_a_json_schema() -> None:

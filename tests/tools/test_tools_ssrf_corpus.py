@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from urllib.parse import quote
 
 import httpx
 import pytest
-from tool_servers import Server
+from tool_servers import Server, open_redirect
 
 from agentfleet.config import FetchSettings
 from agentfleet.errors import ForbiddenDestination
@@ -232,3 +233,23 @@ def test_redirects_into_private_space_are_refused(
             client.get(redirector.url(path), follow_redirects=True)
     assert len(redirector.hits) >= 2
     assert _hits(canaries) == 0
+
+
+@pytest.mark.parametrize("vector", VECTORS)
+def test_an_open_redirect_on_an_allowed_host_reaches_no_vector(
+    vector: str, serve: Callable[[str], Server], canaries: dict[str, Server]
+) -> None:
+    # The allowed host (opened by allow_private_hosts) redirects wherever `next` says.
+    allowed = serve("127.0.0.2")
+    allowed.routes["/open"] = open_redirect
+    url = allowed.url("/open?next=" + quote(_format(vector, canaries), safe=""))
+    settings = FetchSettings(allow_private_hosts=["127.0.0.2"], timeout_s=5)
+    transport = httpx_guard(settings=settings, resolver=fake_resolver)
+    with httpx.Client(transport=transport, trust_env=False) as client:
+        # httpx itself refuses a Location it cannot parse; either way nothing is sent.
+        with pytest.raises((ForbiddenDestination, httpx.InvalidURL, httpx.RemoteProtocolError)):
+            client.get(url, follow_redirects=True)
+        with pytest.raises(ForbiddenDestination):
+            http_fetch(client, url, settings=settings)
+    assert _hits(canaries) == 0
+    assert len(allowed.hits) == 2

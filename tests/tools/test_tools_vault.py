@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 import pytest
 import redis
+from redis_contents import all_contents
 from tool_servers import Server
 
 from agentfleet.config import CredentialSpec, FetchSettings
@@ -245,24 +246,6 @@ def test_no_audit_no_request(canary: Server, secret: str) -> None:
     assert canary.hits == []
 
 
-def _all_values(client: redis.Redis) -> Iterator[str]:
-    for key in client.scan_iter(count=1000):
-        yield str(key)
-        kind = client.type(key)
-        if kind == "string":
-            yield str(client.get(key))
-        elif kind == "hash":
-            yield repr(client.hgetall(key))
-        elif kind == "list":
-            yield repr(client.lrange(key, 0, -1))
-        elif kind == "set":
-            yield repr(client.smembers(key))
-        elif kind == "zset":
-            yield repr(client.zrange(key, 0, -1))
-        elif kind == "stream":
-            yield repr(client.xrange(key))
-
-
 def test_twenty_uses_leave_no_trace_in_redis(
     canary: Server, secret: str, audit: AuditLog, redis_client: redis.Redis
 ) -> None:
@@ -279,7 +262,7 @@ def test_twenty_uses_leave_no_trace_in_redis(
             assert secret not in result.model_dump_json()
     assert all(hit.headers["X-Api-Key"] == secret for hit in canary.hits)
     assert len(audit.read(count=100)) == 20
-    assert not any(secret in value for value in _all_values(redis_client))
+    assert not any(secret in value for value in all_contents(redis_client))
 
 
 def test_a_value_echoed_by_the_server_is_scrubbed_from_the_result(canary: Server, secret: str) -> None:
@@ -382,9 +365,8 @@ def test_placeholders_are_found_in_both_spellings() -> None:
     assert placeholder("x") == "$CRED{x}"
 
 
-def test_scrub_and_known_values(secret: str) -> None:
+def test_scrub_puts_the_placeholder_back_for_every_spelling(secret: str) -> None:
     vault = _vault(secret, None, "127.0.0.1")
-    assert vault.known_values() == [secret]
     text = f"GET /?k={secret.replace('-', '%2D')} header {secret}"
     assert vault.scrub(text).count("$CRED{vendor_a}") == 1
     assert vault.scrub(f"x {secret} y") == "x $CRED{vendor_a} y"

@@ -7,6 +7,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, quote, urlsplit
 
 Route = Callable[[BaseHTTPRequestHandler], None]
 
@@ -57,7 +58,7 @@ def _handler(server: Server) -> type[BaseHTTPRequestHandler]:
             if self.command != "HEAD":
                 self.wfile.write(body)
 
-        do_GET = do_POST = do_HEAD = do_PUT = do_DELETE = do_OPTIONS = _any
+        do_GET = do_POST = do_HEAD = do_PUT = do_PATCH = do_DELETE = do_OPTIONS = _any
 
         def log_message(self, format: str, *args: object) -> None:
             return
@@ -97,3 +98,12 @@ def respond(
     handler.end_headers()
     if handler.command != "HEAD":
         handler.wfile.write(body)
+
+
+def open_redirect(handler: BaseHTTPRequestHandler) -> None:
+    """A route that redirects (302) wherever its ``next`` query parameter says, decoded once.
+
+    A header is Latin-1, so non-ASCII characters go out percent-encoded, as real servers send them.
+    """
+    target = parse_qs(urlsplit(handler.path).query).get("next", ["/"])[0]
+    respond(handler, 302, headers={"Location": quote(target, safe=":/?#[]@!$&'()*+,;=%")})
