@@ -51,7 +51,7 @@ def test_a_wrong_password_is_called_a_refused_password(protected: EmbeddedRedis)
     err = _one_line_error(_cli("runs", "list", AGENTFLEET_BROKER_URL=wrong))
     assert "refused the password (invalid username-password pair or user is disabled)" in err
     assert "AGENTFLEET_BROKER_URL" in err
-    assert "not-it" not in err and ":***@" in err
+    assert "not-it" not in err and ":[REDACTED]@127.0.0.1" in err
 
 
 def test_a_missing_password_is_called_missing(protected: EmbeddedRedis) -> None:
@@ -65,7 +65,7 @@ def test_a_configured_broker_that_does_not_answer_is_an_error_not_an_embedded_re
     (tmp_path / "items.jsonl").write_text('{"n": 1}\n')
     out = _cli("run", "agentfleet.simulated_agent", "--inputs", "items.jsonl", cwd=tmp_path)
     err = _one_line_error(out)
-    assert "no Redis answers at redis://:***@127.0.0.1:1/0" in err
+    assert "no Redis answers at redis://:[REDACTED]@127.0.0.1:1/0" in err
     assert "embedded" not in out.stdout + out.stderr
     assert "hunter2" not in err
 
