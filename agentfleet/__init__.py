@@ -14,6 +14,7 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "Fleet": "agentfleet.orchestration.fleet",
     "Run": "agentfleet.orchestration.run",
+    "Node": "agentfleet.orchestration.graph",
     "fleet_task": "agentfleet.tasks.decorator",
     "FleetTask": "agentfleet.tasks.base",
     "TaskContext": "agentfleet.tasks.context",
@@ -57,6 +58,7 @@ _EXPORTS = {
     "MockMessagesServer": "agentfleet.mock_llm",
     "TaskTimeLimit": "agentfleet.errors",
     "DeadLetterNotFound": "agentfleet.errors",
+    "CompensationFailed": "agentfleet.errors",
     "SpendLedger": "agentfleet.spend",
 }
 
@@ -70,6 +72,7 @@ __all__ = [
     "BadRequest",
     "BudgetExceeded",
     "CircuitBreaker",
+    "CompensationFailed",
     "ConfigError",
     "ConnectionFailed",
     "DLQFilter",
@@ -88,6 +91,7 @@ __all__ = [
     "LocalCluster",
     "LoopDetected",
     "MockMessagesServer",
+    "Node",
     "Overloaded",
     "PermanentError",
     "PoisonMessage",
@@ -122,6 +126,7 @@ if TYPE_CHECKING:
         AuthError,
         BadRequest,
         BudgetExceeded,
+        CompensationFailed,
         ConfigError,
         ConnectionFailed,
         DeadLetterNotFound,
@@ -147,6 +152,7 @@ if TYPE_CHECKING:
     from agentfleet.models import RunSummary, TaskOutcome
     from agentfleet.orchestration.dead_letters import DeadLetterQueue, RequeueResult
     from agentfleet.orchestration.fleet import Fleet
+    from agentfleet.orchestration.graph import Node
     from agentfleet.orchestration.run import Run
     from agentfleet.ratelimit import Limiter
     from agentfleet.ratelimit.circuit import CircuitBreaker

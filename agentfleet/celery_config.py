@@ -38,6 +38,7 @@ __all__ = [
 
 BUILTIN_TASK_MODULES = [
     "agentfleet.tasks.builtin",
+    "agentfleet.tasks.compensator",
     "agentfleet.tasks.llm_tasks",
     "agentfleet.tasks.maintenance",
     "agentfleet.orchestration.scheduled",
@@ -179,6 +180,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         ],
         "task_routes": {
             "agentfleet.aggregate": {"queue": queues.fanin},
+            "agentfleet.compensate": {"queue": queues.fanin},
             "agentfleet.maintenance.*": {"queue": queues.maintenance},
         },
         "worker_max_tasks_per_child": settings.worker.max_tasks_per_child,

@@ -29,7 +29,8 @@
         ├── BudgetExceeded      the task crossed its wall-clock, token or dollar budget
         ├── LoopDetected        an agent repeated the same tool call too often
         ├── ForbiddenDestination the SSRF guard or a credential's domain list refused a request
-        └── PoisonMessage       the task killed its worker too many times
+        ├── PoisonMessage       the task killed its worker too many times
+        └── CompensationFailed  a succeeded item's compensation failed for good
 
 Every error carries a short machine ``category`` (``"rate_limited"``, ``"bad_request"``...) used
 by the dead-letter queue, and optionally the HTTP ``status_code`` and the ``downstream`` it came
@@ -50,6 +51,7 @@ __all__ = [
     "BadRequest",
     "BrokerUnavailable",
     "BudgetExceeded",
+    "CompensationFailed",
     "ConfigError",
     "ConnectionFailed",
     "ContextWindowExceeded",
@@ -309,6 +311,13 @@ class PoisonMessage(PermanentError):
     """The task's worker process died on it more than ``max_deliveries`` times."""
 
     category = "poison"
+
+
+class CompensationFailed(PermanentError):
+    """A succeeded item's compensating function failed and its retries ran out; the message
+    names the error it raised. Dead-lettered in its own category."""
+
+    category = "compensation"
 
 
 _RETRYABLE_STATUS = {408, 409, 425, 429, 529}

@@ -6,7 +6,7 @@ import hashlib
 import json
 from typing import Any
 
-__all__ = ["canonical_json", "default_item_key", "stable_hash", "stage_key"]
+__all__ = ["canonical_json", "default_item_key", "node_key", "stable_hash", "stage_key"]
 
 
 def canonical_json(value: Any) -> str:
@@ -34,3 +34,8 @@ def default_item_key(run_id: str, index: int, inputs: Any) -> str:
 def stage_key(key: str, stage: int, stages: int) -> str:
     """The key a pipeline stage stores its own result under; the last stage uses ``key``."""
     return key if stage >= stages - 1 else f"{key}#s{stage}"
+
+
+def node_key(key: str, node: str) -> str:
+    """The key a step of a dependency graph stores its own result under."""
+    return f"{key}#n:{node}"

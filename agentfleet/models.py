@@ -77,6 +77,8 @@ class TaskOutcome(BaseModel):
 
     ``attempts`` counts executions of the task body (deferrals for rate limits do not count);
     ``duration_s`` is the seconds spent in those executions; ``cost_usd`` is in US dollars.
+    ``steps`` is, for an item of a dependency graph, each step's status: ``succeeded``,
+    ``failed`` or ``skipped`` (a step whose dependency did not succeed).
     """
 
     model_config = ConfigDict(extra="ignore")
@@ -95,6 +97,7 @@ class TaskOutcome(BaseModel):
     idempotency_key: str = ""
     dead_lettered: bool = False
     category: str | None = None
+    steps: dict[str, str] = Field(default_factory=dict)
 
 
 class RunSummary(BaseModel):
@@ -103,7 +106,11 @@ class RunSummary(BaseModel):
     ``timed_out`` counts the items that had no outcome when ``Run.wait`` gave up; their task
     ids are in ``timed_out_ids``. ``recovered`` counts the messages the reconciler published
     again for items that had lost theirs (a worker or Redis died at the wrong moment).
-    ``success_rate`` is ``succeeded / tasks_total`` (1.0 for an empty run).
+    ``success_rate`` is ``succeeded / tasks_total`` (1.0 for an empty run). ``tenant`` is the
+    label its budgets are counted under. ``compensation`` is ``requested`` once the run was
+    told to undo its succeeded items, then ``done``; ``compensated`` and
+    ``compensations_failed`` count them. ``steps`` counts, for a dependency graph, each step's
+    items by status (``succeeded``, ``failed``, ``skipped``).
     """
 
     run_id: str
@@ -126,3 +133,8 @@ class RunSummary(BaseModel):
     created_at: float = 0.0
     ended_at: float | None = None
     timed_out_ids: list[str] = Field(default_factory=list)
+    tenant: str | None = None
+    compensation: str = ""
+    compensated: int = 0
+    compensations_failed: int = 0
+    steps: dict[str, dict[str, int]] = Field(default_factory=dict)

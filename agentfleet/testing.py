@@ -20,6 +20,10 @@ result must be JSON, and a raised exception becomes an ``ok=False`` outcome clas
 fleet's tree (``error_type``, ``category``), the task's ``retry_on`` / ``fail_on`` first.
 Nothing is retried, dead-lettered or stored.
 
+``ctx.step`` and ``run_agent``'s checkpoints keep their memory in ``memory`` (a
+``LocalMemory``, fresh unless given): pass the same one to a second ``run_task`` to see what a
+retried item would do (stored steps return without running, an agent resumes).
+
 ``ctx.http`` and ``ctx.anthropic`` send every request through the fleet transport, so LLM
 usage is read and priced (``llm.prices``), the task's budgets hold and a 429 raises
 ``RateLimited``; there is no cluster-wide limiter, circuit breaker or SSRF guard. ``http`` is
@@ -46,9 +50,10 @@ from agentfleet.tasks.clients import accounting_hooks, rate_limit_raiser
 from agentfleet.tasks.execution_state import ExecutionState, new_context
 from agentfleet.tasks.failures import classify_failure
 from agentfleet.tasks.item import jsonable, validate_input
+from agentfleet.tasks.memory import LocalMemory
 from agentfleet.tools.transport import fleet_transport
 
-__all__ = ["HasURL", "run_task"]
+__all__ = ["HasURL", "LocalMemory", "run_task"]
 
 Handler = Callable[[httpx.Request], httpx.Response]
 
@@ -97,11 +102,12 @@ def run_task(
     attempt: int = 0,
     run_id: str = "test-run",
     item_key: str = "0",
+    memory: LocalMemory | None = None,
 ) -> TaskOutcome:
     """Run ``task`` once on ``inputs`` here and now; its ``TaskOutcome`` (see the module docs).
 
     ``settings`` default to ``get_settings()`` (prices, budgets); ``attempt`` is what
-    ``ctx.attempt`` says (0 for a first attempt).
+    ``ctx.attempt`` says (0 for a first attempt); ``memory`` holds steps and checkpoints.
     """
     settings = settings or get_settings()
     base_url = anthropic if isinstance(anthropic, str) or anthropic is None else anthropic.url
@@ -120,7 +126,9 @@ def run_task(
         downstream=task.downstream,
         budget_usd=budget.usd if budget.usd is not None else caps.task_usd,
         budget_tokens=budget.tokens if budget.tokens is not None else caps.task_tokens,
+        budget_turns=budget.turns if budget.turns is not None else caps.task_turns,
         budget_wall_s=budget.wall_s if budget.wall_s is not None else caps.task_wall_s,
+        memory=memory if memory is not None else LocalMemory(),
         workdir_root=settings.workdir_root,
         http_factory=_http_factory(settings, http),
         anthropic_factory=_anthropic_factory(settings, base_url),

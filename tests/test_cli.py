@@ -16,6 +16,8 @@ COMMANDS = [
     ["runs"],
     ["runs", "list"],
     ["runs", "show"],
+    ["runs", "cancel"],
+    ["runs", "compensate"],
     ["dlq"],
     *[["dlq", sub] for sub in ("list", "show", "stats", "requeue", "purge", "export")],
     ["mock-llm"],

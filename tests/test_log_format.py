@@ -70,13 +70,13 @@ def test_log_json_puts_the_formatter_on_every_handler_after_the_secret_filter(
     ]
     before = {h: h.formatter for h in everyone}
     monkeypatch.setenv("AGENTFLEET_LOG_JSON", "true")
-    monkeypatch.setenv("AGENTFLEET_SERVICE__TOKEN", "tok-very-secret-123")
     reset_settings()
     try:
         install_secret_filter()
-        entry = _line(logger, stream, "calling with token tok-very-secret-123")
+        entry = _line(logger, stream, "calling with password=tok-very-secret-123")
         assert isinstance(handler.formatter, JsonFormatter)
         assert "tok-very-secret-123" not in json.dumps(entry)
+        assert "[REDACTED]" in entry["message"]
     finally:
         for other, formatter in before.items():
             other.setFormatter(formatter)

@@ -59,6 +59,11 @@ def summary_table(summary: RunSummary, *, title: str | None = None) -> Table:
         ("cost", f"${summary.cost_usd:.4f}"),
         ("status", summary.status),
     ]
+    if summary.tenant:
+        rows = [*rows, ("tenant", summary.tenant)]
+    if summary.compensation:
+        undone = f"{summary.compensation}: {summary.compensated} done, {summary.compensations_failed} failed"
+        rows = [*rows, ("compensation", undone)]
     for field, value in rows:
         table.add_row(field, str(value))
     return table
@@ -73,6 +78,16 @@ def compact_table(title: str) -> Table:
 def shorten(text: str, limit: int) -> str:
     """``text`` in at most ``limit`` characters, cut between words (ending in ``...``)."""
     return textwrap.shorten(text, width=limit, placeholder=" ...") if len(text) > limit else text
+
+
+def steps_table(summary: RunSummary) -> Table:
+    """A dependency graph's steps: items succeeded, failed and skipped at each."""
+    table = Table(title="steps")
+    for column in ("step", "succeeded", "failed", "skipped"):
+        table.add_column(column, justify="left" if column == "step" else "right")
+    for name, counts in summary.steps.items():
+        table.add_row(name, *(str(counts.get(k, 0)) for k in ("succeeded", "failed", "skipped")))
+    return table
 
 
 def runs_table(summaries: Iterable[RunSummary]) -> Table:

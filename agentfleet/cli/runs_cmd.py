@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from agentfleet.cli.connect import require_broker
-from agentfleet.cli.output import console, outcomes_table, print_json, runs_table, summary_table
+from agentfleet.cli.output import console, outcomes_table, print_json, runs_table, steps_table, summary_table
 from agentfleet.errors import DispatchError
 from agentfleet.orchestration import Fleet
 from agentfleet.ratelimit import Limiter
@@ -64,14 +64,36 @@ def show_run(
     console.print(summary_table(summary))
     for downstream, left_s in paused.items():
         console.print(f"[yellow]{pause_reason(downstream, left_s)}[/yellow]", highlight=False)
+    if summary.steps:
+        console.print(steps_table(summary))
     if outcomes:
         console.print(outcomes_table(outcomes, limit=limit))
 
 
 @runs_app.command("cancel")
-def cancel_run(run_id: str = typer.Argument(..., help="The run's id, or its first characters.")) -> None:
-    """Cancel a run: items that have not started do not run."""
+def cancel_run(
+    run_id: str = typer.Argument(..., help="The run's id, or its first characters."),
+    compensate: bool = typer.Option(
+        True,
+        "--compensate/--no-compensate",
+        help="Undo the succeeded items whose tasks declare a compensation.",
+    ),
+) -> None:
+    """Cancel a run: items that have not started do not run; succeeded ones are compensated."""
     fleet = Fleet(broker_url=require_broker())
     run = fleet.get_run(run_id)
-    run.cancel()
+    run.cancel(compensate=compensate)
     console.print(f"cancelled run {run.id}")
+
+
+@runs_app.command("compensate")
+def compensate_run(run_id: str = typer.Argument(..., help="The run's id, or its first characters.")) -> None:
+    """Undo a run's succeeded items whose tasks declare a compensation, newest first."""
+    fleet = Fleet(broker_url=require_broker())
+    run = fleet.get_run(run_id)
+    if run.compensate():
+        console.print(
+            f"run {run.id} compensates once its items have ended; see `agentfleet runs show {run.id}`"
+        )
+    else:
+        console.print(f"run {run.id} was told to compensate before, or has nothing to undo")

@@ -25,6 +25,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from agentfleet.config.dispatch import DispatchSettings
 from agentfleet.config.redis_url import check_redis_url, url_password, with_password
 from agentfleet.config.sections import (
     AgentSettings,
@@ -33,7 +34,6 @@ from agentfleet.config.sections import (
     CommandToolSettings,
     CredentialSpec,
     DeliverySettings,
-    DispatchSettings,
     DLQSettings,
     FanoutSpec,
     FetchSettings,
@@ -46,6 +46,7 @@ from agentfleet.config.sections import (
     RetrySettings,
     ScheduleSpec,
     ServiceSettings,
+    TenantBudget,
     WorkerSettings,
     split_csv,
 )
@@ -74,6 +75,7 @@ __all__ = [
     "ScheduleSpec",
     "ServiceSettings",
     "Settings",
+    "TenantBudget",
     "WorkerSettings",
     "config_path",
     "get_settings",

@@ -24,7 +24,6 @@ __all__ = [
     "CredentialSpec",
     "DLQSettings",
     "DeliverySettings",
-    "DispatchSettings",
     "FanoutSpec",
     "FetchSettings",
     "FlowerSettings",
@@ -36,13 +35,22 @@ __all__ = [
     "RetrySettings",
     "ScheduleSpec",
     "ServiceSettings",
+    "TenantBudget",
     "WorkerSettings",
     "split_csv",
+    "webhook_url",
 ]
 
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+def webhook_url(value: str | None) -> str | None:
+    """``value`` when it is an http(s) URL (or unset); else the error a webhook setting gives."""
+    if value is not None and not value.startswith(("http://", "https://")):
+        raise ValueError("must be an http:// or https:// URL, e.g. a Slack incoming webhook")
+    return value
 
 
 def split_csv(value: Any) -> Any:
@@ -114,21 +122,6 @@ class DeliverySettings(_Section):
     redis_retry_s: float = Field(default=30.0, ge=0)
     client_outage_s: float = Field(default=60.0, ge=0)
     pool_timeout_s: float = Field(default=20.0, gt=0)
-
-
-class DispatchSettings(_Section):
-    """What ``Fleet.map`` and ``Fleet.pipeline`` check before anything is sent.
-
-    ``require_workers``: refuse a task no live worker has registered (turn it off only when
-    workers start on demand, from zero, once work is queued). ``wait_for_workers_s``: how long
-    to wait for workers that are starting before refusing, in seconds. ``max_input_bytes``:
-    the largest input of one item, in bytes of JSON (1 MiB holds about 250,000 tokens of text,
-    more than a model's context window: pass bigger content by reference, a URL or a path).
-    """
-
-    require_workers: bool = True
-    wait_for_workers_s: float = Field(default=0.0, ge=0)
-    max_input_bytes: int = Field(default=1024 * 1024, ge=1024)
 
 
 class WorkerSettings(_Section):
@@ -221,9 +214,7 @@ class DLQSettings(_Section):
     @field_validator("webhook_url")
     @classmethod
     def _http_url(cls, value: str | None) -> str | None:
-        if value is not None and not value.startswith(("http://", "https://")):
-            raise ValueError("must be an http:// or https:// URL, e.g. a Slack incoming webhook")
-        return value
+        return webhook_url(value)
 
 
 class ModelPrice(_Section):
@@ -291,15 +282,50 @@ class FetchSettings(_Section):
     max_redirects: int = Field(default=5, ge=0)
 
 
+class TenantBudget(_Section):
+    """One tenant's own caps: US dollars a day (UTC)."""
+
+    daily_usd: float | None = Field(default=None, gt=0)
+
+
 class BudgetSettings(_Section):
-    """Spending caps (unset means no cap), in US dollars; ``ledger_days`` is how many days the
-    spend ledger keeps each day's spend by downstream."""
+    """Spending caps. Unset means no cap. Dollars are US dollars, times seconds.
+
+    ``task_*`` cap one item (one stage of a pipeline, one step of a graph) over every attempt
+    it makes: dollars, tokens (input plus output), model calls (turns) and seconds executing.
+    ``run_usd`` caps a run (``Fleet.map(budget_usd=...)`` overrides it per run);
+    ``tenant_daily_usd`` caps each tenant's runs per UTC day (``tenants.NAME.daily_usd`` per
+    tenant); ``fleet_daily_usd`` caps the whole fleet per UTC day. Each of those three alerts
+    once when its spend reaches ``alert_at`` of the cap (a log line, a metric and a POST to
+    ``webhook_url``, else ``dlq.webhook_url``) and stops every call at the cap.
+    ``ledger_days`` is how many days the spend ledger keeps each day's spend by downstream.
+    """
 
     run_usd: float | None = Field(default=None, gt=0)
     task_usd: float | None = Field(default=None, gt=0)
     task_tokens: int | None = Field(default=None, ge=1)
+    task_turns: int | None = Field(default=None, ge=1)
     task_wall_s: float | None = Field(default=None, gt=0)
+    tenant_daily_usd: float | None = Field(default=None, gt=0)
+    tenants: dict[str, TenantBudget] = Field(default_factory=dict)
+    fleet_daily_usd: float | None = Field(default=None, gt=0)
+    alert_at: float = Field(default=0.8, gt=0, le=1)
+    webhook_url: str | None = None
     ledger_days: int = Field(default=35, ge=1)
+
+    @field_validator("webhook_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        return webhook_url(value)
+
+    def tenant_cap(self, tenant: str | None) -> float | None:
+        """US dollars ``tenant`` may spend per UTC day: its own cap, else ``tenant_daily_usd``."""
+        if not tenant:
+            return None
+        own = self.tenants.get(tenant)
+        if own is not None and own.daily_usd is not None:
+            return own.daily_usd
+        return self.tenant_daily_usd
 
 
 class CredentialSpec(_Section):
@@ -321,15 +347,19 @@ class CredentialSpec(_Section):
 class AgentSettings(_Section):
     """The agent loop: model calls per task, the loop detector, tools run at once.
 
-    ``tool_wait_s`` is how long (seconds) a tool call may wait for a rate-limited downstream
-    (a limiter deferral or a 429's retry-after) before the model is told it failed: an agent's
-    conversation is worth a short wait more than a reschedule that would start it over.
+    ``checkpoint``: the conversation is stored after every model turn and every tool result,
+    so a retried, redelivered, deferred or requeued agent resumes where it was. ``tool_wait_s``
+    is how long (seconds, over every deferral) a tool call may wait for a rate-limited
+    downstream (a limiter deferral or a 429's retry-after) before the model is told it failed.
+    With checkpoints the item is rescheduled for each wait and frees its worker slot; without
+    them the tool waits in its slot, since a reschedule would start the conversation over.
     """
 
     max_turns: int = Field(default=10, ge=1)
     loop_limit: int = Field(default=5, ge=2)
     max_parallel_tools: int = Field(default=8, ge=1)
     tool_wait_s: float = Field(default=30.0, ge=0)
+    checkpoint: bool = True
 
 
 class CommandToolSettings(_Section):

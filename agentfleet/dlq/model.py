@@ -54,7 +54,9 @@ class DeadLetter(BaseModel):
     ``inputs`` are the keyword inputs of the failed stage with secrets replaced; ``redacted``
     lists where (``a.b[0]``), and an entry with redactions cannot be requeued as it is.
     ``stage_tasks`` are a pipeline's stage task names (empty for a map). Times are Unix times.
-    ``requeues`` counts how often the item was requeued before this failure.
+    ``requeues`` counts how often the item was requeued before this failure. ``node`` is the
+    step of a dependency graph that failed (``None`` for maps and pipelines); an entry of
+    category ``compensation`` is a succeeded item whose compensation failed.
     """
 
     model_config = ConfigDict(extra="ignore")
@@ -69,6 +71,7 @@ class DeadLetter(BaseModel):
     stage: int = 0
     stages: int = 1
     stage_tasks: list[str] = Field(default_factory=list)
+    node: str | None = None
     queue: str | None = None
     inputs: dict[str, Any] = Field(default_factory=dict)
     redacted: list[str] = Field(default_factory=list)

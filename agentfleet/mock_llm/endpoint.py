@@ -8,6 +8,7 @@ are computed and delayed outside it, so slow replies never wait on each other.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import random
@@ -45,7 +46,10 @@ class RequestRecord:
     """One request to ``/v1/...``, logged when its response was sent.
 
     ``arrived_at`` is a Unix time in seconds; ``duration_s`` runs from arrival to response.
-    ``sdk_retry_count`` is the SDK's ``x-stainless-retry-count`` header, if sent.
+    ``sdk_retry_count`` is the SDK's ``x-stainless-retry-count`` header, if sent. ``prompt`` is
+    the first user message's text (its first 200 characters), which tells whose conversation a
+    request belongs to; ``conversation`` is a digest of the whole request's messages, so the
+    same conversation sent twice (a repeated model call) has the same one.
     """
 
     arrived_at: float
@@ -61,6 +65,8 @@ class RequestRecord:
     error_type: str | None = None
     scripted: bool = False
     sdk_retry_count: int | None = None
+    prompt: str | None = None
+    conversation: str | None = None
 
 
 @dataclass
@@ -80,6 +86,19 @@ class _Call:
     error_type: str | None = None
     scripted: bool = False
     finished: bool = False
+    prompt: str | None = None
+    conversation: str | None = None
+
+
+def _who_asks(messages: Any) -> tuple[str | None, str | None]:
+    """The first user message's text (cut at 200 characters) and a digest of ``messages``."""
+    if not isinstance(messages, list) or not messages:
+        return None, None
+    first = messages[0].get("content") if isinstance(messages[0], dict) else None
+    if isinstance(first, list):
+        first = " ".join(b.get("text", "") for b in first if isinstance(b, dict))
+    digest = hashlib.sha256(json.dumps(messages, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return (str(first)[:200] if first is not None else None), digest
 
 
 class _Abort(Exception):
@@ -247,6 +266,8 @@ class MessagesEndpoint:
             error_type=call.error_type,
             scripted=call.scripted,
             sdk_retry_count=int(retry_count) if retry_count and retry_count.isdigit() else None,
+            prompt=call.prompt,
+            conversation=call.conversation,
         )
         with self._lock:
             self._in_flight -= 1
@@ -307,6 +328,7 @@ class MessagesEndpoint:
         if isinstance(body, dict):
             call.model = body.get("model") if isinstance(body.get("model"), str) else None
             call.stream = body.get("stream") is True and not counting
+            call.prompt, call.conversation = _who_asks(body.get("messages"))
         try:
             validate_request(body, counting=counting)
         except MockRequestInvalid as exc:

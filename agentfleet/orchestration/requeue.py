@@ -14,6 +14,12 @@ For one entry, in this order:
    generation: a requeued item that already failed again keeps its new dead letter.
 
 If publishing fails, the item's failed outcome is recorded again and the entry stays.
+
+A requeued item keeps its steps and agent checkpoints (it resumes where it failed) but starts
+its spending over: its budgets count from the requeue on. A failed step of a dependency
+graph is sent again alone, its skipped dependents released once it succeeds
+(``orchestration/graph.py``); a dead-lettered compensation (category ``compensation``) runs
+again in its run's compensation.
 """
 
 from __future__ import annotations
@@ -27,11 +33,13 @@ from pydantic import BaseModel
 
 from agentfleet.config import Settings
 from agentfleet.dlq import DeadLetter, DLQStore
-from agentfleet.idempotency import stage_key
+from agentfleet.errors import CompensationFailed
+from agentfleet.idempotency import node_key, stage_key
 from agentfleet.models import TaskOutcome
-from agentfleet.runs import RunStore
-from agentfleet.tasks.meta import ItemMeta
-from agentfleet.tasks.redispatch import item_signature
+from agentfleet.orchestration.graph import requeue_step
+from agentfleet.runs import MemoryStore, RunStore, UndoLog
+from agentfleet.tasks.meta import ItemMeta, run_meta_fields
+from agentfleet.tasks.redispatch import compensation_signature, item_signature
 
 __all__ = ["RequeueResult", "requeue_entry"]
 
@@ -51,7 +59,7 @@ class RequeueResult(BaseModel):
     stages_sent: list[str] = []
 
 
-def _meta(entry: DeadLetter, stage: int) -> ItemMeta:
+def _meta(entry: DeadLetter, stage: int, **run_fields: Any) -> ItemMeta:
     return ItemMeta(
         run=entry.run_id,
         idx=entry.index,
@@ -60,6 +68,7 @@ def _meta(entry: DeadLetter, stage: int) -> ItemMeta:
         stage=stage,
         stages=entry.stages,
         requeues=entry.requeues + 1,
+        **run_fields,
     )
 
 
@@ -81,11 +90,11 @@ def _previous_outcome(entry: DeadLetter) -> dict[str, Any]:
     ).model_dump(mode="json")
 
 
-def _signature(entry: DeadLetter, app: Celery, settings: Settings) -> Signature:
+def _signature(entry: DeadLetter, app: Celery, settings: Settings, record: dict[str, str]) -> Signature:
     names = entry.stage_tasks or [entry.task_name]
     queues = [settings.queues.agents] * len(names)
     queues[entry.stage] = entry.queue or settings.queues.agents
-    meta = _meta(entry, entry.stage)
+    meta = _meta(entry, entry.stage, **run_meta_fields(record))
     shown = settings.redactor()  # what Flower and `inspect` show of the message: redacted inputs
     if entry.stage == 0:
         return item_signature(app, names=names, queues=queues, meta=meta, inputs=entry.inputs, redactor=shown)
@@ -103,6 +112,35 @@ def _blocker(entry: DeadLetter, runs: RunStore) -> str | None:
     if reason is None and runs.get_run(entry.run_id).get("status") == "cancelled":
         reason = "its run was cancelled"
     return reason
+
+
+def _own_key(entry: DeadLetter) -> str:
+    if entry.node:
+        return node_key(entry.idempotency_key, entry.node)
+    return stage_key(entry.idempotency_key, entry.stage, entry.stages)
+
+
+def _requeue_compensation(
+    entry: DeadLetter,
+    result: RequeueResult,
+    *,
+    app: Celery,
+    runs: RunStore,
+    dlq: DLQStore,
+    settings: Settings,
+    dry_run: bool,
+) -> RequeueResult:
+    """Run a dead-lettered compensation again: its run compensates once more, this one only."""
+    result.stages_sent = [f"{entry.task_name} (compensation)"]
+    if dry_run:
+        return result
+    if not UndoLog(runs).reopen(entry.run_id, _own_key(entry)):
+        return result.model_copy(
+            update={"action": "skipped", "reason": "its compensation is not dead-lettered"}
+        )
+    compensation_signature(app, entry.run_id, settings.queues.fanin).apply_async()
+    dlq.remove([entry.id], generation=entry.requeues)
+    return result
 
 
 def requeue_entry(
@@ -123,14 +161,22 @@ def requeue_entry(
         stage=entry.stage,
         action="would requeue" if dry_run else "requeued",
     )
+    if entry.category == CompensationFailed.category:
+        return _requeue_compensation(
+            entry, result, app=app, runs=runs, dlq=dlq, settings=settings, dry_run=dry_run
+        )
     reason = _blocker(entry, runs)
     if reason is not None:
         return result.model_copy(update={"action": "skipped", "reason": reason})
     result.stages_sent = _stages_sent(entry)
     if dry_run:
         return result
-    signature = _signature(entry, app, settings)
-    key = stage_key(entry.idempotency_key, entry.stage, entry.stages)
+    key = _own_key(entry)
+    MemoryStore(runs.client, prefix=runs.prefix, ttl_s=runs.ttl_s).forget_spending(key)
+    if entry.node:
+        requeue_step(entry, app=app, runs=runs, dlq=dlq, redactor=settings.redactor())
+        return result
+    signature = _signature(entry, app, settings, runs.get_run(entry.run_id))
     stored = runs.stored_outcomes([key])[0]
     reopened = runs.reopen(
         entry.run_id,

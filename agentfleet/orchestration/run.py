@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 from agentfleet.errors import RunError
 from agentfleet.models import RunSummary, TaskOutcome
-from agentfleet.runs import RunStore
+from agentfleet.runs import RunStore, UndoLog
+from agentfleet.tasks.compensation import request_compensation
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -34,12 +35,22 @@ class Run:
     only a longer outage raises ``BrokerUnavailable``.
     """
 
-    def __init__(self, run_id: str, *, store: RunStore, app: Celery, total: int, name: str) -> None:
+    def __init__(
+        self,
+        run_id: str,
+        *,
+        store: RunStore,
+        app: Celery,
+        total: int,
+        name: str,
+        fanin: str = "agentfleet.fanin",
+    ) -> None:
         self.id = run_id
         self.name = name
         self.total = total
         self._store = store
         self._app = app
+        self._fanin = fanin
 
     def __repr__(self) -> str:
         return f"Run(id={self.id!r}, name={self.name!r}, tasks={self.total})"
@@ -101,16 +112,29 @@ class Run:
                 winners.append(outcome)
                 if len(winners) >= n:
                     break
-        self.cancel()
+        self.cancel(compensate=False)
         return winners
 
-    def cancel(self) -> None:
-        """Cancel every item that has not finished: none of them starts from now on."""
+    def cancel(self, *, compensate: bool = True) -> None:
+        """Cancel every item that has not finished: none of them starts from now on.
+
+        With ``compensate`` (the default), the run then undoes its succeeded items whose tasks
+        declare a compensation, as ``compensate()`` does.
+        """
         self._store.cancel(self.id)
         done = self._store.done_indices(self.id)
         pending = [item[0] for idx, item in self._store.items(self.id).items() if idx not in done]
         if pending:
             self._app.control.revoke(pending)
+        if compensate:
+            self.compensate()
+
+    def compensate(self) -> bool:
+        """Undo the run's succeeded work whose tasks declare a compensation: once every item
+        has its outcome, each compensation runs once, the most recent success first (see
+        ``tasks/compensation.py``). The summary counts them. False when nothing was sent: the
+        run was told to compensate before, or it has ended with nothing to undo."""
+        return request_compensation(UndoLog(self._store), self._app, self.id, self._fanin)
 
     def result(self, timeout_s: float | None = None) -> Any:
         """The aggregate's value, waiting up to ``timeout_s`` seconds for it.

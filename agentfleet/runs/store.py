@@ -3,7 +3,9 @@
 Layout under the key prefix ``p`` (every key expires after ``ttl_s`` seconds unless noted):
 
 - ``p:run:{id}``          hash: name, kind, task names, queues, totals, status, times, the
-                          counters, and the aggregate's path and result
+                          counters, the aggregate's path and result; and as they apply:
+                          budgets (``spend.py``), graphs (``graph.py``), compensation
+                          (``undo.py``), ``tenant``, ``batch_size``
 - ``p:run:{id}:items``    hash: item index -> ``[task_id, idempotency key, item key]``
 - ``p:run:{id}:inputs``   hash: item index -> its input, kept until the item has an outcome so
                           that a lost message can be published again
@@ -16,6 +18,8 @@ Layout under the key prefix ``p`` (every key expires after ``ttl_s`` seconds unl
 - ``p:runs:active``       set: runs that are running or waiting for their aggregate (no expiry;
                           the reconciler drops runs that ended or expired)
 - ``p:out:{key}``         an item's stored outcome, under its idempotency key
+- ``p:mem:{key}``         the item's steps, checkpoints and spending (``runs/memory.py``);
+                          set to expire with the outcome when the outcome is stored
 - ``p:claim:{key}``       string, the token of the delivery running the item; expires
                           ``claim_ttl_s`` after its last renewal (see ``runs/claims.py``)
 - ``p:errs:{key}``        list: every failed attempt of an item (type, message, time)
@@ -154,11 +158,13 @@ class RunStore:
         fail_fast: bool = False,
         max_in_flight: int | None = None,
         created_at: float | None = None,
+        extra: Mapping[str, str | int | float] | None = None,
     ) -> None:
         """Record a new run: its items (``(task_id, idempotency key, item key)`` each), their
-        inputs, and the queue of each stage, everything a lost message is rebuilt from."""
+        inputs, the queue of each stage (what a lost message is rebuilt from), ``extra`` fields."""
         created = time.time() if created_at is None else created_at
         record = {
+            **(extra or {}),
             "name": name,
             "kind": kind,
             "task": task,
@@ -229,14 +235,6 @@ class RunStore:
         if stale:
             self.client.zrem(f"{self.prefix}:runs", *stale)
         return summaries
-
-    def add_spend(self, run_id: str, usd: float) -> float:
-        """Add US dollars spent by an item still running; the run's live spend after it."""
-        return float(self.client.hincrbyfloat(self.run_key(run_id), "spent_usd", usd))
-
-    def spent(self, run_id: str) -> float:
-        """US dollars the run's items have spent so far, finished or not."""
-        return float(self.client.hget(self.run_key(run_id), "spent_usd") or 0.0)
 
     def fail_fast(self, run_id: str) -> None:
         """Mark the run failed: deliveries that start from now on do not run, nor its aggregate."""
@@ -343,6 +341,7 @@ class RunStore:
                 self.claim_key(outcome.idempotency_key),
                 self.run_key(outcome.run_id, "inputs"),
                 self.active_key(),
+                f"{self.prefix}:mem:{outcome.idempotency_key}",
             ],
             args=[
                 outcome.index,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -64,4 +65,21 @@ def summary_from_record(
         status=record.get("status", "unknown"),
         created_at=created,
         ended_at=ended,
+        tenant=record.get("tenant") or None,
+        compensation=record.get("compensation", ""),
+        compensated=_num(record, "compensated"),
+        compensations_failed=_num(record, "compensations_failed"),
+        steps=_steps(record),
     )
+
+
+def _steps(record: dict[str, str]) -> dict[str, dict[str, int]]:
+    """A graph run's items per step and status (``step:{name}:{status}`` counters), every
+    step listed in graph order, from zero."""
+    names = [step[0] for step in json.loads(record["graph"])] if record.get("graph") else []
+    found = {name: {"succeeded": 0, "failed": 0, "skipped": 0} for name in names}
+    for field, value in record.items():
+        if field.startswith("step:"):
+            name, _, status = field[5:].rpartition(":")
+            found.setdefault(name, {})[status] = int(value)
+    return found

@@ -17,7 +17,10 @@ Besides queues, workers, completions and outcomes:
   ``/health`` lists the open ones in ``open_circuits`` and says ``degraded`` while any is;
 - queue age: ``agentfleet_queue_oldest_age_seconds{queue,role}`` (``queue_age``);
 - spend: ``agentfleet_spend_today_usd{downstream}`` and, with ``budgets.run_usd`` set,
-  ``agentfleet_run_budget_share{run,name}`` of each running run (``spend_collectors``).
+  ``agentfleet_run_budget_share{run,name}`` of each running run; the daily budgets:
+  ``agentfleet_budget_spent_usd{scope,tenant}`` and ``agentfleet_budget_cap_usd`` for the
+  fleet and each tenant today, ``agentfleet_budget_alerts_total{scope,level}``
+  (``spend_collectors``).
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from agentfleet.ratelimit import Limiter
 from agentfleet.ratelimit.circuit import CircuitBreaker
 from agentfleet.service.queue_age import collect_queue_age, queue_keys
 from agentfleet.service.samples import Collected, Collector, Sample, Sources, collect
-from agentfleet.service.spend_collectors import collect_budget_share, collect_spend
+from agentfleet.service.spend_collectors import collect_budget_share, collect_daily_budgets, collect_spend
 
 __all__ = [
     "COMPLETION_WINDOW_S",
@@ -40,6 +43,7 @@ __all__ = [
     "collect_budget_share",
     "collect_circuits",
     "collect_completions",
+    "collect_daily_budgets",
     "collect_dlq",
     "collect_limiter",
     "collect_outcomes",
@@ -265,4 +269,5 @@ DEFAULT_COLLECTORS: tuple[Collector, ...] = (
     collect_queue_age,
     collect_spend,
     collect_budget_share,
+    collect_daily_budgets,
 )

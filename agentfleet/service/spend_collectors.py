@@ -4,15 +4,22 @@
   midnight UTC (a gauge that falls back to zero at midnight);
 - ``agentfleet_run_budget_share{run,name}``: with ``budgets.run_usd`` set, the share of that
   budget each running run among the newest ``RECENT_RUNS`` has spent (1.0 is the whole
-  budget: its items stop there).
+  budget: its items stop there);
+- ``agentfleet_budget_spent_usd{scope,tenant}`` and ``agentfleet_budget_cap_usd``: the fleet's
+  and each tenant's spending today against their daily caps, and
+  ``agentfleet_budget_alerts_total{scope,level}``: the budget alerts raised so far.
 """
 
 from __future__ import annotations
 
+from agentfleet.runs import BudgetLedger
 from agentfleet.service.samples import Sample, Sources
 from agentfleet.spend import SpendLedger
 
-__all__ = ["RECENT_RUNS", "collect_budget_share", "collect_spend"]
+__all__ = ["RECENT_RUNS", "collect_budget_share", "collect_daily_budgets", "collect_spend"]
+
+_SPENT_HELP = "US dollars spent today (UTC), by the fleet or by one tenant."
+_CAP_HELP = "A daily cap in US dollars (budgets.fleet_daily_usd, or a tenant's)."
 
 # Runs looked at for the budget share: a running run older than the newest 200 is rare.
 RECENT_RUNS = 200
@@ -47,3 +54,37 @@ def collect_budget_share(sources: Sources) -> list[Sample]:
         )
         for s in running
     ]
+
+
+def collect_daily_budgets(sources: Sources) -> list[Sample]:
+    """Today's spending against the fleet's and each tenant's daily cap, and alerts raised."""
+    budgets, store = sources.settings.budgets, sources.store
+    ledger = SpendLedger.from_settings(sources.settings, store.client)
+    fleet = ledger.days(1)[0].total_usd
+    samples = [Sample("agentfleet_budget_spent_usd", fleet, {"scope": "fleet"}, help=_SPENT_HELP)]
+    if budgets.fleet_daily_usd is not None:
+        samples.append(
+            Sample("agentfleet_budget_cap_usd", budgets.fleet_daily_usd, {"scope": "fleet"}, help=_CAP_HELP)
+        )
+    spent = BudgetLedger(store.client, ledger, prefix=store.prefix).tenants_today()
+    for tenant in sorted(set(spent) | set(budgets.tenants)):
+        labels = {"scope": "tenant", "tenant": tenant}
+        samples.append(
+            Sample("agentfleet_budget_spent_usd", spent.get(tenant, 0.0), labels, help=_SPENT_HELP)
+        )
+        cap = budgets.tenant_cap(tenant)
+        if cap is not None:
+            samples.append(Sample("agentfleet_budget_cap_usd", cap, labels, help=_CAP_HELP))
+    totals = store.completion_stats(1).totals
+    samples += [
+        Sample(
+            "agentfleet_budget_alerts_total",
+            totals.get(f"budget_alerts:{scope}:{level}", 0.0),
+            {"scope": scope, "level": level},
+            kind="counter",
+            help="Budget alerts raised: soft at budgets.alert_at of a cap, hard at the cap.",
+        )
+        for scope in ("run", "tenant", "fleet")
+        for level in ("soft", "hard")
+    ]
+    return samples

@@ -16,13 +16,16 @@ __all__ = ["FleetTask", "TaskBudget"]
 
 @dataclass(frozen=True)
 class TaskBudget:
-    """One execution's caps: US dollars, tokens (input plus output), wall-clock seconds.
+    """One item's caps over all its attempts: US dollars, tokens (input plus output), model
+    calls (turns), seconds executing.
 
-    Unset means the ``[budgets]`` setting (``task_usd``, ``task_tokens``, ``task_wall_s``).
+    Unset means the ``[budgets]`` setting (``task_usd``, ``task_tokens``, ``task_turns``,
+    ``task_wall_s``).
     """
 
     usd: float | None = None
     tokens: int | None = None
+    turns: int | None = None
     wall_s: float | None = None
 
 
@@ -35,6 +38,8 @@ class FleetTask(Task):
     ``FleetRequest`` in the worker's main process: the item is retried or dead-lettered.
     An item that failed for good ends as Celery ``FAILURE`` with its fleet error, which is
     expected (``throws``): logged in one line, its traceback kept in the dead letter.
+    ``compensate(ctx, inputs, result)``, when set, undoes one succeeded item (see
+    ``tasks/compensation.py``).
     """
 
     abstract = True
@@ -52,3 +57,4 @@ class FleetTask(Task):
     retry_on: tuple[type[BaseException], ...] = ()
     fail_on: tuple[type[BaseException], ...] = ()
     budget: TaskBudget = TaskBudget()
+    compensate: Callable[..., Any] | None = None

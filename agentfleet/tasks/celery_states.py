@@ -2,7 +2,8 @@
 
 - An item that failed for good (dead-lettered) ends as Celery ``FAILURE`` with its fleet
   error (``AuthError``, ``BadRequest``...), after its outcome and dead letter are stored: a
-  ``task-failed`` event, and Flower's Failed count equals the run's dead letters. The error
+  ``task-failed`` event, and Flower's Failed count equals the run's dead letters (a batch,
+  one task for many items, is one failure however many of its items failed). The error
   is one the task declares it ``throws``, so the worker logs one line, not a traceback (the
   dead letter has the traceback). A pipeline stops at the failed stage, as Celery's chain
   does; fan-in is driven by the run store, so it still runs.
@@ -15,7 +16,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from celery.exceptions import Ignore
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 
     from agentfleet.tasks.base import FleetTask
 
-__all__ = ["DEFERRED_EVENT", "defer", "final_error"]
+__all__ = ["DEFERRED_EVENT", "defer", "final_error", "raise_for_failures"]
 
 DEFERRED_EVENT = "task-deferred"
 CANCELLED = "Cancelled"
@@ -44,6 +45,14 @@ def final_error(outcome: Mapping[str, Any]) -> AgentfleetError | None:
     if cls is Deferred:
         cls = AgentfleetError
     return cls(str(outcome.get("error") or "failed"))
+
+
+def raise_for_failures(outcomes: Iterable[Mapping[str, Any]]) -> None:
+    """Raise the error of the first outcome that failed for good (a batch's items may end in
+    one task: it is ``FAILURE`` when any of them failed), once every outcome is stored."""
+    failed = next((err for err in map(final_error, outcomes) if err is not None), None)
+    if failed is not None:
+        raise failed
 
 
 def defer(

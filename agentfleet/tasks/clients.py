@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 import httpx
 
 from agentfleet.config import CredentialSpec, Settings, get_settings
-from agentfleet.errors import BudgetExceeded, ConfigError, RateLimited, error_for_status
+from agentfleet.errors import ConfigError, RateLimited, error_for_status
 from agentfleet.llm.anthropic import AnthropicAdapter
 from agentfleet.llm.vendor import VendorAdapter, host_of
 from agentfleet.llm.vendors import vendors_for
@@ -29,7 +29,8 @@ from agentfleet.models import TokenUsage
 from agentfleet.ratelimit import Permit
 from agentfleet.ratelimit.names import pool_downstream
 from agentfleet.redis_client import connect
-from agentfleet.tasks.shared import limiter, per_process, run_store, spend_ledger
+from agentfleet.tasks.budgets import budget_hooks
+from agentfleet.tasks.shared import limiter, per_process
 from agentfleet.tools.audit import AuditLog
 from agentfleet.tools.guard import guard_transport
 from agentfleet.tools.transport import CallInfo, FleetHooks, describe_call, fleet_transport
@@ -127,35 +128,11 @@ def accounting_hooks(
 
 
 def _hooks(state: ExecutionState, settings: Settings, vendors: Sequence[VendorAdapter]) -> FleetHooks:
-    """``accounting_hooks`` plus the cluster: limiter, circuit breaker, the spend ledger and the
-    run's budget (its own, given when it started, else ``budgets.run_usd``)."""
+    """``accounting_hooks`` plus the cluster: limiter, circuit breaker, the spend ledger and
+    every budget (see ``tasks/budgets.py``)."""
     hooks = accounting_hooks(state, settings, vendors)
-    ledger = spend_ledger(settings)
-    runs = run_store(settings)
-    price = hooks.on_usage
-    assert price is not None
-
-    def on_usage(info: CallInfo, usage: TokenUsage) -> None:
-        before = state.cost_usd
-        price(info, usage)
-        spent = state.cost_usd - before
-        ledger.record(state.run_id, info.downstream, spent)
-        if settings.budgets.run_usd:
-            runs.add_spend(state.run_id, spent)
-
-    def gate() -> None:
-        state.check_budget()
-        spent, own_cap = ledger.standing(state.run_id)
-        run_cap = own_cap if own_cap is not None else settings.budgets.run_usd
-        if run_cap is not None and spent >= run_cap:
-            # The whole run is over budget: items that have not started will not run.
-            runs.fail_fast(state.run_id)
-            source = "given when it started" if own_cap is not None else "budgets.run_usd"
-            raise BudgetExceeded(f"the run spent ${spent:.4f} of its ${run_cap:.4f} budget ({source})")
-
-    return dataclasses.replace(
-        hooks, limiter=limiter(settings), breaker=state.breaker, gate=gate, on_usage=on_usage
-    )
+    hooks = dataclasses.replace(hooks, limiter=limiter(settings), breaker=state.breaker)
+    return budget_hooks(state, settings, hooks)
 
 
 def rate_limit_raiser(vendors: Sequence[VendorAdapter]) -> Any:

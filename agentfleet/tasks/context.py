@@ -7,8 +7,9 @@ budgets, usage counters) is its ``ExecutionState`` (``agentfleet.tasks.execution
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import anthropic
@@ -27,7 +28,8 @@ class TaskContext:
     (limits, SSRF guard, credentials, accounting); they are closed when the execution ends.
     ``cost_usd`` (US dollars) and the token counts add up what this execution spent so far;
     once a budget of the task is crossed, ``check_budget()`` (and the next request) raises
-    ``BudgetExceeded``.
+    ``BudgetExceeded``. ``step(name, fn, ...)`` runs ``fn`` once per item, whatever retries,
+    redeliveries and requeues follow.
     """
 
     __slots__ = ("_execution", "attempt", "idempotency_key", "item_key", "log", "run_id", "task_id")
@@ -92,6 +94,18 @@ class TaskContext:
         """The downstream called last, else the task's declared one."""
         called = self._execution.downstreams_called
         return called[-1] if called else self._execution.downstream
+
+    def step(self, name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        """Run ``fn(*args, **kwargs)`` once for this item and return its result.
+
+        The result (JSON) is stored under the item's idempotency key, the step's ``name`` and
+        how many calls of that name this execution made before; a later execution of the item
+        (a retry, a redelivery after a crash, a requeue) that reaches the same call gets it
+        back without calling ``fn``. It comes back as JSON gives it (a tuple as a list), on the
+        first execution too. A step that raises stores nothing. Steps expire with the item's
+        outcome (``result_ttl_s``). Give steps that run in parallel threads names of their own.
+        """
+        return self._execution.step(name, fn, args, kwargs)
 
     def check_budget(self) -> None:
         """Raise ``BudgetExceeded`` once this execution crossed its dollar, token or wall budget."""

@@ -53,6 +53,7 @@ def _register(
     fail_on: Iterable[type[BaseException]],
     queue: str | None,
     budget: TaskBudget,
+    compensate: Callable[..., Any] | None,
 ) -> FleetTask:
     from agentfleet.celery_app import app
     from agentfleet.tasks.execution import execute
@@ -93,6 +94,7 @@ def _register(
         "retry_on": tuple(retry_on),
         "fail_on": tuple(fail_on),
         "budget": budget,
+        "compensate": staticmethod(compensate) if compensate is not None else None,
         "time_limit": hard,
         "soft_time_limit": soft,
         "lazy": False,
@@ -121,7 +123,9 @@ def fleet_task(
     queue: str | None = None,
     budget_usd: float | None = None,
     budget_tokens: int | None = None,
+    budget_turns: int | None = None,
     budget_wall_s: float | None = None,
+    compensate: Callable[..., Any] | None = None,
 ) -> Callable[[Callable[..., Any]], FleetTask]: ...
 
 
@@ -139,7 +143,9 @@ def fleet_task(
     queue: str | None = None,
     budget_usd: float | None = None,
     budget_tokens: int | None = None,
+    budget_turns: int | None = None,
     budget_wall_s: float | None = None,
+    compensate: Callable[..., Any] | None = None,
 ) -> FleetTask | Callable[[Callable[..., Any]], FleetTask]:
     """Register ``fn(ctx, **inputs)`` as a fleet task. Works bare or with options.
 
@@ -148,8 +154,10 @@ def fleet_task(
     executions. ``time_limit_s`` is the hard limit in seconds; the soft limit, 90% of it unless
     given, raises a retryable timeout inside the task. ``retry_on`` and ``fail_on`` are the
     task's own exception types that are retryable or permanent. ``budget_usd`` (US dollars),
-    ``budget_tokens`` and ``budget_wall_s`` (seconds) cap one execution's spending (defaults
-    from ``[budgets]``); crossing one stops it with a permanent ``BudgetExceeded``.
+    ``budget_tokens``, ``budget_turns`` (model calls) and ``budget_wall_s`` (seconds) cap one
+    item's spending over all its attempts (defaults from ``[budgets]``); crossing one stops it
+    with a permanent ``BudgetExceeded``. ``compensate(ctx, inputs, result)`` undoes one
+    succeeded item when its run fails fast, is cancelled or is told to compensate.
     """
 
     def decorate(func: Callable[..., Any]) -> FleetTask:
@@ -163,7 +171,8 @@ def fleet_task(
             retry_on=retry_on,
             fail_on=fail_on,
             queue=queue,
-            budget=TaskBudget(usd=budget_usd, tokens=budget_tokens, wall_s=budget_wall_s),
+            budget=TaskBudget(usd=budget_usd, tokens=budget_tokens, turns=budget_turns, wall_s=budget_wall_s),
+            compensate=compensate,
         )
 
     if fn is not None:

@@ -16,11 +16,10 @@ The steps, in order:
 5. Success stores and records the outcome. ``Deferred`` reschedules without using a retry.
    A retryable error (a soft time limit included) retries with backoff while the budget
    lasts. Anything else, or an exhausted budget, becomes an ``ok=False`` outcome and a dead
-   letter, so fan-in still runs; then the task ends as Celery ``FAILURE`` (``celery_states``).
-   Downstream faults are counted by the circuit breaker.
+   letter, so fan-in still runs, then Celery ``FAILURE``. Downstream faults count for circuits.
 
 A hard time limit kills the worker process mid-body; ``after_hard_time_limit`` then does step
-5 from the worker's main process (see ``tasks/request.py``).
+5 from the worker's main process (see ``tasks/process_loss.py`` and ``tasks/request.py``).
 
 Every bookkeeping call rides out a Redis outage of ``delivery.redis_retry_s``; past it the
 message is rejected for redelivery, never acknowledged without an outcome. The last outcome
@@ -30,6 +29,7 @@ Celery chord, so redelivered copies cannot make it run early or twice).
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 import traceback
@@ -49,18 +49,17 @@ from agentfleet.errors import (
     RetryableError,
     TaskTimeLimit,
 )
-from agentfleet.idempotency import stage_key
-from agentfleet.log_filter import RedactingAdapter
 from agentfleet.models import TaskOutcome
 from agentfleet.outages import patient, ride_out
 from agentfleet.redaction import Redactor
 from agentfleet.runs import FinishState, claim_renewer, new_claim_token
-from agentfleet.runs.claims import claim_owner_prefix
 from agentfleet.tasks import clients, failures
-from agentfleet.tasks.celery_states import defer, final_error
+from agentfleet.tasks.batch import execute_batch, is_batch, send_alone
+from agentfleet.tasks.celery_states import defer, raise_for_failures
 from agentfleet.tasks.circuit_guard import CircuitGuard
+from agentfleet.tasks.compensation import note_success, request_compensation
 from agentfleet.tasks.context import TaskContext
-from agentfleet.tasks.execution_state import new_context
+from agentfleet.tasks.graph import finish_step, step_inputs
 from agentfleet.tasks.item import (
     cancelled_outcome,
     jsonable,
@@ -69,18 +68,19 @@ from agentfleet.tasks.item import (
     previous_stage,
     validate_input,
 )
+from agentfleet.tasks.item_state import item_context
 from agentfleet.tasks.meta import META_KWARG, ItemMeta
 from agentfleet.tasks.process_logging import process_redactor
 from agentfleet.tasks.redispatch import aggregate_signature
 from agentfleet.tasks.retry_policy import backoff_s, cap_countdown, deferral_s
-from agentfleet.tasks.shared import circuit_breaker, run_store
+from agentfleet.tasks.shared import circuit_breaker, graph_state, run_store, undo_log
 
 if TYPE_CHECKING:
     from celery.app.task import Context
 
     from agentfleet.tasks.base import FleetTask
 
-__all__ = ["after_hard_time_limit", "cancelled_outcome", "execute", "release_claim_of_dead_process"]
+__all__ = ["cancelled_outcome", "execute"]
 
 log = logging.getLogger("agentfleet.task")
 T = TypeVar("T")
@@ -91,11 +91,12 @@ class _Rescheduled(Exception):
 
 
 class _Delivery:
-    """The state of one delivery; ``run()`` returns the outcome dict, or raises Celery's
-    ``Retry`` (a failed attempt tried again) or ``Ignore`` (a deferral, sent again).
+    """The state of one delivery; ``run()`` returns the outcome dict or raises Celery's Retry
+    (a failed attempt tried again) or Ignore (a deferral sent again).
 
     ``request`` is given when the delivery is finished from outside the task (the worker's
-    main process after a hard time limit); then rescheduling publishes a new message.
+    main process after a hard time limit); then rescheduling publishes a new message. An item
+    of a batch (``task_id`` given) is rescheduled in a message of its own.
     """
 
     def __init__(
@@ -105,9 +106,13 @@ class _Delivery:
         kwargs: dict[str, Any],
         *,
         request: Context | None = None,
+        task_id: str | None = None,
+        claim_token: str = "",
     ) -> None:
         self.task = task
         self.request = request
+        self.in_batch = task_id is not None
+        self.claim_token = claim_token
         self.settings: Settings = get_settings()
         # ``runs`` is the process's run store; ``store`` is the same, riding out Redis outages.
         self.runs = run_store(self.settings)
@@ -115,11 +120,11 @@ class _Delivery:
             self.runs, budget_s=self.settings.delivery.redis_retry_s, url=self.settings.broker_url
         )
         self.kwargs = dict(kwargs)
-        own_id = (request.id if request is not None else task.request.id) or None
+        own_id = task_id or (request.id if request is not None else task.request.id) or None
         self.meta = meta_for(self.kwargs, own_id)
         self.args = args
         self.task_id: str = own_id or self.meta.item
-        self.key = stage_key(self.meta.key, self.meta.stage, self.meta.stages)
+        self.key = self.meta.own_key
         self.previous: TaskOutcome | None = None
         # What earlier pipeline stages of this item spent: attempts, seconds, US dollars.
         self.carried: tuple[int, float, float] = (0, 0.0, 0.0)
@@ -136,10 +141,17 @@ class _Delivery:
 
     def _finish(self, outcome: TaskOutcome, *, store: bool = True) -> dict[str, Any]:
         """Store the outcome under this stage's key, release the claim, count the outcome for
-        the run if it ends the item, and send the aggregate if it ends the run."""
-        final = self.meta.last_stage or not outcome.ok
+        the run if it ends the item, and send the aggregate if it ends the run. A success to
+        compensate is noted first; a graph step's outcome moves its graph on."""
+        final = (self.meta.last_stage or not outcome.ok) and not self.meta.node
         scoped = outcome.model_copy(update={"idempotency_key": self.key})
+        if store and outcome.ok and self.task.compensate is not None:
+            noted = (self.settings, self.task, self.meta, self.key, self.kwargs, outcome.result)
+            self._patiently(lambda: note_success(*noted))
         state = self.store.finish(scoped, store=store, record=final, token=self.token)
+        if self.meta.node:
+            step = (self.settings, self.task.app, self.store, self.meta, scoped)
+            state = self._patiently(lambda: finish_step(*step)) or state
         if state.run_ended and state.aggregate:
             self._send_aggregate(state)
         return outcome.model_dump(mode="json")
@@ -183,6 +195,9 @@ class _Delivery:
                 "requeues": self.meta.requeues,
             },
         )
+
+    def _queue(self) -> str:
+        return getattr(self.task, "queue", None) or self.settings.queues.agents
 
     def _stage_tasks(self) -> list[str]:
         if self.meta.stages <= 1:
@@ -234,6 +249,8 @@ class _Delivery:
         if self.store.get_run(self.meta.run).get("fail_fast") == "1":
             # Fail-fast: the first final failure cancels every item that has not started.
             self.store.fail_fast(self.meta.run)
+            undo, fanin = undo_log(self.settings), self.settings.queues.fanin
+            self._patiently(lambda: request_compensation(undo, self.task.app, self.meta.run, fanin))
         return finished
 
     # The delivery --------------------------------------------------------------------------
@@ -252,7 +269,9 @@ class _Delivery:
         if previous is not None and not previous.ok:
             return previous.model_dump(mode="json")
 
-        token = new_claim_token(str(getattr(self.task.request, "hostname", None) or "local"))
+        token = self.claim_token or new_claim_token(
+            str(getattr(self.task.request, "hostname", None) or "local")
+        )
         ttl_s = self.settings.delivery.claim_ttl_s
         state = self.store.begin(
             self.meta.run,
@@ -305,6 +324,9 @@ class _Delivery:
                 elapsed_s=self.meta.elapsed_s,
                 cost=self.meta.cost_usd,
             )
+        if self.meta.node and not self.kwargs:
+            graph = graph_state(self.settings)
+            self.kwargs = self._patiently(lambda: step_inputs(self.runs, graph, self.task, self.meta))
         try:
             values = validate_input(self.task, self.kwargs)
         except InvalidInput as err:
@@ -319,29 +341,15 @@ class _Delivery:
         return self._execute(values, attempts)
 
     def _context(self, guard: CircuitGuard) -> TaskContext:
-        budget, caps = self.task.budget, self.settings.budgets
-        logger = RedactingAdapter(
-            logging.getLogger(f"agentfleet.tasks.{self.task.name}"),
-            {"task_id": self.task_id, "run_id": self.meta.run, "item_key": self.meta.item},
-            self.redactor,
-        )
-        return new_context(
+        return item_context(
+            self.settings,
+            self.task,
+            self.meta,
+            redactor=self.redactor,
             task_id=self.task_id,
-            run_id=self.meta.run,
-            item_key=self.meta.item,
-            idempotency_key=self.meta.key,
-            attempt=self.meta.attempt,
-            log=logger,
-            workdir_root=self.settings.workdir_root,
-            task_name=self.task.name,
-            downstream=self.task.downstream,
-            index=self.meta.idx,
-            budget_usd=budget.usd if budget.usd is not None else caps.task_usd,
-            budget_tokens=budget.tokens if budget.tokens is not None else caps.task_tokens,
-            budget_wall_s=budget.wall_s if budget.wall_s is not None else caps.task_wall_s,
-            breaker=guard.for_transport(),
-            http_factory=clients.http_client,
-            anthropic_factory=clients.anthropic_client,
+            key=self.key,
+            token=self.token,
+            guard=guard,
         )
 
     def _classify(self, exc: Exception, ctx: TaskContext) -> AgentfleetError:
@@ -448,6 +456,9 @@ class _Delivery:
             # A later stage keeps its input as the previous stage's outcome, as a chain sends it.
             args, kwargs = self.args, {}
         kwargs[META_KWARG] = meta.to_kwarg()
+        if self.in_batch:
+            send_alone(self.task, meta, self.kwargs, self._queue(), countdown)
+            raise _Rescheduled
         if self.request is None:
             if deferral is not None:
                 defer(self.task, self.task.request, args, kwargs, countdown, deferral)
@@ -459,45 +470,31 @@ class _Delivery:
         raise _Rescheduled
 
 
-def execute(task: FleetTask, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
-    """Run one delivery of ``task``; returns a ``TaskOutcome`` as a dict (or raises its error,
-    stored, when the item failed for good).
+def execute(task: FleetTask, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """Run one delivery of ``task``; returns a ``TaskOutcome`` as a dict (a list of them for a
+    batch, see ``tasks/batch.py``); an item that failed for good raises (``celery_states``).
 
     When Redis stays out of reach longer than ``delivery.redis_retry_s``, the message is
     rejected for redelivery rather than acknowledged without an outcome.
     """
-    delivery = _Delivery(task, args, kwargs)
     try:
-        outcome = delivery.run()
+        if is_batch(kwargs):
+            outcomes = execute_batch(task, kwargs, functools.partial(_deliver_in_batch, task))
+        else:
+            outcomes = [_Delivery(task, args, kwargs).run()]
     except BrokerUnavailable as exc:
-        log.error("%s[%s]: %s; handing the message back for redelivery", task.name, delivery.task_id, exc)
+        log.error("%s[%s]: %s; handing the message back for redelivery", task.name, task.request.id, exc)
         raise Reject(str(exc), requeue=True) from None
-    failed = final_error(outcome)
-    if failed is not None:
-        raise failed
-    return outcome
+    raise_for_failures(outcomes)
+    return outcomes if is_batch(kwargs) else outcomes[0]
 
 
-def release_claim_of_dead_process(task: FleetTask, request: Context, node: str, pid: int) -> None:
-    """Release the claim a pool process that died (``pid`` of worker ``node``) held on the item of
-    ``request``, so its next delivery runs at once instead of after the claim lapses."""
-    delivery = _Delivery(task, tuple(request.args or ()), dict(request.kwargs or {}), request=request)
-    delivery.store.release_claim_of(delivery.key, claim_owner_prefix(node, pid))
-
-
-def after_hard_time_limit(task: FleetTask, request: Context, limit_s: float) -> dict[str, Any] | None:
-    """Finish an attempt that its hard time limit killed: retry it, or end it as a dead letter.
-
-    Runs in the worker's main process (the pool process is gone). Returns the item's outcome
-    as a dict when it ended, None when it was sent again.
-    """
-    delivery = _Delivery(task, tuple(request.args or ()), dict(request.kwargs or {}), request=request)
-    previous = delivery._takeprevious_stage()
-    if previous is not None and not previous.ok:
-        return previous.model_dump(mode="json")
-    err = TaskTimeLimit(f"the hard time limit of {limit_s} s ran out and the worker process was killed")
-    attempts = delivery.carried[0] + delivery.meta.attempt + 1
+def _deliver_in_batch(
+    task: FleetTask, kwargs: dict[str, Any], task_id: str, token: str
+) -> dict[str, Any] | None:
+    """One item of a batch, under the batch's claim ``token``; None when it was sent again in a
+    message of its own."""
     try:
-        return delivery._after_error(err, None, float(limit_s), attempts, "")
+        return _Delivery(task, (), kwargs, task_id=task_id, claim_token=token).run()
     except _Rescheduled:
         return None

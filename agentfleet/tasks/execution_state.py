@@ -1,9 +1,16 @@
 """What one execution of a task keeps behind its ``TaskContext``: clients, spending, budgets.
 
 The task body sees only ``TaskContext`` (ids, ``workdir``, ``http``, ``anthropic``, ``log``,
-what it spent). The fleet's own wiring lives here: the client factories, the circuit breaker
-the transport asks, the budgets, the usage counters (shared by parallel tool calls, so behind
-a lock) and the downstreams called. ``new_context`` builds both halves.
+what it spent, ``step``). The fleet's own wiring lives here: the client factories, the circuit
+breaker the transport asks, the budgets, the usage counters (shared by parallel tool calls, so
+behind a lock), the downstreams called, and the item's memory (steps and agent checkpoints,
+kept across executions of the item when it is a ``StoredMemory``). ``new_context`` builds both
+halves.
+
+Budgets count over every attempt of the item: ``prior`` is what earlier attempts spent (read
+from the item's memory when the delivery starts), and ``reporter`` (set up with the clients,
+see ``tasks/budgets.py``) records each call's spending as it happens, so an attempt killed
+mid-way has already counted what it spent.
 """
 
 from __future__ import annotations
@@ -13,36 +20,49 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentfleet.errors import BudgetExceeded
+from agentfleet.runs import Spend
 from agentfleet.tasks.context import TaskContext
+from agentfleet.tasks.memory import LocalMemory, Memory, run_step, step_field
 
 if TYPE_CHECKING:
     import anthropic
     import httpx
 
-__all__ = ["ExecutionState", "new_context"]
+__all__ = ["ExecutionState", "call_context", "execution_of", "new_context"]
 
 ClientFactory = Callable[["ExecutionState"], Any]
 
 
 @dataclass
 class ExecutionState:
-    """One execution's internals. ``budget_*`` caps are US dollars, tokens (input plus output)
-    and seconds of wall clock; ``breaker`` is what the fleet transport asks per request."""
+    """One execution's internals. ``budget_*`` caps are US dollars, tokens (input plus output),
+    model calls and seconds of wall clock, over every attempt of the item; ``breaker`` is what
+    the fleet transport asks per request. ``key`` is the item's idempotency key (of its
+    stage or graph step), ``token`` this delivery's claim token, ``tenant`` its run's tenant
+    label."""
 
     task_id: str
     run_id: str
     task_name: str = ""
     downstream: str | None = None
     index: int = 0
+    key: str = ""
+    tenant: str | None = None
     budget_usd: float | None = None
     budget_tokens: int | None = None
+    budget_turns: int | None = None
     budget_wall_s: float | None = None
+    prior: Spend = field(default_factory=Spend)
+    memory: Memory = field(default_factory=LocalMemory)
+    token: str = field(default_factory=lambda: uuid.uuid4().hex)
+    reporter: Any = None
     breaker: Any = None
     workdir_root: str | None = None
     workdir_path: Path | None = None
@@ -52,7 +72,9 @@ class ExecutionState:
     cost_usd: float = 0.0
     input_tokens: int = 0
     output_tokens: int = 0
+    turns: int = 0
     downstreams_called: list[str] = field(default_factory=list)
+    _calls: dict[str, int] = field(default_factory=dict)
     _made_workdir: bool = False
     _http: Any = None
     _anthropic: Any = None
@@ -80,22 +102,46 @@ class ExecutionState:
         return self._anthropic
 
     def add_usage(self, *, cost_usd: float = 0.0, input_tokens: int = 0, output_tokens: int = 0) -> None:
-        """Add one call's spending (US dollars, tokens) to this execution's totals."""
+        """Add one model call's spending (US dollars, tokens) to this execution's totals."""
         with self._usage_lock:
             self.cost_usd += cost_usd
             self.input_tokens += input_tokens
             self.output_tokens += output_tokens
+            self.turns += 1
+
+    def elapsed_s(self) -> float:
+        """Seconds this execution has run."""
+        return time.monotonic() - self.started_at
 
     def check_budget(self) -> None:
-        """Raise ``BudgetExceeded`` once this execution crossed its dollar, token or wall budget."""
-        if self.budget_usd is not None and self.cost_usd >= self.budget_usd:
-            raise BudgetExceeded(f"spent ${self.cost_usd:.4f} of a ${self.budget_usd:.4f} budget")
-        tokens = self.input_tokens + self.output_tokens
+        """Raise ``BudgetExceeded`` once the item crossed its dollar, token, turn or wall
+        budget, counting what its earlier attempts spent (``prior``)."""
+        prior = self.prior
+        earlier = " over every attempt" if prior != Spend() else ""
+        cost = prior.usd + self.cost_usd
+        if self.budget_usd is not None and cost >= self.budget_usd:
+            raise BudgetExceeded(f"spent ${cost:.4f} of a ${self.budget_usd:.4f} budget{earlier}")
+        tokens = prior.tokens + self.input_tokens + self.output_tokens
         if self.budget_tokens is not None and tokens >= self.budget_tokens:
-            raise BudgetExceeded(f"used {tokens} tokens of a {self.budget_tokens}-token budget")
-        elapsed = time.monotonic() - self.started_at
+            raise BudgetExceeded(f"used {tokens} tokens of a {self.budget_tokens}-token budget{earlier}")
+        turns = prior.turns + self.turns
+        if self.budget_turns is not None and turns >= self.budget_turns:
+            raise BudgetExceeded(f"made {turns} model calls of a {self.budget_turns}-call budget{earlier}")
+        elapsed = prior.seconds + self.elapsed_s()
         if self.budget_wall_s is not None and elapsed >= self.budget_wall_s:
-            raise BudgetExceeded(f"ran {elapsed:.1f} s of a {self.budget_wall_s:.1f} s budget")
+            raise BudgetExceeded(f"ran {elapsed:.1f} s of a {self.budget_wall_s:.1f} s budget{earlier}")
+
+    def next_call(self, name: str) -> int:
+        """How many calls of ``name`` (a step, or ``agent`` for ``run_agent``) this execution
+        made before this one: with the name, it identifies the call across executions."""
+        with self._usage_lock:
+            count = self._calls.get(name, 0)
+            self._calls[name] = count + 1
+            return count
+
+    def step(self, name: str, fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
+        """``TaskContext.step``: see ``agentfleet.tasks.memory.run_step``."""
+        return run_step(self.memory, step_field(name, self.next_call(f"s:{name}")), fn, args, kwargs)
 
     def note_downstream(self, downstream: str) -> None:
         """Remember a downstream this execution called (the last one names a dead letter's)."""
@@ -103,7 +149,13 @@ class ExecutionState:
             self.downstreams_called.append(downstream)
 
     def close(self, log: logging.LoggerAdapter[logging.Logger]) -> None:
-        """Close the clients this execution opened, and remove the scratch directory it made."""
+        """Count the seconds not yet reported against the item's budget, close the clients
+        this execution opened, and remove the scratch directory it made."""
+        if self.reporter is not None:
+            try:
+                self.reporter.report_seconds(self.elapsed_s())
+            except Exception:  # the outcome matters more than the last seconds of accounting
+                log.warning("could not record this execution's seconds", exc_info=True)
         for client in (self._anthropic, self._http):
             if client is not None:
                 try:
@@ -127,6 +179,7 @@ def new_context(
     **state: Any,
 ) -> TaskContext:
     """A ``TaskContext`` over a new ``ExecutionState`` (``state``: its fields, by name)."""
+    state.setdefault("key", idempotency_key)
     execution = ExecutionState(task_id=task_id, run_id=run_id, **state)
     return TaskContext(
         task_id=task_id,
@@ -136,4 +189,23 @@ def new_context(
         attempt=attempt,
         log=log,
         execution=execution,
+    )
+
+
+def execution_of(ctx: TaskContext) -> ExecutionState:
+    """The fleet's side of ``ctx`` (for the fleet's own code, such as the agent loop)."""
+    return ctx._execution
+
+
+def call_context(ctx: TaskContext, call_id: str) -> TaskContext:
+    """``ctx`` for one call inside the item (a tool call): its ``idempotency_key`` names the
+    call, ``{item key}:{call_id}``, so the same call repeated after a resume has the same key."""
+    return TaskContext(
+        task_id=ctx.task_id,
+        run_id=ctx.run_id,
+        item_key=ctx.item_key,
+        idempotency_key=f"{ctx.idempotency_key}:{call_id}",
+        attempt=ctx.attempt,
+        log=ctx.log,
+        execution=ctx._execution,
     )

@@ -19,6 +19,7 @@ from agentfleet.dlq import (
     error_fingerprint,
 )
 from agentfleet.errors import AgentfleetError, classify
+from agentfleet.idempotency import node_key
 from agentfleet.llm.vendors import map_vendor_error, vendors_for
 from agentfleet.models import TaskOutcome
 from agentfleet.redaction import Redactor
@@ -79,7 +80,7 @@ def build_dead_letter(
     redacted: list[str] = []
     message = redactor.text(str(error))
     return DeadLetter(
-        id=dead_letter_id(meta.key, meta.stage),
+        id=dead_letter_id(node_key(meta.key, meta.node) if meta.node else meta.key, meta.stage),
         task_name=task.name,
         task_id=task_id,
         run_id=meta.run,
@@ -87,6 +88,7 @@ def build_dead_letter(
         index=meta.idx,
         idempotency_key=meta.key,
         stage=meta.stage,
+        node=meta.node or None,
         stages=meta.stages,
         stage_tasks=list(stage_tasks),
         queue=getattr(task, "queue", None),

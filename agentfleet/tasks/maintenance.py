@@ -1,4 +1,5 @@
-"""Maintenance tasks (queue ``maintenance``): the dead-letter digest, run by celery beat.
+"""Maintenance tasks (queue ``maintenance``): the dead-letter digest, run by celery beat, and
+the budget alerts workers raise (``tasks/budgets.py``), posted to the same kind of webhook.
 
 The digest reports what ``agentfleet dlq stats`` shows (``agentfleet.dlq.queue_stats``).
 """
@@ -18,7 +19,7 @@ from agentfleet.dlq import DLQStore, build_digest, post_webhook, queue_stats, sl
 from agentfleet.ratelimit.circuit import CircuitBreaker
 from agentfleet.redis_client import connect
 
-__all__ = ["dlq_digest", "run_digest"]
+__all__ = ["budget_alert", "budget_alert_payload", "dlq_digest", "run_digest"]
 
 log = logging.getLogger("agentfleet.maintenance")
 
@@ -65,3 +66,41 @@ def dlq_digest() -> dict[str, Any]:
     except Exception as exc:
         log.exception("the DLQ digest failed")
         return {"event": "dlq_digest", "error": f"{type(exc).__name__}: {exc}"}
+
+
+def budget_alert_payload(alert: dict[str, Any]) -> dict[str, Any]:
+    """A budget alert as a Slack incoming-webhook message (``text`` plus ``blocks``)."""
+    whose = {"run": f"run {alert['name']}", "tenant": f"tenant {alert['name']}"}.get(
+        alert["scope"], "the fleet"
+    )
+    period = " today (UTC)" if alert["scope"] in ("tenant", "fleet") else ""
+    if alert["level"] == "hard":
+        headline = f"*agentfleet budget reached*: {whose} spent ${alert['spent_usd']:.4f}{period}"
+        detail = f"Its cap is ${alert['cap_usd']:.4f}; further model calls are refused."
+    else:
+        headline = f"*agentfleet budget alert*: {whose} spent ${alert['spent_usd']:.4f}{period}"
+        detail = f"That is {alert['share']:.0%} of its ${alert['cap_usd']:.4f} cap."
+    lines = [headline, detail]
+    return {
+        "text": "\n".join(lines),
+        "blocks": [{"type": "section", "text": {"type": "mrkdwn", "text": line}} for line in lines],
+    }
+
+
+@app.task(name="agentfleet.maintenance.budget_alert", acks_late=True)
+def budget_alert(alert: dict[str, Any]) -> dict[str, Any]:
+    """POST one budget alert to ``budgets.webhook_url`` (else ``dlq.webhook_url``). Never raises:
+    a webhook that fails is logged, as the digest's is."""
+    settings = get_settings()
+    url = settings.budgets.webhook_url or settings.dlq.webhook_url
+    if not url:
+        return {"posted": False}
+    result = post_webhook(
+        url,
+        budget_alert_payload(alert),
+        attempts=settings.dlq.webhook_attempts,
+        timeout_s=settings.dlq.webhook_timeout_s,
+    )
+    if not result.ok:
+        log.error("the budget alert webhook failed after %d attempts: %s", result.attempts, result.error)
+    return {"posted": result.ok}

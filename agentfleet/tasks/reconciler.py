@@ -9,12 +9,16 @@ hour by default). The reconciler brings every such item back within a minute:
 Every ``delivery.reconcile_interval_s`` seconds, the one worker holding the reconciler's lock
 (the claim ``reconciler``, renewed each pass) looks at each active run. An item with no
 outcome, no live claim on any of its stages and no message waiting for it (queued, or
-unacknowledged with a future countdown or taken moments ago: see ``waiting.py``) becomes a
+unacknowledged with a future countdown or taken moments ago: see ``waiting.py``; an item of a
+batched map also waits while its batch's message does) becomes a
 suspect; still one ``delivery.reconcile_grace_s`` seconds later, it is published again with its
 own task id and idempotency key from the stage it had reached, any stale unacknowledged copy is
 dropped, and the run counts it as ``recovered``. Items of a cancelled run are given their
 cancelled outcome instead. A run whose items all ended but whose aggregate was never stored has
-its aggregate sent again.
+its aggregate sent again; likewise its compensation, while one is requested and not running.
+For a dependency graph, an item's open steps (released, without a status) are what must have
+a claim or a message; missing ones are sent again, and an item whose steps all ended but
+whose outcome is missing gets it (see ``tasks/graph.py``).
 
 Publishing again is safe because a second copy never runs the body while the first holds its
 claim, and an item that has an outcome returns it.
@@ -35,9 +39,18 @@ from agentfleet.config import Settings
 from agentfleet.idempotency import stage_key
 from agentfleet.models import TaskOutcome
 from agentfleet.runs import RunStore, new_claim_token
+from agentfleet.tasks.batch import batch_task_id
+from agentfleet.tasks.graph import graph_waiting, recover_graph_item
 from agentfleet.tasks.item import cancelled_outcome
-from agentfleet.tasks.meta import ItemMeta
-from agentfleet.tasks.redispatch import aggregate_signature, aggregate_task_id, item_signature
+from agentfleet.tasks.meta import ItemMeta, run_meta_fields
+from agentfleet.tasks.redispatch import (
+    aggregate_signature,
+    aggregate_task_id,
+    compensation_signature,
+    compensation_task_id,
+    item_signature,
+)
+from agentfleet.tasks.shared import graph_state
 from agentfleet.tasks.waiting import BrokerView, forget_stale, read_broker
 
 __all__ = ["PassReport", "Reconciler", "start_reconciler"]
@@ -46,18 +59,21 @@ log = logging.getLogger("agentfleet.reconciler")
 
 _LOCK = "reconciler"
 _AGGREGATE = -1  # the suspect index of a run's aggregate
+_COMPENSATION = -2  # ... and of its compensation
 
 
 @dataclass
 class PassReport:
     """What one pass did: whether it held the lock, runs looked at, items sent again, cancelled
-    outcomes given, aggregates sent again, and whether the broker could be read in full."""
+    outcomes given, aggregates and compensations sent again, and whether the broker could be
+    read in full."""
 
     acted: bool = False
     runs: int = 0
     recovered: list[str] = field(default_factory=list)
     cancelled: int = 0
     aggregates: int = 0
+    compensations: int = 0
     complete: bool = True
 
 
@@ -136,11 +152,19 @@ class Reconciler:
         if len(done) >= total:
             if record.get("aggregate") and not record.get("aggregate_result"):
                 return [_Candidate(run_id, _AGGREGATE, [aggregate_task_id(run_id)], record)]
+            if record.get("compensation") == "requested":
+                if self.store.live_claims([f"comp:{run_id}"])[0]:
+                    return []
+                return [_Candidate(run_id, _COMPENSATION, [compensation_task_id(run_id)], record)]
             self.store.deactivate(run_id)
             return []
         pending = [i for i in range(total) if i not in done]
         items = self.store.items(run_id, pending)
+        if record.get("kind") == "graph":
+            open_steps = graph_waiting(self.store, graph_state(self.settings), run_id, items)
+            return [_Candidate(run_id, i, ids, record, items[i]) for i, ids in open_steps.items()]
         stages = len(record.get("task", "").split(","))
+        batch = int(record.get("batch_size") or 0)
         keys = {i: [stage_key(item[1], s, stages) for s in range(stages)] for i, item in items.items()}
         alive = self.store.live_claims([k for i in items for k in keys[i]])
         found = []
@@ -149,6 +173,9 @@ class Reconciler:
                 continue
             meta = ItemMeta(run=run_id, idx=i, key=item[1], item=item[2], stages=stages)
             task_ids = [meta.model_copy(update={"stage": s}).task_id for s in range(stages)]
+            if batch:
+                # Its batch's message stands for it, until it is sent alone.
+                task_ids.append(batch_task_id(run_id, i - i % batch))
             found.append(_Candidate(run_id, i, task_ids, record, item))
         return found
 
@@ -185,7 +212,16 @@ class Reconciler:
             report.aggregates += 1
             log.warning("run %s: sent its aggregate again (its message was lost)", run_id)
             return
+        if candidate.index == _COMPENSATION:
+            forget_stale(self.store.client, stale)
+            compensation_signature(self.app, run_id, self.settings.queues.fanin).apply_async()
+            report.compensations += 1
+            log.warning("run %s: sent its compensation again (its message was lost)", run_id)
+            return
         assert candidate.item is not None
+        if record.get("kind") == "graph":
+            self._recover_graph(candidate, stale, report)
+            return
         meta = self._meta(candidate, record)
         if record.get("status") in ("cancelled", "failed"):
             self.store.finish(cancelled_outcome(meta, meta.task_id), store=False)
@@ -202,6 +238,28 @@ class Reconciler:
             "run %s: item %s had lost its message; sent it again from stage %d", run_id, meta.item, meta.stage
         )
 
+    def _recover_graph(self, candidate: _Candidate, stale: list[str], report: PassReport) -> None:
+        assert candidate.item is not None
+        _, key, item_key = candidate.item
+        meta = ItemMeta(
+            run=candidate.run_id,
+            idx=candidate.index,
+            key=key,
+            item=item_key,
+            **run_meta_fields(candidate.record),
+        )
+        if candidate.record.get("status") in ("cancelled", "failed"):
+            self.store.finish(cancelled_outcome(meta, meta.task_id), store=False)
+            report.cancelled += 1
+            return
+        forget_stale(self.store.client, stale)
+        if recover_graph_item(self.settings, self.app, self.store, meta) is None:
+            self.store.incr(candidate.run_id, "recovered")
+            report.recovered.append(meta.task_id)
+            log.warning(
+                "run %s: item %s had lost its open steps' messages; sent them again", meta.run, meta.item
+            )
+
     def _meta(self, candidate: _Candidate, record: dict[str, str]) -> ItemMeta:
         assert candidate.item is not None
         names = record.get("task", "").split(",")
@@ -217,7 +275,7 @@ class Reconciler:
             stage=stage,
             stages=len(names),
             attempt=len(self.store.attempt_errors(keys[stage])),
-            max_in_flight=int(record.get("max_in_flight") or 0) or None,
+            **run_meta_fields(record),
         )
 
     def _signature(self, meta: ItemMeta, record: dict[str, str]) -> Any:

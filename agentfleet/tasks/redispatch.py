@@ -1,4 +1,4 @@
-"""The messages that carry an item from a given stage on, and a run's aggregate.
+"""The messages that carry an item from a given stage on, a run's aggregate and its compensation.
 
 Dispatch, requeue and the reconciler send the same message for the same work: an item's stage
 ``s`` with its input (stage 0: the item's input; a later stage: the previous stage's stored
@@ -19,12 +19,16 @@ from agentfleet.tasks.meta import META_KWARG, ItemMeta
 
 __all__ = [
     "AGGREGATE_TASK",
+    "COMPENSATE_TASK",
     "aggregate_signature",
     "aggregate_task_id",
+    "compensation_signature",
+    "compensation_task_id",
     "item_signature",
 ]
 
 AGGREGATE_TASK = "agentfleet.aggregate"
+COMPENSATE_TASK = "agentfleet.compensate"
 
 
 def aggregate_task_id(run_id: str) -> str:
@@ -39,6 +43,18 @@ def aggregate_signature(app: Celery, run_id: str, fn: str, queue: str) -> Signat
         kwargs={"run_id": run_id, "fn": fn},
         task_id=aggregate_task_id(run_id),
         queue=queue,
+    )
+
+
+def compensation_task_id(run_id: str) -> str:
+    """The task id of a run's compensation: one per run, so a second send is the same message."""
+    return f"{run_id}-comp"
+
+
+def compensation_signature(app: Celery, run_id: str, queue: str) -> Signature:
+    """The message that runs run ``run_id``'s compensations (``tasks/compensator.py``)."""
+    return app.signature(
+        COMPENSATE_TASK, kwargs={"run_id": run_id}, task_id=compensation_task_id(run_id), queue=queue
     )
 
 

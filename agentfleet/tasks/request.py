@@ -23,7 +23,7 @@ from celery.worker import state
 from celery.worker.request import Request
 
 from agentfleet.tasks.celery_states import final_error
-from agentfleet.tasks.execution import after_hard_time_limit, release_claim_of_dead_process
+from agentfleet.tasks.process_loss import after_hard_time_limit, release_claim_of_dead_process
 
 __all__ = ["FleetRequest"]
 

@@ -1,5 +1,5 @@
-"""What a worker process makes once and shares: the run store, limiter, circuit breaker and
-spend ledger.
+"""What a worker process makes once and shares: the run store and its companions (memories,
+budgets, graphs, compensations), the limiter, the circuit breaker and the spend ledger.
 
 Each holds registered Lua scripts and a connection pool, so making one per delivery would
 repeat that work on the hot path. They are keyed by the settings object they were made from;
@@ -17,10 +17,20 @@ from agentfleet.config import Settings
 from agentfleet.ratelimit import Limiter
 from agentfleet.ratelimit.circuit import CircuitBreaker
 from agentfleet.redis_client import connect
-from agentfleet.runs import RunStore
+from agentfleet.runs import BudgetLedger, GraphState, MemoryStore, RunStore, UndoLog
 from agentfleet.spend import SpendLedger
 
-__all__ = ["circuit_breaker", "limiter", "per_process", "run_store", "spend_ledger"]
+__all__ = [
+    "budget_ledger",
+    "circuit_breaker",
+    "graph_state",
+    "limiter",
+    "memory_store",
+    "per_process",
+    "run_store",
+    "spend_ledger",
+    "undo_log",
+]
 
 T = TypeVar("T")
 
@@ -59,3 +69,30 @@ def spend_ledger(settings: Settings) -> SpendLedger:
     return per_process(
         "spend", settings, lambda: SpendLedger.from_settings(settings, connect(settings.redis_target()))
     )
+
+
+def memory_store(settings: Settings) -> MemoryStore:
+    runs = run_store(settings)  # outside the lock: per_process does not nest
+    return per_process(
+        "memory", settings, lambda: MemoryStore(runs.client, prefix=runs.prefix, ttl_s=runs.ttl_s)
+    )
+
+
+def budget_ledger(settings: Settings) -> BudgetLedger:
+    runs, ledger = run_store(settings), spend_ledger(settings)
+    day_ttl_s = (settings.budgets.ledger_days + 1) * 86400
+    return per_process(
+        "budgets",
+        settings,
+        lambda: BudgetLedger(runs.client, ledger, prefix=runs.prefix, ttl_s=runs.ttl_s, day_ttl_s=day_ttl_s),
+    )
+
+
+def graph_state(settings: Settings) -> GraphState:
+    runs = run_store(settings)
+    return per_process("graph", settings, lambda: GraphState(runs))
+
+
+def undo_log(settings: Settings) -> UndoLog:
+    runs = run_store(settings)
+    return per_process("undo", settings, lambda: UndoLog(runs))

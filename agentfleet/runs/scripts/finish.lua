@@ -1,6 +1,6 @@
 -- Store an item's outcome (first write wins), release its claim, and count it once for its run.
 -- KEYS: run, done, events, outcome, deliveries, stats, done-per-second bucket, claim, inputs,
---       active runs
+--       active runs, the item's memory
 -- ARGV: index, outcome JSON, kind, dead-lettered (1/0), cost, seconds, ttl, store (1/0),
 --       record (1/0), now, claim token, run id
 -- Returns {recorded, done, total, run ended, aggregate path or ''}.
@@ -14,6 +14,8 @@ if token ~= '' and redis.call('GET', claim) == token then redis.call('DEL', clai
 if store == '1' then
   local ok = redis.call('SET', outkey, body, 'EX', ttl, 'NX')
   if not ok then body = redis.call('GET', outkey) or body end
+  -- Steps and checkpoints live as long as the outcome they led to.
+  redis.call('EXPIRE', KEYS[11], ttl)
 end
 if record ~= '1' or redis.call('EXISTS', run) == 0 then return {0, 0, 0, 0, ''} end
 if redis.call('HSETNX', done, idx, '1') == 0 then return {0, 0, 0, 0, ''} end
@@ -40,8 +42,9 @@ if n >= total then
   redis.call('XADD', events, '*', 'kind', 'end')
   redis.call('HINCRBY', stats, 'runs_finished', 1)
   local aggregate = redis.call('HGET', run, 'aggregate') or ''
-  -- A run with an aggregate stays active until its aggregate is stored.
-  if aggregate == '' then redis.call('SREM', active, run_id) end
+  -- A run with an aggregate, or compensations to run, stays active until they are done.
+  local undoing = redis.call('HGET', run, 'compensation') == 'requested'
+  if aggregate == '' and not undoing then redis.call('SREM', active, run_id) end
   return {1, n, total, 1, aggregate}
 end
 return {1, n, total, 0, ''}

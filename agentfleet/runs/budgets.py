@@ -1,0 +1,200 @@
+"""Budget accounting: spending over an item's attempts, and by run, tenant and day, with the
+alerts budgets raise.
+
+Each priced model call is one ``charge.lua`` call that counts it everywhere at once:
+
+- ``p:mem:{key}`` fields ``$usd``, ``$tokens``, ``$turns``, ``$s`` and ``$seq:{token}``: the
+  item's spending over every attempt (see ``runs/memory.py``, whose expiry it shares);
+- the spend ledger's run and day hashes (``agentfleet.spend``: spend by downstream, per run and
+  per UTC day), whose key names the caller hands over (``SpendKeys``), and the run's own
+  budget there;
+- ``p:spend:tenants:{YYYY-MM-DD}`` hash: tenant -> US dollars spent that UTC day;
+- ``p:spend:alerts:{YYYY-MM-DD}`` hash: ``fleet:{level}`` and ``tenant:{name}:{level}`` -> 1,
+  set once when that budget alerted that day;
+- ``p:run:{id}`` fields ``alert:soft`` / ``alert:hard``: set once when the run's budget alerted;
+- ``p:stats`` fields ``budget_alerts:{scope}:{level}``: alerts raised since the first run.
+
+The day hashes expire ``day_ttl_s`` after their last write (the ledger's ``ledger_days``). A
+report carries its delivery's token and its number, so a report sent twice (a retried call
+after a dropped connection) counts once, and alert flags are set with ``HSETNX``, so exactly
+one worker raises each alert.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import redis
+
+from agentfleet.runs.store import RUNS_LUA
+
+__all__ = ["Alert", "BudgetLedger", "Caps", "Report", "Spend", "SpendKeys", "Standing", "utc_date"]
+
+
+def utc_date(at: float | None = None) -> str:
+    """The UTC date of ``at`` (epoch seconds; default now) as ``YYYY-MM-DD``."""
+    return time.strftime("%Y-%m-%d", time.gmtime(time.time() if at is None else at))
+
+
+class SpendKeys(Protocol):
+    """Where the spend ledger keeps a run's and a day's spend by downstream, and a run's own
+    budget (``agentfleet.spend.SpendLedger``)."""
+
+    def run_key(self, run_id: str) -> str: ...
+
+    def day_key(self, day: str) -> str: ...
+
+    def budget_key(self, run_id: str) -> str: ...
+
+
+@dataclass(frozen=True)
+class Spend:
+    """What was spent: US dollars, tokens (input plus output), model calls, seconds executing."""
+
+    usd: float = 0.0
+    tokens: int = 0
+    turns: int = 0
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class Caps:
+    """The dollar caps above one item: its run's (when the run has no budget of its own), its
+    tenant's per day, the fleet's per day (None: no cap), and the share at which each alerts."""
+
+    run_usd: float | None = None
+    tenant_usd: float | None = None
+    fleet_usd: float | None = None
+    alert_at: float = 0.8
+
+
+@dataclass(frozen=True)
+class Report:
+    """One spending report of a delivery: whose (``key``, ``run_id``, ``tenant``), what
+    (``spend``, on ``downstream``; ``""`` when no call was priced), and its place among the
+    delivery's reports (``token``, ``seq`` from 1)."""
+
+    key: str
+    run_id: str
+    tenant: str | None
+    spend: Spend
+    token: str
+    seq: int
+    downstream: str = ""
+
+
+@dataclass(frozen=True)
+class Alert:
+    """A budget crossed its alert share (``soft``) or its cap (``hard``): ``scope`` is ``run``,
+    ``tenant`` or ``fleet``; ``name`` the run id or tenant (``""`` for the fleet)."""
+
+    scope: str
+    name: str
+    level: str
+    spent_usd: float
+    cap_usd: float
+
+
+@dataclass(frozen=True)
+class Standing:
+    """US dollars spent so far: by the run (and its own budget, None when it has none), by its
+    tenant today and by the fleet today."""
+
+    run_usd: float
+    run_budget_usd: float | None
+    tenant_usd: float
+    fleet_usd: float
+
+
+class BudgetLedger:
+    """Budget accounting in Redis, beside the spend ledger's keys. Safe to share between threads."""
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        keys: SpendKeys,
+        *,
+        prefix: str = "af",
+        ttl_s: int = 7 * 86400,
+        day_ttl_s: int = 36 * 86400,
+    ) -> None:
+        self.client: Any = client
+        self.keys = keys
+        self.prefix = prefix
+        self.ttl_s = ttl_s
+        self.day_ttl_s = day_ttl_s
+        self._charge = RUNS_LUA.register(client, "charge")["charge"]
+
+    def tenants_key(self, day: str | None = None) -> str:
+        return f"{self.prefix}:spend:tenants:{day or utc_date()}"
+
+    def alerts_key(self, day: str | None = None) -> str:
+        return f"{self.prefix}:spend:alerts:{day or utc_date()}"
+
+    def _mem(self, key: str) -> str:
+        return f"{self.prefix}:mem:{key}"
+
+    def item(self, key: str) -> Spend:
+        """What item ``key`` spent over all its attempts so far."""
+        usd, tokens, turns, secs = self.client.hmget(self._mem(key), ["$usd", "$tokens", "$turns", "$s"])
+        return Spend(float(usd or 0), int(tokens or 0), int(turns or 0), float(secs or 0))
+
+    def charge(self, report: Report, caps: Caps) -> tuple[Spend, list[Alert]]:
+        """Count ``report``; the item's totals after it, and the alerts it raised (each once)."""
+        spend, run_id, day = report.spend, report.run_id or "-", utc_date()
+        usd, tokens, turns, secs, raw = self._charge(
+            keys=[
+                self._mem(report.key),
+                f"{self.prefix}:run:{run_id}",
+                self.keys.run_key(run_id),
+                self.keys.budget_key(run_id),
+                self.keys.day_key(day),
+                self.tenants_key(day),
+                self.alerts_key(day),
+                f"{self.prefix}:stats",
+            ],
+            args=[
+                repr(spend.usd),
+                spend.tokens,
+                spend.turns,
+                repr(spend.seconds),
+                report.token,
+                report.seq,
+                report.tenant or "",
+                report.downstream,
+                repr(caps.run_usd or 0.0),
+                repr(caps.tenant_usd or 0.0),
+                repr(caps.fleet_usd or 0.0),
+                repr(caps.alert_at),
+                self.ttl_s,
+                self.ttl_s,
+                self.day_ttl_s,
+            ],
+        )
+        alerts = [
+            Alert(str(scope), run_id if scope == "run" else str(name), str(level), float(spent), float(cap))
+            for scope, name, level, spent, cap in raw
+        ]
+        return Spend(float(usd), int(tokens), int(turns), float(secs)), alerts
+
+    def standing(self, run_id: str, tenant: str | None) -> Standing:
+        """What the run, its tenant today and the fleet today have spent, in one round trip."""
+        day = utc_date()
+        pipe = self.client.pipeline(transaction=False)
+        pipe.hvals(self.keys.run_key(run_id))
+        pipe.get(self.keys.budget_key(run_id))
+        pipe.hvals(self.keys.day_key(day))
+        pipe.hget(self.tenants_key(day), tenant or "")
+        run_spent, budget, fleet, tenant_spent = pipe.execute()
+        return Standing(
+            run_usd=sum(float(v) for v in run_spent),
+            run_budget_usd=float(budget) if budget is not None else None,
+            tenant_usd=float(tenant_spent or 0) if tenant else 0.0,
+            fleet_usd=sum(float(v) for v in fleet),
+        )
+
+    def tenants_today(self) -> dict[str, float]:
+        """Each tenant's spending today (UTC), in US dollars."""
+        return {name: float(v) for name, v in self.client.hgetall(self.tenants_key()).items()}
