@@ -101,15 +101,15 @@ class Fleet:
         stage = stage_of(task, self.settings.queues.agents)
         fn = _callable_path(aggregate) if aggregate is not None else None
         items = admit_inputs(inputs, max_bytes=self.settings.dispatch.max_input_bytes)
+        shared, cap, batched = tenancy(tenant), run_budget(budget_usd), batching(batch_size)
         catalog = self._admit_stages([stage], wait_for_workers_s)
         require_fit(items, stage, catalog.get(stage.name))
         task_name, queue = stage.name, stage.queue
         run_id = self._new_run_id()
-        shared, cap = tenancy(tenant), run_budget(budget_usd)
         metas = self._metas(run_id, items, key, stages=1, max_in_flight=max_in_flight, **shared)
         label = name or task_name
         fail_fast = self.settings.fail_fast if fail_fast is None else fail_fast
-        extra = {**shared, **batching(batch_size)}
+        extra = {**shared, **batched}
         self._create_run(run_id, label, "map", [task_name], [queue], metas, items, fn, fail_fast, extra)
         self._set_budget(run_id, cap)
         if batch_size:
@@ -167,12 +167,12 @@ class Fleet:
             raise DispatchError("a pipeline needs at least one stage")
         planned = [stage_of(stage, self.settings.queues.agents) for stage in stages]
         items = admit_inputs(inputs, max_bytes=self.settings.dispatch.max_input_bytes)
+        shared, cap = tenancy(tenant), run_budget(budget_usd)
         catalog = self._admit_stages(planned, wait_for_workers_s)
         require_fit(items, planned[0], catalog.get(planned[0].name))
         names = [stage.name for stage in planned]
         queues = [stage.queue for stage in planned]
         run_id = self._new_run_id()
-        shared, cap = tenancy(tenant), run_budget(budget_usd)
         metas = self._metas(run_id, items, key, stages=len(names), max_in_flight=max_in_flight, **shared)
         label = name or " -> ".join(names)
         self._create_run(run_id, label, "pipeline", names, queues, metas, items, None, False, shared)
@@ -219,9 +219,9 @@ class Fleet:
         spec = graph_spec([(n.name, s.name, s.queue, n.after) for n, s in zip(nodes, planned, strict=True)])
         fn = _callable_path(aggregate) if aggregate is not None else None
         items = admit_inputs(inputs, max_bytes=self.settings.dispatch.max_input_bytes)
+        shared, cap = tenancy(tenant), run_budget(budget_usd)
         self._admit_stages(planned, wait_for_workers_s)
         run_id = self._new_run_id()
-        shared, cap = tenancy(tenant), run_budget(budget_usd)
         metas = self._metas(run_id, items, key, stages=1, max_in_flight=max_in_flight, **shared)
         label = name or "graph " + ", ".join(spec.names)
         fail_fast = self.settings.fail_fast if fail_fast is None else fail_fast
