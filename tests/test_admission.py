@@ -15,6 +15,7 @@ import fleet_test_tasks as tt
 import pytest
 import redis
 from celery import Celery
+from worker_env import own_queues
 
 from agentfleet import Fleet, fleet_task
 from agentfleet.config import Settings, load_settings
@@ -31,7 +32,7 @@ def settings(redis_url: str, key_prefix: str) -> Settings:
     return load_settings(
         broker_url=redis_url,
         key_prefix=key_prefix,
-        queues={"agents": f"{key_prefix}.a", "fanin": f"{key_prefix}.f", "maintenance": f"{key_prefix}.m"},
+        queues=own_queues(key_prefix),
         fanouts={"typo": {"task": "fleet_test_tasks.ecoh", "inputs": [{"n": 1}]}},
     )
 
@@ -244,11 +245,11 @@ def test_with_require_workers_off_work_is_queued_for_workers_that_come_later(
 def test_a_worker_publishes_each_fleet_task_with_its_parameters() -> None:
     app = Celery("plain", set_as_current=False)
 
-    @app.task(name="plain.add")
-    def add(x: int, y: int) -> int:
+    @app.task(name="plain.total")
+    def total(x: int, y: int) -> int:
         return x + y
 
-    catalog = task_catalog({tt.sleepy.name: tt.sleepy, tt.counted.name: tt.counted, "plain.add": add})
+    catalog = task_catalog({tt.sleepy.name: tt.sleepy, tt.counted.name: tt.counted, "plain.total": total})
     assert catalog[tt.sleepy.name] == TaskInfo(fleet=True, params=("n", "sleep_s"), required=("n", "sleep_s"))
     assert catalog[tt.counted.name] == TaskInfo(fleet=True, params=("token", "sleep_s"), required=("token",))
-    assert catalog["plain.add"] == TaskInfo(fleet=False)
+    assert catalog["plain.total"] == TaskInfo(fleet=False)

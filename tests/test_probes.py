@@ -11,6 +11,7 @@ import pytest
 import redis
 from prometheus_client.parser import text_string_to_metric_families
 from starlette.testclient import TestClient
+from worker_env import own_queues
 
 from agentfleet import Fleet
 from agentfleet.config import Settings, load_settings
@@ -27,7 +28,7 @@ def settings(redis_url: str, key_prefix: str) -> Settings:
     return load_settings(
         broker_url=redis_url,
         key_prefix=key_prefix,
-        queues={"agents": f"{key_prefix}.a", "fanin": f"{key_prefix}.f", "maintenance": f"{key_prefix}.m"},
+        queues=own_queues(key_prefix),
         service={"token": TOKEN},
         dispatch={"require_workers": False},
     )
