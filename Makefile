@@ -34,6 +34,7 @@ system-deps:
 	fi
 
 test: lint system-deps
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 	$(BIN)/pytest -q
 
 test-fast: $(STAMP)

@@ -23,6 +23,7 @@
     └── PermanentError          retrying cannot help; goes straight to the dead-letter queue
         ├── InvalidInput        the task input failed validation
         ├── BadRequest          400, 404, 413 or 422 from a downstream
+        │   └── ContextWindowExceeded  an LLM request larger than its model's context window
         ├── AuthError           401 or 403 from a downstream
         ├── SpendLimitReached   a 429 whose error says the account's spend limit is reached
         ├── BudgetExceeded      the task crossed its wall-clock, token or dollar budget
@@ -53,6 +54,7 @@ __all__ = [
     "CompensationFailed",
     "ConfigError",
     "ConnectionFailed",
+    "ContextWindowExceeded",
     "DeadLetterNotFound",
     "Deferred",
     "DispatchError",
@@ -266,6 +268,13 @@ class BadRequest(PermanentError):
     """400, 404, 413, 422 or another 4xx from a downstream: the request itself is wrong."""
 
     category = "bad_request"
+
+
+class ContextWindowExceeded(BadRequest):
+    """An LLM request whose estimated input is larger than its model's context window: refused
+    before it is sent (it could only fail, after waiting for limits and tokens)."""
+
+    category = "context_window"
 
 
 class AuthError(PermanentError):

@@ -3,7 +3,8 @@
 A broker restart, a Sentinel failover or a dropped connection makes Redis calls fail for a few
 seconds. Callers that can safely repeat a call (reads, and agentfleet's own scripts, which are
 written to be run twice) wrap it in ``ride_out``; after ``budget_s`` seconds of failures the
-caller gets one ``BrokerUnavailable`` naming the broker, its password masked.
+caller gets one ``BrokerUnavailable`` naming the broker, its password masked. A refused
+password is not an outage: it raises ``ConfigError`` at once, saying so.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any, TypeVar, cast
 import redis
 from kombu.exceptions import OperationalError
 
+from agentfleet.broker_check import credentials_refused, refused_error
 from agentfleet.errors import BrokerUnavailable
 from agentfleet.redis_client import mask_url
 
@@ -52,7 +54,8 @@ def ride_out(
     """``call()``, tried again after transient Redis errors for up to ``budget_s`` seconds.
 
     Waits grow from 0.1 s to 2 s with jitter. Raises ``BrokerUnavailable`` (naming ``what`` and
-    ``url`` with its password masked) once the budget is spent; other errors pass through.
+    ``url`` with its password masked) once the budget is spent; raises ``ConfigError`` at once
+    when Redis refused the credentials; other errors pass through.
     """
     deadline = time.monotonic() + max(0.0, budget_s)
     wait_s = _FIRST_WAIT_S
@@ -61,6 +64,8 @@ def ride_out(
         try:
             return call()
         except TRANSIENT_REDIS_ERRORS as exc:
+            if credentials_refused(exc):
+                raise refused_error(url, exc) from None
             failures += 1
             left = deadline - time.monotonic()
             if left <= 0:

@@ -44,7 +44,10 @@ class RedisTarget:
 
     ``sentinel_master`` is required for ``sentinel://`` URLs; ``sentinel_password`` is the
     Sentinels' own password when they have one (the master's is in the URL).
-    ``pool_timeout_s`` is how long a command waits for a free connection, in seconds.
+    ``pool_timeout_s`` is how long a command waits for a free connection, in seconds;
+    ``connect_timeout_s`` and ``socket_timeout_s`` bound connecting and each reply, in seconds,
+    and ``retries`` is how often a command that met a dropped connection is tried again (a
+    probe that must answer fast uses short timeouts and none).
     """
 
     url: str
@@ -52,6 +55,9 @@ class RedisTarget:
     sentinel_password: str | None = None
     max_connections: int = 1000
     pool_timeout_s: float = 20.0
+    connect_timeout_s: float = 5.0
+    socket_timeout_s: float = 30.0
+    retries: int = _RETRIES
 
     @property
     def is_sentinel(self) -> bool:
@@ -106,15 +112,17 @@ def mask_url(url: str) -> str:
     return ";".join(masked)
 
 
-def _common_kwargs() -> dict[str, object]:
+def _common_kwargs(target: RedisTarget) -> dict[str, object]:
     return {
         "decode_responses": True,
         "health_check_interval": 30,
         "socket_keepalive": True,
-        "socket_connect_timeout": 5,
+        "socket_connect_timeout": target.connect_timeout_s,
         # No command of ours blocks for more than a few seconds: a silent peer is a dead one.
-        "socket_timeout": 30,
-        "retry": Retry(ExponentialWithJitterBackoff(base=_BACKOFF_BASE_S, cap=_BACKOFF_CAP_S), _RETRIES),
+        "socket_timeout": target.socket_timeout_s,
+        "retry": Retry(
+            ExponentialWithJitterBackoff(base=_BACKOFF_BASE_S, cap=_BACKOFF_CAP_S), target.retries
+        ),
         "retry_on_error": [redis.ConnectionError, redis.TimeoutError],
     }
 
@@ -124,7 +132,8 @@ def _sentinel_client(target: RedisTarget) -> redis.Redis:
         raise ValueError("a sentinel:// URL needs the master's name (sentinel_master)")
     first = urlsplit(target.url.split(";")[0])
     db = int(first.path.strip("/") or 0)
-    sentinel_kwargs: dict[str, object] = {"socket_connect_timeout": 2, "socket_timeout": 2}
+    wait_s = min(2.0, target.socket_timeout_s)
+    sentinel_kwargs: dict[str, object] = {"socket_connect_timeout": wait_s, "socket_timeout": wait_s}
     if target.sentinel_password:
         sentinel_kwargs["password"] = target.sentinel_password
     sentinel = Sentinel(sentinel_hosts(target.url), sentinel_kwargs=sentinel_kwargs)
@@ -134,7 +143,7 @@ def _sentinel_client(target: RedisTarget) -> redis.Redis:
         username=unquote(first.username) if first.username else None,
         password=unquote(first.password) if first.password else None,
         max_connections=target.max_connections,
-        **_common_kwargs(),
+        **_common_kwargs(target),
     )
 
 
@@ -148,7 +157,7 @@ def _cluster_client(target: RedisTarget) -> redis.Redis:
         "connection_pool_class": redis.BlockingConnectionPool,
         "max_connections": target.max_connections,
         "timeout": target.pool_timeout_s,
-        **_common_kwargs(),
+        **_common_kwargs(target),
     }
     # The cluster client is typed apart from redis.Redis but answers the same commands.
     return RedisCluster(**options)  # type: ignore[return-value]
@@ -159,7 +168,7 @@ def _url_client(target: RedisTarget) -> redis.Redis:
         target.url,
         max_connections=target.max_connections,
         timeout=target.pool_timeout_s,
-        **_common_kwargs(),
+        **_common_kwargs(target),
     )
     return redis.Redis(connection_pool=pool)
 

@@ -121,6 +121,13 @@ class SpendLedger:
             pipe.hgetall(self.run_key(run_id))
         return {run_id: _amounts(raw) for run_id, raw in zip(run_ids, pipe.execute(), strict=True)}
 
+    def run_budgets(self, run_ids: list[str]) -> dict[str, float]:
+        """The runs among ``run_ids`` that have a budget of their own, and that budget (USD)."""
+        if not run_ids:
+            return {}
+        raw = self.client.mget([self.budget_key(run_id) for run_id in run_ids])
+        return {run_id: float(value) for run_id, value in zip(run_ids, raw, strict=True) if value is not None}
+
     def days(self, count: int = 14, *, now: float | None = None) -> list[DaySpend]:
         """The last ``count`` UTC days, today first, each with its total and breakdown."""
         today = datetime.fromtimestamp(time.time() if now is None else now, UTC)

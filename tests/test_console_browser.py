@@ -56,7 +56,6 @@ def service(cluster: LocalCluster) -> Iterator[str]:
     env = {
         **cluster.worker_env(),
         "AGENTFLEET_SERVICE__TOKEN": TOKEN,
-        "AGENTFLEET_SERVICE__PING_TIMEOUT_S": "0.5",
         "AGENTFLEET_BUDGETS__RUN_USD": "5",
     }
     log_dir = Path(tempfile.mkdtemp(prefix="agentfleet-console-"))

@@ -26,7 +26,7 @@ def settings(redis_url: str, key_prefix: str, monkeypatch: pytest.MonkeyPatch) -
     return load_settings(
         broker_url=redis_url,
         key_prefix=key_prefix,
-        service={"token": TOKEN, "ping_timeout_s": 0.2},
+        service={"token": TOKEN},
         credentials={"vendor": {"env": "VENDOR_TOKEN", "domains": ["vendor-a.example"]}},
         schedules={"nightly": {"task": "tests.fetch", "cron": "0 6 * * *", "inputs": [{"n": 1}]}},
         budgets={"run_usd": 4.0},

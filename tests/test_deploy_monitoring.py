@@ -57,7 +57,7 @@ def exported(redis_url: str) -> set[str]:
     settings = load_settings(
         broker_url=redis_url,
         key_prefix=f"t{uuid.uuid4().hex[:10]}",
-        service={"ping_timeout_s": 0.2},
+        service={"probe_timeout_s": 0.5},
         limits={"vendor-a.example": {"rate_per_s": 5, "max_concurrency": 2}},
         budgets={"run_usd": 1.0},
     )

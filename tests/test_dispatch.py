@@ -1,6 +1,7 @@
 """Dispatch: any iterable, recorded and sent a chunk at a time, waiting while the queue is full.
 
-Against a real Redis and no workers: messages stay in the queue to be read.
+Against a real Redis and no workers (so dispatch is told not to require them): messages stay in
+the queue to be read.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ def settings(redis_url: str) -> Settings:
         broker_url=redis_url,
         key_prefix=f"dp{tag}",
         queues={"agents": f"dp{tag}.agents", "fanin": f"dp{tag}.fanin", "maintenance": f"dp{tag}.m"},
-        dispatch={"chunk_items": CHUNK, "small_run_items": 0},
+        dispatch={"chunk_items": CHUNK, "small_run_items": 0, "require_workers": False},
     )
 
 

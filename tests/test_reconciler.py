@@ -33,6 +33,8 @@ def settings(redis_url: str) -> Settings:
         key_prefix=f"rc{tag}",
         queues={"agents": f"rc{tag}.agents", "fanin": f"rc{tag}.fanin", "maintenance": f"rc{tag}.m"},
         delivery={"reconcile_grace_s": 5.0, "reconcile_interval_s": 1.0},
+        # No worker runs here: the messages are what the tests look at.
+        dispatch={"require_workers": False},
     )
 
 

@@ -34,6 +34,8 @@ def settings(redis_url: str) -> Settings:
         key_prefix=f"rw{tag}",
         queues={"agents": f"rw{tag}.agents", "fanin": f"rw{tag}.fanin", "maintenance": f"rw{tag}.m"},
         delivery={"reconcile_grace_s": 5.0, "reconcile_interval_s": 1.0},
+        # No worker runs here: the messages are what the tests look at.
+        dispatch={"require_workers": False},
     )
 
 

@@ -80,7 +80,7 @@ def test_other_bad_bodies_are_422_with_one_message(client: TestClient, body: byt
 
 
 @pytest.mark.parametrize(
-    ("method", "path", "status"), [("GET", "/nowhere", 404), ("DELETE", "/runs", 405), ("GET", "/runs", 405)]
+    ("method", "path", "status"), [("GET", "/nowhere", 404), ("DELETE", "/runs", 405), ("PUT", "/runs", 405)]
 )
 def test_unknown_routes_and_methods_answer_json(
     client: TestClient, method: str, path: str, status: int

@@ -23,8 +23,10 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[LocalCluster]:
-    """An embedded Redis of this module's own, with no worker until a test adds one."""
-    with LocalCluster(workers=0, concurrency=4, env=cluster_env()) as running:
+    """An embedded Redis of this module's own, with no worker until a test adds one (so its
+    fleet queues work for tasks no live worker has yet)."""
+    settings = load_settings(dispatch={"require_workers": False})
+    with LocalCluster(workers=0, concurrency=4, env=cluster_env(), settings=settings) as running:
         yield running
 
 
@@ -32,7 +34,7 @@ def cluster() -> Iterator[LocalCluster]:
 def settings(cluster: LocalCluster) -> Settings:
     return load_settings(
         broker_url=cluster.broker_url,
-        service={"token": TOKEN, "stale_after_s": 2, "ping_timeout_s": 0.5},
+        service={"token": TOKEN, "stale_after_s": 2},
         fanouts={"echoes": {"task": "fleet_test_tasks.echo"}},
     )
 

@@ -25,13 +25,14 @@ def _families(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:
 
 
 def test_render_is_valid_prometheus_text_with_help_and_escaped_labels() -> None:
-    text = render(
+    exposition = render(
         [
             Sample("agentfleet_queue_depth", 3, {"queue": 'we"ird\\q'}, help="Waiting.\nMessages."),
             Sample("agentfleet_items_total", 7, {"outcome": "succeeded"}, kind="counter", help="Items."),
             Sample("agentfleet_cost_usd_total", 0.125, kind="counter"),
         ]
     )
+    text = exposition.decode()
     assert "# HELP agentfleet_queue_depth Waiting.\\nMessages." in text
     assert "# TYPE agentfleet_items_total counter" in text
     parsed = _families(text)
@@ -73,7 +74,8 @@ def test_health_is_stale_only_after_the_configured_time_without_completions() ->
 
 def test_health_is_degraded_without_workers_or_with_an_open_circuit() -> None:
     none = assess(_collected(1.0, depth=0, workers=0, last_done=None), PendingClock(), stale_after_s=30)
-    assert none["status"] == "degraded" and none["reasons"] == ["no worker answers a ping"]
+    assert none["status"] == "degraded"
+    assert none["reasons"] == ["no worker is running (none has a live heartbeat)"]
     assert none["dlq_depth"] is None and none["open_circuits"] is None, "not collected: null, not zero"
     circuit = [
         Sample("agentfleet_circuit_open", 1, {"downstream": "vendor-a.example"}),
@@ -99,7 +101,7 @@ def settings(redis_url: str, key_prefix: str) -> Settings:
             "fanin": f"{key_prefix}.fanin",
             "maintenance": f"{key_prefix}.m",
         },
-        service={"token": "right-token", "ping_timeout_s": 0.2},
+        service={"token": "right-token"},
         fanouts={"echoes": {"task": "fleet_test_tasks.echo"}},
     )
 
@@ -173,9 +175,15 @@ def test_health_answers_503_when_redis_is_unreachable() -> None:
     settings = load_settings(broker_url="redis://127.0.0.1:1/0")
     with TestClient(create_app(settings)) as client:
         health = client.get("/health")
-        metrics = client.get("/metrics")
     assert health.status_code == 503 and "Redis does not answer" in health.json()["reasons"][0]
-    assert metrics.status_code == 503
+
+
+def test_metrics_answer_200_with_agentfleet_up_0_when_redis_is_unreachable() -> None:
+    settings = load_settings(broker_url="redis://127.0.0.1:1/0")
+    with TestClient(create_app(settings)) as client:
+        metrics = client.get("/metrics")
+    assert metrics.status_code == 200
+    assert _families(metrics.text)["agentfleet_up"] == [({}, 0.0)]
 
 
 def test_metrics_and_health_read_the_dlq_the_limiter_and_the_circuits(
@@ -193,7 +201,7 @@ def test_metrics_and_health_read_the_dlq_the_limiter_and_the_circuits(
         queues={"agents": f"{key_prefix}.a", "fanin": f"{key_prefix}.f", "maintenance": f"{key_prefix}.m"},
         limits={"vendor-a.example": {"rate_per_s": 5, "burst": 5, "max_concurrency": 3}},
         dlq={"vendor_issue_failures": 2},
-        service={"ping_timeout_s": 0.2},
+        service={"probe_timeout_s": 0.5},
     )
     client = redis.Redis.from_url(redis_url, decode_responses=True)
     store = DLQStore.from_settings(settings, client)

@@ -148,3 +148,13 @@ def test_a_runs_own_budget_stands_beside_what_it_spent() -> None:
     ledger.record("r1", "anthropic:claude-haiku-4-5", 0.25)
     ledger.record("r1", "anthropic:claude-sonnet-4-5", 0.125)
     assert ledger.standing("r1") == (0.375, 0.5)
+
+
+def test_a_runs_own_budget_sets_its_share(sources: _Sources) -> None:
+    sources.settings = load_settings(key_prefix="t")
+    sources.store.create_run("own", name="capped", kind="map", task="x", items=[("t-0", "k0", "0")])
+    _ledger(sources).set_budget("own", 4.0)
+    _ledger(sources).record("own", "anthropic:claude-haiku-4-5", 1.0)
+    assert [(s.labels, s.value) for s in collect_budget_share(sources)] == [
+        ({"run": "own", "name": "capped"}, 0.25)
+    ]

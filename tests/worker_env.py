@@ -15,3 +15,8 @@ def cluster_env(**extra: str) -> dict[str, str]:
     }
     env.update(extra)
     return env
+
+
+def own_queues(prefix: str) -> dict[str, str]:
+    """Queue names no other test uses, so workers elsewhere on the same Redis never take them."""
+    return {"agents": f"{prefix}.a", "fanin": f"{prefix}.f", "maintenance": f"{prefix}.m"}

@@ -1,9 +1,10 @@
-"""The ``agentfleet`` command line."""
+"""The ``agentfleet`` command line (``--version``; ``--install-completion`` for the shell)."""
 
 from __future__ import annotations
 
 import typer
 
+from agentfleet import __version__
 from agentfleet.cli.beat_cmd import beat
 from agentfleet.cli.creds_cmd import creds_app
 from agentfleet.cli.demo_cmd import demo
@@ -25,11 +26,28 @@ app = typer.Typer(
     help="Run fleets of parallel LLM-agent tasks on Celery and Redis.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
-    add_completion=False,
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"agentfleet {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: bool = typer.Option(
+        False, "--version", callback=_print_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
+    """Run fleets of parallel LLM-agent tasks on Celery and Redis."""
+
+
 app.command("demo")(demo)
 app.command("run")(run)
-app.command("worker")(worker)
+# Options agentfleet does not know are Celery's: they are passed on to `celery worker`.
+app.command("worker", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(worker)
 app.add_typer(runs_app, name="runs")
 app.add_typer(dlq_app, name="dlq")
 app.command("serve")(serve)

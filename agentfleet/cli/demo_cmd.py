@@ -104,5 +104,5 @@ def demo(
         else:
             run = fleet.map("agentfleet.classify_sentiment", _agent_inputs(tasks), name="demo-sentiment")
         console.print(f"Dispatched run {run.id}: {run.total} tasks.")
-        follow(run, timeout_s=timeout_s, label="simulated agents" if simulated else "sentiment agents")
+        follow(run, fleet, timeout_s=timeout_s, label="simulated agents" if simulated else "sentiment agents")
         _report(fleet, run, labels=not simulated)

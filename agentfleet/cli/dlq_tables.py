@@ -12,6 +12,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from agentfleet.cli.output import compact_table, shorten
 from agentfleet.dlq import DeadLetter, DLQStats
 from agentfleet.dlq.stats import format_age
 from agentfleet.orchestration.dead_letters import RequeueResult
@@ -25,24 +26,30 @@ def _when(ts: float | None) -> str:
     return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
+def _failure(entry: DeadLetter) -> Text:
+    stage = f" stage {entry.stage + 1}/{entry.stages}" if entry.stages > 1 else ""
+    tries = f"{entry.attempts} {'try' if entry.attempts == 1 else 'tries'}"
+    where = f" @ {entry.downstream}" if entry.downstream else ""
+    return Text.assemble(
+        (f"{entry.task_name}{stage} #{entry.item_key}", "bold"),
+        "\n",
+        (f"{entry.category}{where}, {tries}", "dim"),
+        "\n",
+        shorten(f"{entry.error_type}: {entry.error}", 240),
+    )
+
+
 def entries_table(entries: Iterable[DeadLetter], *, title: str = "dead letters") -> Table:
-    table = Table(title=title)
+    """One entry a row: its id and age, then what failed, where, and the error, folded between
+    words, so 80 columns show all of it."""
+    table = compact_table(title)
     # Ids are what every other command takes: never cut them short.
     table.add_column("id", no_wrap=True, min_width=16)
     table.add_column("age", no_wrap=True)
-    table.add_column("task #item", overflow="fold", ratio=2)
-    table.add_column("category @ downstream", overflow="fold", ratio=2)
-    table.add_column("error (tries)", overflow="fold", ratio=3)
+    table.add_column("task #item / category @ downstream / error", overflow="fold", ratio=1)
     now = time.time()
     for e in entries:
-        stage = f" stage {e.stage + 1}/{e.stages}" if e.stages > 1 else ""
-        table.add_row(
-            e.id,
-            format_age(e.age_s(now)),
-            f"{e.task_name}{stage} #{e.item_key}",
-            e.category + (f" @ {e.downstream}" if e.downstream else ""),
-            Text(f"{e.error_type}: {e.error}"[:160] + f" ({e.attempts})"),
-        )
+        table.add_row(e.id, format_age(e.age_s(now)), _failure(e))
     return table
 
 
@@ -138,7 +145,7 @@ def stats_view(stats: DLQStats) -> RenderableType:
 
 
 def requeue_table(results: Sequence[RequeueResult], *, dry_run: bool) -> Table:
-    table = Table(title="requeue (dry run: nothing sent)" if dry_run else "requeue")
+    table = compact_table("requeue (dry run: nothing sent)" if dry_run else "requeue")
     table.add_column("id", no_wrap=True, min_width=16)
     for column in ("task", "task id", "from stage", "action", "sends / reason"):
         table.add_column(column, overflow="fold")

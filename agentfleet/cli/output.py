@@ -4,23 +4,28 @@ from __future__ import annotations
 
 import json
 import sys
+import textwrap
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from agentfleet.models import RunSummary, TaskOutcome
 from agentfleet.tools.audit import AuditEntry
 
 __all__ = [
     "audit_table",
+    "compact_table",
     "console",
     "err_console",
     "outcomes_table",
     "print_json",
     "runs_table",
+    "shorten",
     "summary_table",
 ]
 
@@ -64,6 +69,17 @@ def summary_table(summary: RunSummary, *, title: str | None = None) -> Table:
     return table
 
 
+def compact_table(title: str) -> Table:
+    """A table with one space between columns and a rule under the header: the most room for
+    its text in 80 columns."""
+    return Table(title=title, box=box.SIMPLE_HEAD, padding=(0, 1), collapse_padding=True, pad_edge=False)
+
+
+def shorten(text: str, limit: int) -> str:
+    """``text`` in at most ``limit`` characters, cut between words (ending in ``...``)."""
+    return textwrap.shorten(text, width=limit, placeholder=" ...") if len(text) > limit else text
+
+
 def steps_table(summary: RunSummary) -> Table:
     """A dependency graph's steps: items succeeded, failed and skipped at each."""
     table = Table(title="steps")
@@ -75,28 +91,35 @@ def steps_table(summary: RunSummary) -> Table:
 
 
 def runs_table(summaries: Iterable[RunSummary]) -> Table:
-    table = Table(title="runs")
-    for column in ("run", "name", "status", "tasks", "ok", "failed", "dead", "wall s", "cost $"):
-        table.add_column(column, justify="right" if column not in ("run", "name", "status") else "left")
+    """One run a row; fits 80 columns with full run ids (every command takes an id's prefix)."""
+    table = compact_table("runs")
+    table.add_column("run", no_wrap=True, min_width=16)
+    table.add_column("name", overflow="fold", ratio=1)
+    table.add_column("status", no_wrap=True)
+    for column in ("tasks", "ok/failed", "wall s", "cost $"):
+        table.add_column(column, justify="right", no_wrap=True)
     for s in summaries:
         table.add_row(
             s.run_id,
             s.name,
             s.status,
             str(s.tasks_total),
-            str(s.succeeded),
-            str(s.failed),
-            str(s.dead_lettered),
-            f"{s.wall_clock_s:.2f}",
+            f"{s.succeeded}/{s.failed}",
+            f"{s.wall_clock_s:.1f}",
             f"{s.cost_usd:.4f}",
         )
     return table
 
 
 def outcomes_table(outcomes: Iterable[TaskOutcome], *, title: str = "outcomes", limit: int = 50) -> Table:
-    table = Table(title=title)
-    for column in ("#", "item", "ok", "attempts", "seconds", "result or error"):
-        table.add_column(column)
+    """Outcomes, the result or error folded between words (at most 300 characters each)."""
+    table = compact_table(title)
+    table.add_column("#", justify="right", no_wrap=True)
+    table.add_column("item", overflow="fold", max_width=24)
+    table.add_column("ok", no_wrap=True)
+    table.add_column("tries", justify="right", no_wrap=True)
+    table.add_column("s", justify="right", no_wrap=True)
+    table.add_column("result or error", overflow="fold", ratio=1)
     for n, outcome in enumerate(outcomes):
         if n >= limit:
             break
@@ -111,7 +134,7 @@ def outcomes_table(outcomes: Iterable[TaskOutcome], *, title: str = "outcomes", 
             "yes" if outcome.ok else "[red]no[/red]",
             str(outcome.attempts),
             f"{outcome.duration_s:.2f}",
-            shown[:120],
+            Text(shorten(shown, 300)),
         )
     return table
 

@@ -1,27 +1,57 @@
-"""``agentfleet run``: fan a registered task out over inputs from a JSON Lines file."""
+"""``agentfleet run``: fan a registered task out over inputs from a JSON Lines file.
+
+Its exit status says how the run went, for scripts and CI:
+
+- 0: every item succeeded (or, with ``--no-wait``, the run was dispatched);
+- 1: the run finished and some items failed (dead-lettered) or were cancelled;
+- 2: nothing ran: a usage or configuration mistake, an unknown task, inputs that do not fit
+  it, a broker that does not answer;
+- 3: some items had no outcome when ``--timeout-s`` ran out (they go on running; ``agentfleet
+  runs show RUN_ID`` follows them). This wins over 1.
+"""
 
 from __future__ import annotations
 
 import sys
 import time
 from collections.abc import Iterator
+from enum import IntEnum
 from pathlib import Path
 from typing import Any
 
 import typer
 
-from agentfleet.cli.connect import fleet_for_work
+from agentfleet.cli.connect import fleet_for_work, importable_module_of
 from agentfleet.cli.output import console, err_console, outcomes_table, print_json, summary_table
 from agentfleet.cli.progress import follow
 from agentfleet.errors import DispatchError
+from agentfleet.models import RunSummary
 from agentfleet.orchestration.dispatch import DispatchProgress
 from agentfleet.orchestration.fleet import Progress
 from agentfleet.orchestration.named import iter_jsonl
 
-__all__ = ["read_inputs", "run"]
+__all__ = ["ExitCode", "exit_code", "read_inputs", "run"]
 
 # Seconds between lines saying how far a long dispatch got.
 _PROGRESS_EVERY_S = 5.0
+
+
+class ExitCode(IntEnum):
+    """``agentfleet run``'s exit statuses (see the module docstring)."""
+
+    OK = 0
+    ITEMS_FAILED = 1
+    USAGE = 2
+    TIMED_OUT = 3
+
+
+def exit_code(summary: RunSummary) -> ExitCode:
+    """The exit status a finished (or timed-out) wait on a run ends with."""
+    if summary.timed_out:
+        return ExitCode.TIMED_OUT
+    if summary.succeeded < summary.tasks_total:
+        return ExitCode.ITEMS_FAILED
+    return ExitCode.OK
 
 
 def read_inputs(path: str) -> Iterator[dict[str, Any]]:
@@ -61,16 +91,40 @@ def run(
     stagger_s: float = typer.Option(0.0, min=0.0, help="Spread the starts over this many seconds."),
     timeout_s: float = typer.Option(600.0, min=0.0, help="How long to wait, seconds."),
     wait: bool = typer.Option(True, "--wait/--no-wait", help="Wait for the outcomes."),
+    wait_for_workers_s: float | None = typer.Option(
+        None,
+        "--wait-for-workers",
+        min=0.0,
+        help="Seconds to wait for workers that are starting before refusing the task "
+        "(default dispatch.wait_for_workers_s).",
+    ),
     workers: int = typer.Option(2, min=1, help="Workers to start when using an embedded cluster."),
+    progress_every_s: float = typer.Option(
+        10.0, "--progress-every", min=0.5, help="Seconds between progress lines when not on a terminal."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON document."),
 ) -> None:
-    """Dispatch TASK once per input line and (by default) wait for the run."""
+    """Dispatch TASK once per input line and (by default) wait for the run.
+
+    Exit status: 0 every item succeeded; 1 some failed; 2 nothing ran (a mistake); 3 some
+    had no outcome in time.
+    """
     items = read_inputs(inputs)
     say = err_console.print if as_json else console.print
-    with fleet_for_work(workers=workers, concurrency=None, pool=None, say=say) as (fleet, cluster):
+    module = importable_module_of(task)
+    with fleet_for_work(
+        workers=workers, concurrency=None, pool=None, task_modules=[module] if module else [], say=say
+    ) as (fleet, cluster):
         if not wait and cluster is not None:
             raise DispatchError("--no-wait needs a running Redis and workers (AGENTFLEET_BROKER_URL)")
-        handle = fleet.map(task, items, name=name, stagger_s=stagger_s, progress=_dispatch_progress(say))
+        handle = fleet.map(
+            task,
+            items,
+            name=name,
+            stagger_s=stagger_s,
+            wait_for_workers_s=wait_for_workers_s,
+            progress=_dispatch_progress(say),
+        )
         if not wait:
             if as_json:
                 print_json({"run_id": handle.id, "tasks": handle.total})
@@ -85,10 +139,11 @@ def run(
                     "outcomes": [o.model_dump(mode="json") for o in handle.outcomes()],
                 }
             )
-            return
-        follow(handle, timeout_s=timeout_s, label=task)
-        summary = handle.wait(0.1)
-        console.print(summary_table(summary))
-        failed = [o for o in handle.outcomes() if not o.ok]
-        if failed:
-            console.print(outcomes_table(failed, title="failed items"))
+        else:
+            follow(handle, fleet, timeout_s=timeout_s, label=task, plain_every_s=progress_every_s)
+            summary = handle.summary(report_timeouts=True)
+            console.print(summary_table(summary))
+            failed = [o for o in handle.outcomes() if not o.ok]
+            if failed:
+                console.print(outcomes_table(failed, title="failed items"))
+    raise typer.Exit(int(exit_code(summary)))

@@ -28,6 +28,7 @@ def resolve_queues(spec: str | None) -> str:
 
 
 def worker(
+    ctx: typer.Context,
     pool: str | None = typer.Option(None, help="prefork, threads, gevent or solo (default from settings)."),
     concurrency: int | None = typer.Option(None, "--concurrency", "-c", min=1, help="Pool size."),
     autoscale: str | None = typer.Option(
@@ -42,7 +43,10 @@ def worker(
     loglevel: str = typer.Option("INFO", "--loglevel", "-l", help="Log level."),
     hostname: str | None = typer.Option(None, "--hostname", "-n", help="Node name, e.g. agents1@%h."),
 ) -> None:
-    """Start a worker on the configured broker (``celery -A agentfleet.celery_app worker``)."""
+    """Start a worker on the configured broker (``celery -A agentfleet.celery_app worker``).
+
+    Any further option is Celery's and is passed on, e.g. --max-tasks-per-child 100.
+    """
     settings = get_settings()
     if autoscale is not None:
         try:
@@ -82,6 +86,7 @@ def worker(
         argv += ["--concurrency", str(concurrency or settings.worker.concurrency)]
     if hostname:
         argv += ["--hostname", hostname]
+    argv += ctx.args
     # Replace this process with Celery's own command, so a gevent pool is patched before any
     # import and signals reach the worker directly.
     sys.stdout.flush()

@@ -25,6 +25,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from agentfleet.config.dispatch import DispatchSettings
 from agentfleet.config.redis_url import check_redis_url, url_password, with_password
 from agentfleet.config.sections import (
     AgentSettings,
@@ -33,7 +34,6 @@ from agentfleet.config.sections import (
     CommandToolSettings,
     CredentialSpec,
     DeliverySettings,
-    DispatchSettings,
     DLQSettings,
     FanoutSpec,
     FetchSettings,

@@ -24,7 +24,6 @@ __all__ = [
     "CredentialSpec",
     "DLQSettings",
     "DeliverySettings",
-    "DispatchSettings",
     "FanoutSpec",
     "FetchSettings",
     "FlowerSettings",
@@ -81,7 +80,8 @@ class LimiterSettings(_Section):
     """How the cluster-wide limiter waits and leases (seconds).
 
     ``pause_without_retry_after_s`` is how long a 429 or 529 that names no wait pauses its
-    downstream for every worker.
+    downstream for every worker. A pause with more than ``pause_notice_s`` left is shown in
+    the progress display, ``agentfleet runs show`` and ``/health``.
     """
 
     default: LimitSpec = LimitSpec()
@@ -89,6 +89,7 @@ class LimiterSettings(_Section):
     short_wait_s: float = Field(default=1.0, ge=0)
     lease_ttl_s: float = Field(default=30.0, gt=0)
     pause_without_retry_after_s: float = Field(default=1.0, ge=0)
+    pause_notice_s: float = Field(default=5.0, ge=0)
 
 
 class RetrySettings(_Section):
@@ -127,7 +128,9 @@ class WorkerSettings(_Section):
     """Defaults for ``agentfleet worker`` and ``LocalCluster``.
 
     ``autoscale`` is ``max,min`` pool sizes (prefork and gevent pools); an autoscaled pool
-    shrinks after ``autoscale_keepalive_s`` seconds without new work.
+    shrinks after ``autoscale_keepalive_s`` seconds without new work. Every worker writes a
+    heartbeat (its tasks and queues) every ``heartbeat_s`` seconds; a worker silent for three
+    of them counts as gone.
     """
 
     pool: Literal["prefork", "threads", "gevent", "solo"] = "threads"
@@ -135,6 +138,12 @@ class WorkerSettings(_Section):
     autoscale: str | None = None
     autoscale_keepalive_s: float = Field(default=30.0, gt=0)
     max_tasks_per_child: int | None = Field(default=None, ge=1)
+    heartbeat_s: float = Field(default=5.0, ge=0.5)
+
+    @property
+    def heartbeat_ttl_s(self) -> float:
+        """Seconds after its last heartbeat that a worker counts as gone."""
+        return self.heartbeat_s * 3
 
     @property
     def max_slots(self) -> int:
@@ -163,24 +172,6 @@ class QueueSettings(_Section):
     agents: str = "agentfleet.agents"
     fanin: str = "agentfleet.fanin"
     maintenance: str = "agentfleet.maintenance"
-
-
-class DispatchSettings(_Section):
-    """How ``Fleet.map`` and ``Fleet.pipeline`` send a run (see ``orchestration/dispatch.py``).
-
-    ``small_run_items``: a run of at most this many items is served ahead of larger runs'
-    waiting messages unless it names its own priority (an interactive run never waits behind
-    a batch of thousands). Inputs are read, recorded and sent ``chunk_items`` at a time; while
-    the run's queue holds more than ``max_queued`` messages the dispatch waits, looking again
-    every ``backpressure_poll_s`` seconds. A dispatch promises its next chunk within
-    ``promise_s`` seconds: past that, the reconciler takes its run over (its process died).
-    """
-
-    small_run_items: int = Field(default=100, ge=0)
-    chunk_items: int = Field(default=1000, ge=1)
-    max_queued: int = Field(default=50_000, ge=1)
-    backpressure_poll_s: float = Field(default=0.5, gt=0)
-    promise_s: float = Field(default=60.0, ge=1)
 
 
 class DLQSettings(_Section):
@@ -254,11 +245,17 @@ def _default_prices() -> dict[str, ModelPrice]:
     }
 
 
+def _default_context_windows() -> dict[str, int]:
+    return dict.fromkeys(_default_prices(), 200_000)
+
+
 class LLMSettings(_Section):
     """The LLM clients. ``base_url``: the Messages API ``ctx.anthropic`` calls (with no
     ``api_key`` nor ``ANTHROPIC_API_KEY``, it must be set: the mock, say). ``openai_base_url``:
     an OpenAI-compatible server whose chat completions are limited, accounted and priced like
-    ``api.openai.com``'s (``openai:<model>``)."""
+    ``api.openai.com``'s (``openai:<model>``). ``context_windows``: input tokens each model
+    takes; a request estimated larger fails at once, unsent (a model not listed is not
+    checked)."""
 
     base_url: str | None = None
     openai_base_url: str | None = None
@@ -267,6 +264,7 @@ class LLMSettings(_Section):
     timeout_s: float = Field(default=60.0, gt=0)
     connect_timeout_s: float = Field(default=5.0, gt=0)
     prices: dict[str, ModelPrice] = Field(default_factory=_default_prices)
+    context_windows: dict[str, Annotated[int, Field(ge=1)]] = Field(default_factory=_default_context_windows)
 
     @field_validator("api_key", "base_url", "openai_base_url", mode="before")
     @classmethod
@@ -447,7 +445,8 @@ class ServiceSettings(_Section):
 
     ``token`` is the bearer token ``POST /runs`` requires (the trigger is off without one).
     ``/health`` says ``stale`` when work is queued and no item has completed for
-    ``stale_after_s`` seconds. ``ping_timeout_s`` is how long it waits for workers to answer.
+    ``stale_after_s`` seconds. ``/health`` and ``/metrics`` read state the workers keep in
+    Redis, waiting at most ``probe_timeout_s`` seconds for it.
     ``max_inputs`` caps the inputs one ``POST /runs`` may carry, ``max_body_bytes`` its body
     (a larger one answers 413) and ``max_json_depth`` how deeply its JSON may nest (422).
     The console at ``/console`` signs in with the same token; a session lasts
@@ -458,7 +457,7 @@ class ServiceSettings(_Section):
     port: int = Field(default=8080, ge=1, le=65535)
     token: SecretStr | None = None
     stale_after_s: float = Field(default=300.0, gt=0)
-    ping_timeout_s: float = Field(default=1.0, gt=0)
+    probe_timeout_s: float = Field(default=0.5, gt=0)
     max_inputs: int = Field(default=10_000, ge=1)
     max_body_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
     max_json_depth: int = Field(default=64, ge=3, le=500)

@@ -69,6 +69,16 @@ def _error_object(exc: BaseException) -> Mapping[str, Any]:
     return {}
 
 
+def _api_message(status: int | None, error_type: str, error: Mapping[str, Any]) -> str:
+    """The API's own words: ``400 invalid_request_error: <its message>`` (not the SDK's repr of
+    the whole body); empty when the error carries no message."""
+    message = error.get("message")
+    if not isinstance(message, str) or not message.strip():
+        return ""
+    head = " ".join(part for part in (str(status) if status else "", error_type) if part)
+    return f"{head}: {message.strip()}" if head else message.strip()
+
+
 def _error_code(exc: BaseException, error: Mapping[str, Any]) -> str:
     code = getattr(exc, "error_code", None)
     if isinstance(code, str):
@@ -120,7 +130,9 @@ def map_anthropic_error(exc: BaseException, *, model: str | None = None) -> Agen
     error = _error_object(exc)
     error_type = str(error.get("type") or "")
     status = _response_status(exc)
-    text = mapped.message
+    text = _api_message(status, error_type, error) or mapped.message
+    mapped.message = text
+    mapped.args = (text,)
     if "spend_limit" in _error_code(exc, error) or error_type == "billing_error" or status == 402:
         mapped = SpendLimitReached(text, status_code=status)
     elif status is not None and status < 400 and error_type in _STATUS_OF_TYPE:

@@ -40,27 +40,30 @@ def host_of(url: str) -> str:
 
 @dataclass(frozen=True)
 class LLMRequest:
-    """A recognised LLM call: its model, estimated input tokens and most output tokens."""
+    """A recognised LLM call: its model, estimated input tokens, most output tokens, and the
+    model's context window in tokens (None when not known)."""
 
     downstream: str
     model: str
     input_tokens: int
     output_tokens: int
+    context_window: int | None = None
 
 
 class VendorAdapter(ABC):
     """One LLM vendor's API as the fleet sees it. Subclasses set the class variables.
 
     ``hosts`` are extra host names that speak this API (a proxy, a compatible server, the
-    mock), besides ``api_host``.
+    mock), besides ``api_host``; ``context_windows`` the input tokens each model takes.
     """
 
     name: ClassVar[str]
     api_host: ClassVar[str]
     path_suffix: ClassVar[str]
 
-    def __init__(self, hosts: Iterable[str] = ()) -> None:
+    def __init__(self, hosts: Iterable[str] = (), context_windows: Mapping[str, int] | None = None) -> None:
         self.hosts = frozenset({self.api_host, *(h.lower() for h in hosts if h)})
+        self.context_windows = dict(context_windows or {})
 
     @classmethod
     def api_url(cls) -> str:
@@ -88,6 +91,7 @@ class VendorAdapter(ABC):
             model=model,
             input_tokens=estimate_tokens(json.dumps(self.prompt_parts(body), ensure_ascii=False)),
             output_tokens=self.max_output_tokens(body),
+            context_window=self.context_windows.get(model),
         )
 
     @abstractmethod

@@ -23,7 +23,8 @@ def vendors_for(settings: Settings) -> tuple[VendorAdapter, ...]:
     llm = settings.llm
     anthropic_hosts = [host_of(llm.base_url)] if llm.base_url else []
     openai_hosts = [host_of(llm.openai_base_url)] if llm.openai_base_url else []
-    return AnthropicAdapter(anthropic_hosts), OpenAIAdapter(openai_hosts)
+    windows = llm.context_windows
+    return AnthropicAdapter(anthropic_hosts, windows), OpenAIAdapter(openai_hosts, windows)
 
 
 def map_vendor_error(exc: BaseException, vendors: Sequence[VendorAdapter]) -> AgentfleetError | None:

@@ -16,9 +16,10 @@ from agentfleet.celery_config import make_app
 from agentfleet.config import Settings, get_settings
 from agentfleet.errors import DispatchError
 from agentfleet.models import RunSummary
+from agentfleet.orchestration.admission import Stage, admit_inputs, require_fit, require_workers, stage_of
 from agentfleet.orchestration.client_app import DispatchApp
 from agentfleet.orchestration.dead_letters import DeadLetterQueue
-from agentfleet.orchestration.dispatch import Dispatcher, DispatchProgress, RunPlan, Signatures
+from agentfleet.orchestration.dispatch import Admit, Dispatcher, DispatchProgress, RunPlan, Signatures
 from agentfleet.orchestration.graph import Node, graph_spec
 from agentfleet.orchestration.options import batching, run_budget, tenancy
 from agentfleet.orchestration.priority import run_priority
@@ -27,11 +28,13 @@ from agentfleet.outages import patient, ride_out
 from agentfleet.redaction import Redactor
 from agentfleet.redis_client import connect
 from agentfleet.references import callable_path
+from agentfleet.registry import TaskInfo, WorkerRegistry
 from agentfleet.runs import RunStore
+from agentfleet.runs.lookup import runs_starting_with
 from agentfleet.spend import SpendLedger
 from agentfleet.tasks.batch import batch_signatures
 from agentfleet.tasks.graph import step_meta, step_signature
-from agentfleet.tasks.meta import META_KWARG, ItemMeta
+from agentfleet.tasks.meta import ItemMeta
 from agentfleet.tasks.redispatch import item_signature
 from agentfleet.tasks.retry_policy import cap_countdown
 
@@ -44,37 +47,12 @@ KeyFn = Callable[[Mapping[str, Any]], Any]
 Progress = Callable[[DispatchProgress], None]
 
 
-def _task_name(task: TaskRef) -> str:
-    if isinstance(task, str):
-        return task
-    name = getattr(task, "name", None)
-    if not isinstance(name, str):
-        raise DispatchError(f"{task!r} is not a fleet task; decorate it with @fleet_task")
-    return name
-
-
 def _callable_path(fn: Callable[..., Any] | str) -> str:
     """The aggregate's ``module:qualname``, imported here so a wrong one fails before any item runs."""
     try:
         return callable_path(fn)
     except DispatchError as exc:
         raise DispatchError(f"aggregate {exc}") from None
-
-
-def _admit(chunk: list[Any], start: int) -> list[dict[str, Any]]:
-    """The chunk of inputs starting at index ``start``, each checked to be a dict of keyword
-    arguments without the reserved key (the dispatcher checks it is JSON); ``DispatchError``
-    names the first that is not."""
-    items = []
-    for i, item in enumerate(chunk, start):
-        if not isinstance(item, Mapping):
-            raise DispatchError(
-                f"input {i} is {type(item).__name__}; each input is a dict of keyword arguments"
-            )
-        if META_KWARG in item:
-            raise DispatchError(f"input {i} uses the reserved key {META_KWARG}")
-        items.append(dict(item))
-    return items
 
 
 class Fleet:
@@ -108,6 +86,7 @@ class Fleet:
         batch_size: int | None = None,
         priority: int | None = None,
         progress: Progress | None = None,
+        wait_for_workers_s: float | None = None,
     ) -> Run:
         """Run ``task`` once per input, in parallel; with ``aggregate``, fan in once all are done.
 
@@ -128,11 +107,18 @@ class Fleet:
         each keeping its own outcome, idempotency and dead letter. ``priority`` (0 to 9, higher
         first) orders the run's waiting messages against other runs'; by default a run of at
         most ``dispatch.small_run_items`` items goes ahead of larger ones (``priority.py``).
+
+        Nothing is sent unless the inputs fit the task and a live worker has it (waiting up to
+        ``wait_for_workers_s`` seconds, default ``dispatch.wait_for_workers_s``, for workers
+        that are starting): a mistake is one ``DispatchError``, not a dead letter per item. A
+        mistake in a later chunk of a long stream stops the dispatch (see ``dispatch.py``).
         """
-        task_name = _task_name(task)
+        stage = stage_of(task, self.settings.queues.agents)
+        task_name, queue = stage.name, stage.queue
         fn = _callable_path(aggregate) if aggregate is not None else None
-        queue = getattr(task, "queue", None) or self.settings.queues.agents
         shared, cap = tenancy(tenant), run_budget(budget_usd)
+        batched = batching(batch_size)
+        admit = self._admission([stage], stage, wait_for_workers_s)
         inputs, size = self._sized(inputs, stagger_s)
         plan = RunPlan(
             run_id=self._new_run_id(),
@@ -146,7 +132,7 @@ class Fleet:
             fail_fast=self.settings.fail_fast if fail_fast is None else fail_fast,
             priority=run_priority(priority, size, self.settings),
             shared=shared,
-            extra={**shared, **batching(batch_size)},
+            extra={**shared, **batched},
             fast=not batch_size and stagger_s <= 0,
         )
         self._set_budget(plan.run_id, cap)
@@ -174,7 +160,7 @@ class Fleet:
         elif stagger_s > 0:
             signatures = self._chains(plan, self._stagger(size, stagger_s))
         total = self._dispatcher.dispatch(
-            plan, inputs, admit=_admit, signatures=signatures, chunk_items=chunk, progress=progress
+            plan, inputs, admit=admit, signatures=signatures, chunk_items=chunk, progress=progress
         )
         return self._run(plan.run_id, plan.label, total)
 
@@ -191,25 +177,29 @@ class Fleet:
         budget_usd: float | None = None,
         priority: int | None = None,
         progress: Progress | None = None,
+        wait_for_workers_s: float | None = None,
     ) -> Run:
         """Run the stages in order for each item, the items in parallel (a chain per item).
 
         Each stage returns a dict, the next stage's keyword input; an item's outcome carries
         the last stage's result. A failed stage ends that item with a failed outcome.
-        ``inputs``, ``max_in_flight``, ``tenant``, ``budget_usd``, ``priority`` and
-        ``progress`` are as in ``map``.
+        ``inputs``, ``max_in_flight``, ``tenant``, ``budget_usd``, ``priority``, ``progress``
+        and ``wait_for_workers_s`` are as in ``map``; the inputs are checked against the first
+        stage, every stage against the live workers.
         """
         if not stages:
             raise DispatchError("a pipeline needs at least one stage")
-        names = [_task_name(stage) for stage in stages]
+        planned = [stage_of(stage, self.settings.queues.agents) for stage in stages]
+        names = [stage.name for stage in planned]
         shared, cap = tenancy(tenant), run_budget(budget_usd)
+        admit = self._admission(planned, planned[0], wait_for_workers_s)
         inputs, size = self._sized(inputs, stagger_s)
         plan = RunPlan(
             run_id=self._new_run_id(),
             label=name or " -> ".join(names),
             kind="pipeline",
             names=names,
-            queues=[getattr(s, "queue", None) or self.settings.queues.agents for s in stages],
+            queues=[stage.queue for stage in planned],
             key=key,
             max_in_flight=max_in_flight,
             aggregate=None,
@@ -223,7 +213,7 @@ class Fleet:
         self._set_budget(plan.run_id, cap)
         starts = self._stagger(size, stagger_s) if stagger_s > 0 else None
         total = self._dispatcher.dispatch(
-            plan, inputs, admit=_admit, signatures=self._chains(plan, starts), progress=progress
+            plan, inputs, admit=admit, signatures=self._chains(plan, starts), progress=progress
         )
         return self._run(plan.run_id, plan.label, total)
 
@@ -242,6 +232,7 @@ class Fleet:
         budget_usd: float | None = None,
         priority: int | None = None,
         progress: Progress | None = None,
+        wait_for_workers_s: float | None = None,
     ) -> Run:
         """Run a graph of steps per input: each ``Node`` runs once the steps it names in
         ``after`` have succeeded, independent steps in parallel (see ``orchestration/graph.py``).
@@ -250,18 +241,10 @@ class Fleet:
         other branches finish; the item's outcome carries every step's status and the
         succeeded steps' results by name. The other options are as in ``map``.
         """
-        spec = graph_spec(
-            [
-                (
-                    n.name,
-                    _task_name(n.task),
-                    getattr(n.task, "queue", None) or self.settings.queues.agents,
-                    n.after,
-                )
-                for n in nodes
-            ]
-        )
+        planned = [stage_of(n.task, self.settings.queues.agents) for n in nodes]
+        spec = graph_spec([(n.name, p.name, p.queue, n.after) for n, p in zip(nodes, planned, strict=True)])
         shared, cap = tenancy(tenant), run_budget(budget_usd)
+        admit = self._admission(planned, None, wait_for_workers_s)
         inputs, size = self._sized(inputs, stagger_s)
         plan = RunPlan(
             run_id=self._new_run_id(),
@@ -294,7 +277,7 @@ class Fleet:
                 for root in spec.roots
             ]
 
-        total = self._dispatcher.dispatch(plan, inputs, admit=_admit, signatures=roots, progress=progress)
+        total = self._dispatcher.dispatch(plan, inputs, admit=admit, signatures=roots, progress=progress)
         return self._run(plan.run_id, plan.label, total)
 
     @functools.cached_property
@@ -303,10 +286,14 @@ class Fleet:
         return DeadLetterQueue(self.settings, app=self.app, runs=self.store)
 
     def get_run(self, run_id: str) -> Run:
-        """A handle on an existing run."""
+        """A handle on an existing run, named by its id or the first characters of it.
+
+        Raises ``DispatchError`` when no run has that id, or several begin with it.
+        """
         record = self.store.get_run(run_id)
         if not record:
-            raise DispatchError(f"no run {run_id} (it may have expired)")
+            run_id = self._unique_run(run_id)
+            record = self.store.get_run(run_id)
         return self._run(run_id, record.get("name", ""), int(record.get("tasks_total", 0)))
 
     def runs(self, limit: int = 20) -> list[RunSummary]:
@@ -328,6 +315,47 @@ class Fleet:
         self.close()
 
     # Internals -----------------------------------------------------------------------------
+
+    def _admission(self, stages: Sequence[Stage], first: Stage | None, wait_s: float | None) -> Admit:
+        """A chunk's check: JSON objects under ``dispatch.max_input_bytes``; then, at the first
+        chunk, a live worker for every stage (so a malformed input is named before a missing
+        worker); then that they fit ``first`` (when given: a graph's steps read their inputs
+        when they run)."""
+        max_bytes = self.settings.dispatch.max_input_bytes
+        catalog: list[dict[str, TaskInfo]] = []
+
+        def admit(chunk: list[Any], start: int) -> list[dict[str, Any]]:
+            items = admit_inputs(chunk, max_bytes=max_bytes, start=start)
+            if not catalog:
+                catalog.append(self._admit_stages(stages, wait_s))
+            if first is not None:
+                require_fit(items, first, catalog[0].get(first.name), start=start)
+            return items
+
+        return admit
+
+    def _admit_stages(self, stages: Sequence[Stage], wait_s: float | None) -> dict[str, TaskInfo]:
+        """What live workers registered of the stages' tasks; ``DispatchError`` when one has
+        no live worker (unless ``dispatch.require_workers`` is off: then nothing is known)."""
+        dispatch = self.settings.dispatch
+        if not dispatch.require_workers:
+            return {}
+        registry = patient(
+            WorkerRegistry.from_settings(self.settings, self.store.client),
+            budget_s=self.settings.delivery.client_outage_s,
+            url=self.settings.broker_url,
+        )
+        wait = dispatch.wait_for_workers_s if wait_s is None else wait_s
+        return require_workers(registry, stages, wait_s=wait)
+
+    def _unique_run(self, start: str) -> str:
+        found = runs_starting_with(self.store.client, self.store.keys.runs, start, limit=6)
+        if len(found) == 1:
+            return found[0]
+        if not found:
+            raise DispatchError(f"no run {start} (it may have expired)")
+        shown = ", ".join(found[:5]) + (" ..." if len(found) > 5 else "")
+        raise DispatchError(f"{start} is the start of several runs ({shown}); give more of the id")
 
     @staticmethod
     def _new_run_id() -> str:

@@ -245,6 +245,12 @@ class Limiter:
             limits=limits.spec.model_dump(exclude_none=True),
         )
 
+    def paused(self, longer_than_s: float = 0.0) -> dict[str, float]:
+        """Downstreams paused for more than ``longer_than_s`` seconds yet, with the seconds left,
+        longest first (one round trip)."""
+        left = self.store.pauses()
+        return dict(sorted(((d, s) for d, s in left.items() if s > longer_than_s), key=lambda p: -p[1]))
+
     def known_downstreams(self) -> list[str]:
         """Downstreams in the limits table or acquired or paused lately, sorted."""
         seen = set(self.table.configured()) | set(self.store.registered())

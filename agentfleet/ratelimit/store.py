@@ -250,6 +250,22 @@ class RedisLimitStore:
         """Downstreams acquired or paused within the idle TTL, oldest first."""
         return [_text(v) for v in self._call(self.client.zrange, self.keys.registry, 0, -1)]
 
+    def pauses(self) -> dict[str, float]:
+        """Seconds of pause left, by Redis server time, for each known downstream paused now."""
+        names = self.registered()
+        if not names:
+            return {}
+        pipe = self.client.pipeline(transaction=False)
+        pipe.time()
+        pipe.mget([self.keys.pause(name) for name in names])
+        (seconds, micros), until = self._call(pipe.execute)
+        now_ms = int(seconds) * 1000 + int(micros) / 1000
+        return {
+            name: (float(_text(ms)) - now_ms) / 1000.0
+            for name, ms in zip(names, until, strict=True)
+            if ms is not None and float(_text(ms)) > now_ms
+        }
+
     # Errors ------------------------------------------------------------------------------
 
     def _run(self, script: Any, keys: Sequence[str], args: Sequence[Any]) -> Any:

@@ -3,7 +3,9 @@
 - ``GET /health``: status (ok, degraded, stale) and the figures behind it, as JSON. Answers
   200 whatever the fleet's status, so a probe of this service is not a probe of the fleet;
   503 only when Redis cannot be reached.
-- ``GET /metrics``: every collector's samples as Prometheus text.
+- ``GET /metrics``: every collector's samples as Prometheus text (``prometheus_client``),
+  with ``agentfleet_up``; 200 even when Redis is down (then ``agentfleet_up 0``).
+- ``GET /runs``: the newest runs' summaries (``?limit=``, default 20), with the bearer token.
 - ``POST /runs``: ``{"fanout": NAME, "inputs": [{...}, ...]}`` starts the fan-out ``NAME``
   defined in ``agentfleet.toml`` (``[fanouts.NAME]`` or ``[schedules.NAME]``) with those
   inputs (default: its own); answers 202 with the run id. Needs ``Authorization: Bearer
@@ -13,7 +15,9 @@
   same token.
 
 /health and /metrics need no token: probes and scrapers reach them, so expose this service
-only where those may.
+only where those may. Both answer in milliseconds: they read what the workers keep in Redis
+(heartbeats, counters, limiter state) on a client that waits at most
+``service.probe_timeout_s`` and never retries, and ping no worker.
 
 Bad requests are refused with a JSON body ``{"error": "<one message>"}``, never a 500: a body
 over ``service.max_body_bytes`` answers 413 (before it is read, when its length is declared),
@@ -25,9 +29,9 @@ unexpected failure is logged and answers 500 with a message that holds no detail
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hmac
 import logging
-import threading
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -36,13 +40,15 @@ from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
 
 from agentfleet.config import Settings
 from agentfleet.errors import ConfigError, DispatchError, InvalidInput
 from agentfleet.orchestration import Fleet
 from agentfleet.orchestration.named import start_named
+from agentfleet.redis_client import connect
+from agentfleet.registry import WorkerRecord, WorkerRegistry
 from agentfleet.runs import RunStore
 from agentfleet.service.collectors import DEFAULT_COLLECTORS, Collected, Collector, collect
 from agentfleet.service.console import create_console
@@ -56,32 +62,38 @@ log = logging.getLogger("agentfleet.service")
 
 
 class ServiceState:
-    """What the routes share: settings, one ``Fleet``, the collectors and the pending clock."""
+    """What the routes share: settings, one ``Fleet``, the collectors and the pending clock.
+
+    The collectors read through ``store``, ``registry`` and ``broker``, on Redis clients of their
+    own that give up after ``service.probe_timeout_s`` seconds, without retries.
+    """
 
     def __init__(self, settings: Settings, *, collectors: Sequence[Collector] = DEFAULT_COLLECTORS) -> None:
         self.settings = settings
         self.fleet = Fleet(settings)
         self.collectors = tuple(collectors)
         self.clock = PendingClock()
-        # One collection at a time: each pings every worker, so concurrent scrapes queue up.
-        self._lock = threading.Lock()
+        wait_s = settings.service.probe_timeout_s
+        probe = dataclasses.replace(
+            settings.redis_target(), connect_timeout_s=wait_s, socket_timeout_s=wait_s, retries=0
+        )
+        client = connect(probe)
+        self.store = RunStore.from_settings(settings, client)
+        self.registry = WorkerRegistry.from_settings(settings, client)
+        # The broker's queues, which ``state_url`` may put apart from the store, probed alike.
+        self.broker = connect(
+            dataclasses.replace(
+                settings.broker_target(), connect_timeout_s=wait_s, socket_timeout_s=wait_s, retries=0
+            )
+        )
 
-    @property
-    def store(self) -> RunStore:
-        return self.fleet.store
-
-    @property
-    def broker(self) -> Any:
-        return self.fleet.broker
-
-    def ping_workers(self, timeout_s: float) -> list[str]:
-        return self.fleet.ping_workers(timeout_s=timeout_s)
+    def live_workers(self) -> list[WorkerRecord]:
+        return self.registry.live()
 
     def collect(self) -> Collected:
         """Every collector's samples; raises ``redis.RedisError`` when Redis does not answer."""
-        with self._lock:
-            self.store.client.ping()
-            return collect(self, self.collectors)
+        self.store.client.ping()
+        return collect(self, self.collectors)
 
     def close(self) -> None:
         self.fleet.close()
@@ -156,14 +168,34 @@ def create_app(settings: Settings, *, collectors: Sequence[Collector] = DEFAULT_
             collected = state.collect()
         except (redis.RedisError, OSError) as exc:
             return _unavailable(exc)
-        return JSONResponse(assess(collected, state.clock, stale_after_s=settings.service.stale_after_s))
+        return JSONResponse(
+            assess(
+                collected,
+                state.clock,
+                stale_after_s=settings.service.stale_after_s,
+                pause_notice_s=settings.limiter.pause_notice_s,
+            )
+        )
 
     def metrics(request: Request) -> Response:
         try:
             collected = state.collect()
-        except (redis.RedisError, OSError) as exc:
-            return PlainTextResponse(f"# Redis does not answer: {exc}\n", status_code=503)
+        except (redis.RedisError, OSError):
+            return Response(render([], up=False), media_type=CONTENT_TYPE)
         return Response(render(collected.samples), media_type=CONTENT_TYPE)
+
+    def list_runs(request: Request) -> Response:
+        refused = _authorized(request, settings)
+        if refused is not None:
+            return refused
+        raw = request.query_params.get("limit", "20")
+        if not raw.isdigit() or not 1 <= int(raw) <= 1000:
+            return _error("limit must be a whole number from 1 to 1000", 422)
+        try:
+            summaries = state.fleet.runs(int(raw))
+        except (redis.RedisError, OSError) as exc:
+            return _unavailable(exc)
+        return JSONResponse({"runs": [summary.model_dump(mode="json") for summary in summaries]})
 
     async def start_run(request: Request) -> Response:
         refused = _authorized(request, settings)
@@ -214,6 +246,7 @@ def create_app(settings: Settings, *, collectors: Sequence[Collector] = DEFAULT_
             Route("/health", health, methods=["GET"]),
             Route("/metrics", metrics, methods=["GET"]),
             Route("/runs", start_run, methods=["POST"]),
+            Route("/runs", list_runs, methods=["GET"]),
             Route("/runs/{run_id}", show_run, methods=["GET"]),
             Mount("/console", app=create_console(settings, state.fleet)),
         ],

@@ -1,8 +1,10 @@
 """Collectors: small functions that each read one part of the fleet and return samples.
 
 ``/metrics`` renders every sample; ``/health`` reads the few it needs by name. A collector
-takes a ``Sources`` (settings, the run store, a way to ping workers) and returns a list of
-``Sample``. Adding one is writing the function and listing it in ``DEFAULT_COLLECTORS``.
+takes a ``Sources`` (settings, the run store, the live workers' heartbeats) and returns a
+list of ``Sample``. Every one reads state the workers keep fresh in Redis (nothing pings a
+worker), so a scrape takes a few round trips. Adding one is writing the function and
+listing it in ``DEFAULT_COLLECTORS``.
 
 Besides queues, workers, completions and outcomes:
 
@@ -97,14 +99,17 @@ def collect_queues(sources: Sources) -> list[Sample]:
 
 
 def collect_workers(sources: Sources) -> list[Sample]:
-    """Workers answering a ping now."""
-    names = sources.ping_workers(sources.settings.service.ping_timeout_s)
-    help_text = "Workers that answered a ping within service.ping_timeout_s."
-    samples = [Sample("agentfleet_workers_active", len(names), help=help_text)]
-    samples += [
-        Sample("agentfleet_worker_up", 1, {"worker": name}, help="1 for each worker that answered a ping.")
-        for name in names
+    """Workers whose heartbeat is live, each with the seconds since its last one."""
+    workers = sources.live_workers()
+    samples = [
+        Sample(
+            "agentfleet_workers_active",
+            len(workers),
+            help="Workers whose heartbeat is live (one every worker.heartbeat_s seconds).",
+        )
     ]
+    up_help = "1 for each worker with a live heartbeat."
+    samples += [Sample("agentfleet_worker_up", 1, {"worker": w.node}, help=up_help) for w in workers]
     return samples
 
 

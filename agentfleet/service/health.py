@@ -4,7 +4,9 @@
   and no item has completed for ``service.stale_after_s`` seconds, counted from the later of
   the last completion and the moment this service first saw the work pending. The fleet is
   not making progress: workers are gone, hung, or every item waits on a long pause.
-- ``degraded``: no worker answers a ping, a circuit is open, or a collector failed.
+- ``degraded``: no worker has a live heartbeat, a circuit is open, a downstream is paused
+  for every worker with more than ``limiter.pause_notice_s`` left (the reason names it and
+  the time left), or a collector failed.
 - ``ok``: otherwise.
 
 ``stale`` wins over ``degraded``. Fields a collector does not provide yet are ``null``.
@@ -15,9 +17,10 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from agentfleet.dlq.stats import format_age
 from agentfleet.service.collectors import COMPLETION_WINDOW_S, Collected
 
-__all__ = ["PendingClock", "assess"]
+__all__ = ["PendingClock", "assess", "pause_reason", "paused_for_long"]
 
 
 class PendingClock:
@@ -37,7 +40,21 @@ class PendingClock:
             return self._since
 
 
-def assess(collected: Collected, clock: PendingClock, *, stale_after_s: float) -> dict[str, Any]:
+def paused_for_long(collected: Collected, notice_s: float) -> dict[str, float]:
+    """Downstreams paused with more than ``notice_s`` seconds left, and the seconds left."""
+    samples = collected.values("agentfleet_limiter_paused_seconds")
+    paused = {s.labels["downstream"]: round(s.value, 1) for s in samples if s.value > notice_s}
+    return dict(sorted(paused.items(), key=lambda item: -item[1]))
+
+
+def pause_reason(downstream: str, left_s: float) -> str:
+    """One line for a paused downstream, as ``/health`` and the CLI say it."""
+    return f"{downstream} is paused for every worker for {format_age(left_s)} more (after a 429 or 529)"
+
+
+def assess(
+    collected: Collected, clock: PendingClock, *, stale_after_s: float, pause_notice_s: float = 5.0
+) -> dict[str, Any]:
     """The ``/health`` document: status, the reasons for it, and the figures behind it."""
     now = collected.at
     queues = {s.labels["queue"]: int(s.value) for s in collected.values("agentfleet_queue_depth")}
@@ -63,9 +80,11 @@ def assess(collected: Collected, clock: PendingClock, *, stale_after_s: float) -
                 f"(service.stale_after_s is {stale_after_s:g})"
             )
     if workers is not None and workers == 0:
-        reasons.append("no worker answers a ping")
+        reasons.append("no worker is running (none has a live heartbeat)")
     if circuits:
         reasons.append(f"open circuits: {', '.join(circuits)}")
+    paused = paused_for_long(collected, pause_notice_s)
+    reasons += [pause_reason(downstream, left_s) for downstream, left_s in paused.items()]
     for name, error in sorted(collected.errors.items()):
         reasons.append(f"{name} failed: {error}")
     if status == "ok" and reasons:
@@ -82,6 +101,7 @@ def assess(collected: Collected, clock: PendingClock, *, stale_after_s: float) -
         "seconds_since_last_completion": since_last,
         "dlq_depth": int(sum(s.value for s in dlq)) if dlq else None,
         "open_circuits": circuits if circuit_samples else None,
+        "paused_downstreams": paused,
         "stale_after_s": stale_after_s,
     }
 

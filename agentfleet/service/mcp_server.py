@@ -5,9 +5,8 @@ Tools:
 - ``fan_out_tasks(task, inputs, name, max_in_flight, budget_usd, aggregate)``: start a run of a
   registered fleet task over a list of keyword-input objects; returns the run id at once.
   ``max_in_flight`` caps the run's items executing at once across the cluster;
-  ``budget_usd`` stops the run's items once the run has spent that many US dollars (it is
-  recorded in the spend ledger right after the run is dispatched: a call whose check came
-  in the moment between the two is not held back, every later one is);
+  ``budget_usd`` stops the run's items once the run has spent that many US dollars (recorded
+  with the run, before any item is sent);
 - ``run_status(run_id)``: the run's summary and its spend by downstream;
 - ``run_results(run_id, failed_only, offset, limit)``: the outcomes (results and errors,
   secrets redacted) and the aggregate;
@@ -65,9 +64,9 @@ class FleetTools:
             raise DispatchError(f"{len(inputs)} inputs is more than service.max_inputs ({cap})")
         if budget_usd is not None and budget_usd <= 0:
             raise DispatchError("budget_usd must be more than 0")
-        run = self.fleet.map(task, inputs, name=name, aggregate=aggregate, max_in_flight=max_in_flight)
-        if budget_usd is not None:
-            self.ledger.set_budget(run.id, budget_usd)
+        run = self.fleet.map(
+            task, inputs, name=name, aggregate=aggregate, max_in_flight=max_in_flight, budget_usd=budget_usd
+        )
         return {"run_id": run.id, "name": run.name, "tasks": run.total, "budget_usd": budget_usd}
 
     def status(self, run_id: str) -> dict[str, Any]:

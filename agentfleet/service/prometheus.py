@@ -1,48 +1,56 @@
-"""Samples as Prometheus text exposition (format 0.0.4)."""
+"""Samples as Prometheus text, through ``prometheus_client``'s own exposition.
+
+``render`` exposes one collection: ``agentfleet_up`` (1 when Redis answered, 0 when it did
+not, so a scrape of a fleet whose Redis is down still succeeds and says so), then every
+sample, grouped into one family per metric name with its HELP and TYPE. A counter's samples
+keep their ``_total`` names.
+"""
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 
-from agentfleet.service.collectors import Sample
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.core import CollectorRegistry, CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
-__all__ = ["CONTENT_TYPE", "render"]
+from agentfleet.service.samples import Sample
 
-CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+__all__ = ["CONTENT_TYPE", "UP", "render"]
 
-
-def _escape_label(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
-
-
-def _escape_help(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n")
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+UP = "agentfleet_up"
 
 
-def _number(value: float) -> str:
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
-    if float(value).is_integer() and abs(value) < 2**53:
-        return str(int(value))
-    return repr(float(value))
+def _family(name: str, members: Sequence[Sample]) -> Metric:
+    labels = list(dict.fromkeys(key for sample in members for key in sample.labels))
+    first = members[0]
+    family: GaugeMetricFamily | CounterMetricFamily
+    if first.kind == "counter":
+        family = CounterMetricFamily(name, first.help or name, labels=labels)
+    else:
+        family = GaugeMetricFamily(name, first.help or name, labels=labels)
+    for sample in members:
+        family.add_metric([str(sample.labels.get(key, "")) for key in labels], float(sample.value))
+    return family
 
 
-def render(samples: Iterable[Sample]) -> str:
-    """One block per metric name (HELP, TYPE, then its samples), in first-seen order."""
-    families: dict[str, list[Sample]] = {}
-    for sample in samples:
-        families.setdefault(sample.name, []).append(sample)
-    lines: list[str] = []
-    for name, members in families.items():
-        first = members[0]
-        if first.help:
-            lines.append(f"# HELP {name} {_escape_help(first.help)}")
-        lines.append(f"# TYPE {name} {first.kind}")
-        for sample in members:
-            labels = ",".join(f'{key}="{_escape_label(str(val))}"' for key, val in sample.labels.items())
-            series = f"{name}{{{labels}}}" if labels else name
-            lines.append(f"{series} {_number(sample.value)}")
-    return "\n".join(lines) + "\n"
+class _Snapshot(Collector):
+    """One collection's samples, as ``prometheus_client`` collects them."""
+
+    def __init__(self, samples: Iterable[Sample]) -> None:
+        self._families: dict[str, list[Sample]] = {}
+        for sample in samples:
+            self._families.setdefault(sample.name, []).append(sample)
+
+    def collect(self) -> Iterator[Metric]:
+        for name, members in self._families.items():
+            yield _family(name, members)
+
+
+def render(samples: Iterable[Sample], *, up: bool = True) -> bytes:
+    """The exposition of ``samples``, led by ``agentfleet_up`` (``up``: Redis answered)."""
+    gauge = Sample(UP, 1.0 if up else 0.0, help="1 when this service could read the fleet's Redis, else 0.")
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Snapshot([gauge, *samples]))
+    return generate_latest(registry)

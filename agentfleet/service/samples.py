@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from agentfleet.config import Settings
+from agentfleet.registry import WorkerRecord
 from agentfleet.runs import RunStore
 
 __all__ = ["Collected", "Collector", "Sample", "Sources", "collect"]
@@ -38,8 +39,8 @@ class Sources(Protocol):
         """A Redis client on the broker (its queues and unacknowledged messages)."""
         ...
 
-    def ping_workers(self, timeout_s: float) -> list[str]:
-        """Names of the workers that answered within ``timeout_s`` seconds."""
+    def live_workers(self) -> list[WorkerRecord]:
+        """The workers whose heartbeat has not expired (``agentfleet.registry``)."""
         ...
 
 

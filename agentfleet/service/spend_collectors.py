@@ -2,9 +2,9 @@
 
 - ``agentfleet_spend_today_usd{downstream}``: US dollars spent on each downstream since
   midnight UTC (a gauge that falls back to zero at midnight);
-- ``agentfleet_run_budget_share{run,name}``: with ``budgets.run_usd`` set, the share of that
-  budget each running run among the newest ``RECENT_RUNS`` has spent (1.0 is the whole
-  budget: its items stop there);
+- ``agentfleet_run_budget_share{run,name}``: the share of its budget (its own, else
+  ``budgets.run_usd``) each running run among the newest ``RECENT_RUNS`` has spent (1.0 is
+  the whole budget: its items stop there); runs without a budget have no sample;
 - ``agentfleet_budget_spent_usd{scope,tenant}`` and ``agentfleet_budget_cap_usd``: the fleet's
   and each tenant's spending today against their daily caps, and
   ``agentfleet_budget_alerts_total{scope,level}``: the budget alerts raised so far.
@@ -38,21 +38,27 @@ def collect_spend(sources: Sources) -> list[Sample]:
 
 
 def collect_budget_share(sources: Sources) -> list[Sample]:
-    """Each running run's spend as a share of ``budgets.run_usd`` (nothing when unset)."""
-    budget = sources.settings.budgets.run_usd
-    if budget is None:
-        return []
+    """Each running run's spend as a share of its budget: its own, else ``budgets.run_usd``."""
+    default = sources.settings.budgets.run_usd
     running = [s for s in sources.store.list_runs(RECENT_RUNS) if s.status == "running"]
     ledger = SpendLedger.from_settings(sources.settings, sources.store.client)
-    spent = ledger.runs([s.run_id for s in running])
+    ids = [s.run_id for s in running]
+    own = ledger.run_budgets(ids)
+    budgets: dict[str, float] = {}
+    for run_id in ids:
+        budget = own.get(run_id, default)
+        if budget:
+            budgets[run_id] = budget
+    spent = ledger.runs(list(budgets))
     return [
         Sample(
             "agentfleet_run_budget_share",
-            round(sum(spent[s.run_id].values()) / budget, 6),
+            round(sum(spent[s.run_id].values()) / budgets[s.run_id], 6),
             {"run": s.run_id, "name": s.name},
-            help="Share of budgets.run_usd a running run has spent (1 = the whole budget).",
+            help="Share of its budget a running run has spent (1 = the whole budget).",
         )
         for s in running
+        if s.run_id in spent
     ]
 
 

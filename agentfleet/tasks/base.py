@@ -9,6 +9,8 @@ from typing import Any
 from celery import Task
 from pydantic import BaseModel
 
+from agentfleet.errors import AgentfleetError
+
 __all__ = ["FleetTask", "TaskBudget"]
 
 
@@ -40,6 +42,8 @@ class FleetTask(Task):
     PUBLISH per task would buy nothing. A failure (``FAILURE``) or a retry is still stored
     (``store_errors_even_if_ignored``), so Flower and ``AsyncResult`` still show it.
 
+    An item that failed for good ends as Celery ``FAILURE`` with its fleet error, which is
+    expected (``throws``): logged in one line, its traceback kept in the dead letter.
     ``compensate(ctx, inputs, result)``, when set, undoes one succeeded item (see
     ``tasks/compensation.py``).
     """
@@ -52,6 +56,7 @@ class FleetTask(Task):
     max_retries = None
     ignore_result = True
     store_errors_even_if_ignored = True
+    throws = (AgentfleetError,)
 
     fn: Callable[..., Any]
     input_model: type[BaseModel]

@@ -16,7 +16,7 @@ The steps, in order:
 5. Success stores and records the outcome. ``Deferred`` reschedules without using a retry.
    A retryable error (a soft time limit included) retries with backoff while the budget
    lasts. Anything else, or an exhausted budget, becomes an ``ok=False`` outcome and a dead
-   letter, so fan-in still runs. Downstream faults are counted by the circuit breaker.
+   letter, so fan-in still runs, then Celery ``FAILURE``. Downstream faults count for circuits.
 
 A hard time limit kills the worker process mid-body; ``after_hard_time_limit`` then does step
 5 from the worker's main process (see ``tasks/process_loss.py`` and ``tasks/request.py``).
@@ -55,6 +55,7 @@ from agentfleet.redaction import Redactor
 from agentfleet.runs import FinishState, claim_renewer, new_claim_token
 from agentfleet.tasks import clients, failures
 from agentfleet.tasks.batch import execute_batch, is_batch, send_alone
+from agentfleet.tasks.celery_states import defer, raise_for_failures
 from agentfleet.tasks.circuit_guard import CircuitGuard
 from agentfleet.tasks.compensation import note_success, request_compensation
 from agentfleet.tasks.context import TaskContext
@@ -90,7 +91,8 @@ class _Rescheduled(Exception):
 
 
 class _Delivery:
-    """The state of one delivery; ``run()`` returns the outcome dict or raises Celery's Retry.
+    """The state of one delivery; ``run()`` returns the outcome dict or raises Celery's Retry
+    (a failed attempt tried again) or Ignore (a deferral sent again).
 
     ``request`` is given when the delivery is finished from outside the task (the worker's
     main process after a hard time limit); then rescheduling publishes a new message. An item
@@ -297,7 +299,7 @@ class _Delivery:
                 state.claim_left_s,
             )
             wait_s = cap_countdown(deferral_s(state.claim_left_s), self.settings.max_countdown_s)
-            self._reschedule(self.meta, wait_s)
+            self._reschedule(self.meta, wait_s, deferral="another delivery of this item is running it")
         self.token = token
         claim_renewer().hold(self.runs, self.key, token, ttl_s)
         try:
@@ -407,7 +409,7 @@ class _Delivery:
             nxt = self.meta.model_copy(
                 update={"deferrals": self.meta.deferrals + 1, "elapsed_s": spent_s, "cost_usd": cost}
             )
-            self._reschedule(nxt, countdown)
+            self._reschedule(nxt, countdown, deferral=str(err))
         self._record_attempt(err, self.meta.attempt + 1, downstream or self.task.downstream, elapsed)
         retries_left = self.meta.attempt < self.task.fleet_max_retries
         if isinstance(err, RetryableError) and retries_left:
@@ -445,7 +447,8 @@ class _Delivery:
             downstream=downstream,
         )
 
-    def _reschedule(self, meta: ItemMeta, countdown: float) -> NoReturn:
+    def _reschedule(self, meta: ItemMeta, countdown: float, *, deferral: str | None = None) -> NoReturn:
+        """Send the item again in ``countdown`` s: a retry, or a deferral (``deferral``: why)."""
         self._release_claim()
         args: tuple[Any, ...] = ()
         kwargs = dict(self.kwargs)
@@ -457,6 +460,8 @@ class _Delivery:
             send_alone(self.task, meta, self.kwargs, self._queue(), countdown)
             raise _Rescheduled
         if self.request is None:
+            if deferral is not None:
+                defer(self.task, self.task.request, args, kwargs, countdown, deferral)
             raise self.task.retry(args=args, kwargs=kwargs, countdown=countdown, max_retries=None)
         # Outside the task: the same message again (chain and chord included), as retry() sends it.
         self.task.signature_from_request(
@@ -467,18 +472,21 @@ class _Delivery:
 
 def execute(task: FleetTask, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """Run one delivery of ``task``; returns a ``TaskOutcome`` as a dict (a list of them for a
-    batch, see ``tasks/batch.py``).
+    batch, see ``tasks/batch.py``); an item that failed for good raises (``celery_states``).
 
     When Redis stays out of reach longer than ``delivery.redis_retry_s``, the message is
     rejected for redelivery rather than acknowledged without an outcome.
     """
     try:
         if is_batch(kwargs):
-            return execute_batch(task, kwargs, functools.partial(_deliver_in_batch, task))
-        return _Delivery(task, args, kwargs).run()
+            outcomes = execute_batch(task, kwargs, functools.partial(_deliver_in_batch, task))
+        else:
+            outcomes = [_Delivery(task, args, kwargs).run()]
     except BrokerUnavailable as exc:
         log.error("%s[%s]: %s; handing the message back for redelivery", task.name, task.request.id, exc)
         raise Reject(str(exc), requeue=True) from None
+    raise_for_failures(outcomes)
+    return outcomes if is_batch(kwargs) else outcomes[0]
 
 
 def _deliver_in_batch(

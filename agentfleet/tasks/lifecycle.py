@@ -1,6 +1,6 @@
-"""Worker process hooks: fresh Redis pools after fork, the reconciler in the main process,
-the completion counters written at shutdown, exit when the parent is gone, and only redacted
-user inputs in the argument reprs of the messages a worker publishes."""
+"""Worker process hooks: fresh Redis pools after fork, the reconciler and the heartbeat in the
+main process, the completion counters written at shutdown, exit when the parent is gone, and
+only redacted user inputs in the argument reprs of the messages a worker publishes."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import os
 import signal
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from celery.signals import (
     before_task_publish,
@@ -26,11 +26,15 @@ from agentfleet.runs import flush_tallies
 from agentfleet.tasks.message_reprs import redact_published_reprs
 from agentfleet.tasks.process_logging import process_redactor
 
+if TYPE_CHECKING:
+    from agentfleet.tasks.heartbeat import Heartbeat
+
 __all__ = ["PARENT_PID_ENV"]
 
 PARENT_PID_ENV = "AGENTFLEET_PARENT_PID"
 log = logging.getLogger("agentfleet.worker")
 _reconciler_stop: threading.Event | None = None
+_heartbeat: Heartbeat | None = None
 
 
 def _warm_imports() -> None:
@@ -86,10 +90,22 @@ def _start_reconciler(node: str) -> None:
     _reconciler_stop = start_reconciler(settings, app, run_store(settings), node=node)
 
 
+def _start_heartbeat(consumer: Any) -> None:
+    global _heartbeat
+    from agentfleet.config import get_settings
+    from agentfleet.tasks.heartbeat import Heartbeat
+
+    app = consumer.app
+    queues = sorted(app.amqp.queues.consume_from)
+    _heartbeat = Heartbeat(get_settings(), app, str(consumer.hostname), queues).start()
+
+
 @worker_shutdown.connect
 def _stop_reconciler(**_: Any) -> None:
     if _reconciler_stop is not None:
         _reconciler_stop.set()
+    if _heartbeat is not None:
+        _heartbeat.stop()
     flush_tallies()
 
 
@@ -102,6 +118,8 @@ def _flush_counters(**_: Any) -> None:
 @worker_ready.connect
 def _on_worker_ready(sender: Any = None, **_: Any) -> None:
     _warm_in_background()
+    # First the heartbeat: dispatch admits work for this worker's tasks once it is listed.
+    _start_heartbeat(sender)
     # Every worker runs the reconciler; a lock in Redis lets one of them act at a time.
     _start_reconciler(str(getattr(sender, "hostname", None) or "worker"))
     # LocalCluster sets the variable so a worker never outlives the process that started it.

@@ -2,9 +2,10 @@
 
 When a task's hard time limit runs out, the pool process running it is killed, and Celery's
 own handler marks the task failed. For a fleet item that would leave the run without an
-outcome and a chord without its member. Instead the worker's main process counts the attempt
-as a retryable ``TaskTimeLimit``: the item is sent again while it has retries left, else it is
-dead-lettered and its ``ok=False`` outcome stored as the task's result, so fan-in still runs.
+outcome. Instead the worker's main process counts the attempt as a retryable
+``TaskTimeLimit``: the item is sent again while it has retries left, else it is dead-lettered,
+its ``ok=False`` outcome recorded (so fan-in still runs) and the task marked ``FAILURE`` with
+a ``task-failed`` event, as any item that failed for good.
 
 Only pools that enforce time limits get here (prefork; gevent for soft limits): Celery's threads
 and solo pools do not enforce them.
@@ -17,9 +18,11 @@ from typing import Any
 
 from billiard.einfo import ExceptionInfo
 from billiard.exceptions import WorkerLostError
+from celery.utils.saferepr import saferepr
 from celery.worker import state
 from celery.worker.request import Request
 
+from agentfleet.tasks.celery_states import final_error
 from agentfleet.tasks.process_loss import after_hard_time_limit, release_claim_of_dead_process
 
 __all__ = ["FleetRequest"]
@@ -62,7 +65,11 @@ class FleetRequest(Request):
             super().on_timeout(soft, timeout)
             return
         state.task_ready(self)
-        if outcome is not None:
+        failed = final_error(outcome) if outcome is not None else None
+        if failed is not None:
+            self.task.backend.mark_as_failure(self.id, failed, request=self._context)
+            self.send_event("task-failed", exception=saferepr(failed), traceback="")
+        elif outcome is not None:
             self.task.backend.mark_as_done(self.id, outcome, request=self._context)
         if self.task.acks_late:
             self.acknowledge()

@@ -10,6 +10,8 @@ For each request it:
 
 1. names the downstream: the host, or ``<vendor>:<model>`` for a call a vendor adapter
    recognises (``anthropic:<model>``, ``openai:<model>``), whose host is then limited too;
+   an LLM call estimated larger than its model's context window fails here, unsent
+   (``ContextWindowExceeded``, permanent);
 2. asks the circuit breaker (an open circuit raises ``Deferred``), then the limiter for a
    bucket token and a concurrency lease; an LLM call also charges its estimated input
    tokens and its most output tokens (waiting too long raises ``Deferred``: the task is
@@ -35,7 +37,12 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Protocol
 
-from agentfleet.errors import AgentfleetError, DownstreamError, retry_after_from_headers
+from agentfleet.errors import (
+    AgentfleetError,
+    ContextWindowExceeded,
+    DownstreamError,
+    retry_after_from_headers,
+)
 from agentfleet.models import TokenUsage
 
 __all__ = [
@@ -92,6 +99,9 @@ class LLMCallProtocol(Protocol):
     @property
     def output_tokens(self) -> int: ...
 
+    @property
+    def context_window(self) -> int | None: ...
+
 
 class VendorProtocol(Protocol):
     """An LLM vendor's adapter (``agentfleet.llm.vendor.VendorAdapter``)."""
@@ -106,7 +116,7 @@ class VendorProtocol(Protocol):
 @dataclass(frozen=True)
 class CallInfo:
     """One outgoing call: its downstream, the extra names it is limited under, and for an LLM
-    call its vendor, model, estimated input tokens and most output tokens."""
+    call its vendor, model, estimated input tokens, most output tokens and context window."""
 
     downstream: str
     host: str
@@ -115,10 +125,21 @@ class CallInfo:
     input_tokens: int = 0
     output_tokens: int = 0
     vendor: VendorProtocol | None = field(default=None, compare=False, repr=False)
+    context_window: int | None = None
 
     @property
     def is_llm(self) -> bool:
         return self.model is not None
+
+    def require_fit(self) -> None:
+        """Raise ``ContextWindowExceeded`` when the call's estimated input exceeds its window."""
+        if self.context_window is not None and self.input_tokens > self.context_window:
+            raise ContextWindowExceeded(
+                f"the request's input is about {self.input_tokens:,} tokens (four characters a "
+                f"token), more than {self.model}'s context window of {self.context_window:,}; it was "
+                "not sent. Shorten the input (or raise llm.context_windows for this model)",
+                downstream=self.downstream,
+            )
 
 
 @dataclass
@@ -158,6 +179,7 @@ def describe_call(request: Any, vendors: Sequence[VendorProtocol]) -> CallInfo:
                 input_tokens=call.input_tokens,
                 output_tokens=call.output_tokens,
                 vendor=vendor,
+                context_window=call.context_window,
             )
     return CallInfo(downstream=host, host=host)
 
@@ -255,6 +277,7 @@ class _FleetCore:
         if hooks.gate is not None:
             hooks.gate()
         info = describe_call(request, hooks.vendors)
+        info.require_fit()
         probe = hooks.breaker.before(info.downstream) if hooks.breaker is not None else False
         permit = None
         if hooks.limiter is not None:

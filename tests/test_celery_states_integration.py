@@ -1,0 +1,132 @@
+"""Failures look like failures to Celery tooling: counted at the far end, by Flower's own event
+state fed with the events real workers send, and by Celery's result backend."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import fleet_test_tasks as tt
+import pytest
+from celery import Celery
+from flower.events import EventsState
+
+from agentfleet import LocalCluster
+
+pytestmark = pytest.mark.slow
+
+
+class EventTap:
+    """Every event the cluster's workers send, fed to Flower's ``EventsState`` as Flower does."""
+
+    def __init__(self, app: Celery) -> None:
+        self.app = app
+        self.flower = EventsState()
+        self.lock = threading.Lock()
+        self.receiver: Any = None
+        self.ready = threading.Event()
+        self.thread = threading.Thread(target=self._capture, daemon=True)
+
+    def _on_event(self, event: dict[str, Any]) -> None:
+        with self.lock:
+            self.flower.event(event)
+
+    def _capture(self) -> None:
+        with self.app.connection_for_read() as connection:
+            self.receiver = self.app.events.Receiver(connection, handlers={"*": self._on_event})
+            self.ready.set()
+            self.receiver.capture(limit=None, timeout=None, wakeup=False)
+
+    def counted(self, event_type: str) -> int:
+        with self.lock:
+            return sum(counter[event_type] for counter in self.flower.counter.values())
+
+    def state_of(self, task_id: str) -> str | None:
+        with self.lock:
+            task = self.flower.tasks.get(task_id)
+            return task.state if task is not None else None
+
+    def __enter__(self) -> EventTap:
+        self.thread.start()
+        self.ready.wait(10)
+        time.sleep(0.5)  # the receiver's queue is bound once its consumer starts
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.receiver.should_stop = True
+        self.thread.join(timeout=10)
+
+
+@pytest.fixture
+def tap(cluster: LocalCluster) -> Iterator[EventTap]:
+    with EventTap(cluster.fleet().app) as running:
+        yield running
+
+
+def _settle(tap: EventTap, event_type: str, at_least: int, timeout_s: float = 20.0) -> int:
+    deadline = time.monotonic() + timeout_s
+    while tap.counted(event_type) < at_least and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(1.0)  # and nothing more arrives
+    return tap.counted(event_type)
+
+
+def _final_state(app: Celery, task_id: str, timeout_s: float = 10.0) -> str:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        state = str(app.AsyncResult(task_id).state)
+        if state in ("SUCCESS", "FAILURE") or time.monotonic() > deadline:
+            return state
+        time.sleep(0.1)
+
+
+def test_flowers_failed_count_equals_the_dead_letters_of_a_run(cluster: LocalCluster, tap: EventTap) -> None:
+    fleet = cluster.fleet()
+    inputs = [{"n": i, "fail": i % 5 == 0} for i in range(20)]
+    run = fleet.map(tt.maybe_fail, inputs)
+    summary = run.wait(timeout_s=60)
+    dead = fleet.dlq.list(run_id=run.id)
+    assert summary.dead_lettered == len(dead) == 4
+    assert _settle(tap, "task-failed", 4) == 4
+    assert _settle(tap, "task-succeeded", 16) == 16
+    failed_ids = {o.task_id for o in run.outcomes() if not o.ok}
+    assert {tap.state_of(task_id) for task_id in failed_ids} == {"FAILURE"}
+
+
+def test_a_dead_lettered_item_is_failure_in_the_result_backend_with_its_error(cluster: LocalCluster) -> None:
+    run = cluster.fleet().map(tt.maybe_fail, [{"n": 1, "fail": True}, {"n": 2}])
+    run.wait(timeout_s=60)
+    failed, ok = sorted(run.outcomes(), key=lambda o: o.ok)
+    app = cluster.fleet().app
+    # The worker stores Celery's result just after the item's outcome.
+    assert _final_state(app, failed.task_id) == "FAILURE"
+    assert type(app.AsyncResult(failed.task_id).result).__name__ == "PermanentError"
+    assert "item 1 is broken" in str(app.AsyncResult(failed.task_id).result)
+    assert _final_state(app, ok.task_id) == "SUCCESS"
+
+
+def test_deferrals_are_neither_failures_nor_retries(cluster: LocalCluster, tap: EventTap) -> None:
+    fleet = cluster.fleet()
+    run = fleet.map(tt.sleepy, [{"n": i, "sleep_s": 0.4} for i in range(4)], max_in_flight=1)
+    summary = run.wait(timeout_s=60)
+    assert summary.succeeded == 4
+    assert summary.deferrals > 0, "items waited for the pool's one slot"
+    assert _settle(tap, "task-deferred", summary.deferrals) == summary.deferrals
+    assert tap.counted("task-failed") == 0
+    assert tap.counted("task-retried") == 0
+    assert {tap.state_of(o.task_id) for o in run.outcomes()} == {"SUCCESS"}
+
+
+def test_a_failed_pipeline_stage_is_the_one_failure_and_fan_in_still_runs(
+    cluster: LocalCluster, tap: EventTap
+) -> None:
+    urls = [{"url": "https://ok.example/page"}, {"url": "https://broken.example"}]
+    fleet = cluster.fleet()
+    run = fleet.pipeline([tt.stage_fetch, tt.stage_extract, tt.stage_report], urls)
+    assert (run.wait(timeout_s=60).succeeded, len(fleet.dlq.list(run_id=run.id))) == (1, 1)
+    assert _settle(tap, "task-failed", 1) == 1
+    mapped = fleet.map(tt.maybe_fail, [{"n": 1, "fail": True}, {"n": 2}], aggregate=tt.count_results)
+    mapped.wait(timeout_s=60)
+    assert mapped.result(timeout_s=30) == 1
