@@ -35,5 +35,6 @@ def sleep(seconds: float) -> float:
 
 
 @app.task(name="plain.noop")
-def noop() -> None:
+def noop(**inputs: object) -> None:
+    """Takes whatever inputs a benchmark sends its fleet's task (as the dispatch anchor does)."""
     return None
