@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -89,3 +90,5 @@ class PlainWorkers:
                 os.killpg(process.pid, signal.SIGKILL)
             process.wait(timeout=10)
         self.processes = []
+        if exc_type is None:
+            shutil.rmtree(self._logs, ignore_errors=True)

@@ -6,7 +6,8 @@ thread pool of 8, both started before the first round. In alternating rounds, ea
 with ``Run.wait``, against a Celery group of ``plain.noop`` followed with ``GroupResult.get``.
 Per round and side: items per second (dispatch to last result), the worker's CPU per item
 (its process tree), and Redis's own CPU per item and commands per item (``INFO``; commands a
-script runs count too). Prints each side's median and agentfleet's ratio to Celery's.
+script runs count too). Prints each side's median and agentfleet's ratio to Celery's, and the
+no-op items per second one Redis could carry at 100% of its core (1 / Redis CPU per item).
 
 Targets (see the README): throughput at least 1.0x Celery's; Redis CPU per item at most 1.0x.
 """
@@ -92,6 +93,9 @@ def main() -> None:
     for label, key, fmt, target in rows:
         ratio = ours[key] / theirs[key]
         print(f"{label:34s}{fmt.format(ours[key])}{fmt.format(theirs[key]):>14s}{ratio:7.2f}x {target}")
+    # Redis runs commands on one core: its CPU per item bounds the items one Redis carries.
+    carried = (1000 / ours["redis_ms"], 1000 / theirs["redis_ms"])
+    print(f"{'items/s one busy Redis core carries':34s}{carried[0]:12.0f}{carried[1]:14.0f}")
     print(f"load average at the end: {os.getloadavg()[0]:.2f}")
 
 

@@ -2,7 +2,10 @@
 
 Configured as agentfleet configures its own where delivery is concerned (late acknowledgement,
 one message reserved per slot unless ``PLAIN_PREFETCH`` says more, task events on for Flower,
-JSON), with Celery's Redis result backend and kombu's own Redis transport.
+JSON), with Celery's Redis result backend and kombu's own Redis transport. kombu's cap on a
+worker's Redis connections is raised from 10 to 2,000, as agentfleet raises its own: at 100
+gevent slots the default cap fails acknowledgements ("Too many connections") and loses messages,
+and the anchor's runs then never finish.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ app.conf.update(
     accept_content=["json"],
     task_default_queue=os.environ.get("PLAIN_QUEUE", "plain"),
     worker_hijack_root_logger=False,
+    broker_transport_options={"max_connections": 2000},
 )
 
 
