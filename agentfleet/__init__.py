@@ -15,6 +15,7 @@ _EXPORTS = {
     "Fleet": "agentfleet.orchestration.fleet",
     "Run": "agentfleet.orchestration.run",
     "Node": "agentfleet.orchestration.graph",
+    "DispatchProgress": "agentfleet.orchestration.dispatch",
     "fleet_task": "agentfleet.tasks.decorator",
     "FleetTask": "agentfleet.tasks.base",
     "TaskContext": "agentfleet.tasks.context",
@@ -82,6 +83,7 @@ __all__ = [
     "DeadLetterQueue",
     "Deferred",
     "DispatchError",
+    "DispatchProgress",
     "DownstreamError",
     "Fleet",
     "FleetTask",
@@ -151,6 +153,7 @@ if TYPE_CHECKING:
     from agentfleet.mock_llm import MockMessagesServer
     from agentfleet.models import RunSummary, TaskOutcome
     from agentfleet.orchestration.dead_letters import DeadLetterQueue, RequeueResult
+    from agentfleet.orchestration.dispatch import DispatchProgress
     from agentfleet.orchestration.fleet import Fleet
     from agentfleet.orchestration.graph import Node
     from agentfleet.orchestration.run import Run

@@ -32,9 +32,6 @@ from agentfleet.orchestration.named import iter_jsonl
 
 __all__ = ["ExitCode", "exit_code", "read_inputs", "run"]
 
-# Seconds between lines saying how far a long dispatch got.
-_PROGRESS_EVERY_S = 5.0
-
 
 class ExitCode(IntEnum):
     """``agentfleet run``'s exit statuses (see the module docstring)."""
@@ -70,12 +67,12 @@ def _lines_of(file: Path, source: str) -> Iterator[dict[str, Any]]:
         yield from iter_jsonl(lines, source=source)
 
 
-def _dispatch_progress(say: Any) -> Progress:
-    """Says how far a long dispatch got, at most every few seconds."""
+def _dispatch_progress(say: Any, every_s: float) -> Progress:
+    """Says how far a long dispatch got, at most every ``every_s`` seconds."""
     last = [time.monotonic()]
 
     def show(progress: DispatchProgress) -> None:
-        if time.monotonic() - last[0] < _PROGRESS_EVERY_S:
+        if time.monotonic() - last[0] < every_s:
             return
         last[0] = time.monotonic()
         waiting = ", waiting for the workers to catch up" if progress.waiting else ""
@@ -100,7 +97,10 @@ def run(
     ),
     workers: int = typer.Option(2, min=1, help="Workers to start when using an embedded cluster."),
     progress_every_s: float = typer.Option(
-        10.0, "--progress-every", min=0.5, help="Seconds between progress lines when not on a terminal."
+        10.0,
+        "--progress-every",
+        min=0.5,
+        help="Seconds between progress lines when not on a terminal, and while a long dispatch sends.",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON document."),
 ) -> None:
@@ -123,7 +123,7 @@ def run(
             name=name,
             stagger_s=stagger_s,
             wait_for_workers_s=wait_for_workers_s,
-            progress=_dispatch_progress(say),
+            progress=_dispatch_progress(say, progress_every_s),
         )
         if not wait:
             if as_json:
