@@ -30,6 +30,8 @@ from redis.cluster import ClusterNode, RedisCluster
 from redis.retry import Retry
 from redis.sentinel import Sentinel
 
+from agentfleet.redis_ready import QuickConnection
+
 __all__ = ["RedisTarget", "cluster_nodes", "connect", "mask_url", "reset_connections", "sentinel_hosts"]
 
 # Connection-level retries for one command; outages longer than this are the caller's.
@@ -164,10 +166,13 @@ def _cluster_client(target: RedisTarget) -> redis.Redis:
 
 
 def _url_client(target: RedisTarget) -> redis.Redis:
+    # TLS and unix sockets keep the classes their schemes give them.
+    quick = {"connection_class": QuickConnection} if target.url.startswith("redis://") else {}
     pool = redis.BlockingConnectionPool.from_url(
         target.url,
         max_connections=target.max_connections,
         timeout=target.pool_timeout_s,
+        **quick,
         **_common_kwargs(target),
     )
     return redis.Redis(connection_pool=pool)

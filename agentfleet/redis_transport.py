@@ -27,6 +27,8 @@ from typing import Any
 
 from kombu.transport import redis as kombu_redis
 
+from agentfleet.redis_ready import QuickConnection
+
 __all__ = ["FULL_WINDOW_POLL_S", "RedisTransport", "SentinelTransport"]
 
 #: Seconds between looks at the prefetch window while it is full (no ``BRPOP`` is sent then).
@@ -53,7 +55,9 @@ class _SharedClient:
 
 
 class RedisChannel(_SharedClient, kombu_redis.Channel):
-    """kombu's Redis channel with a shared client."""
+    """kombu's Redis channel with a shared client and the cheaper idle check."""
+
+    connection_class = QuickConnection
 
 
 class SentinelChannel(_SharedClient, kombu_redis.SentinelChannel):
