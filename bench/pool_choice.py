@@ -6,7 +6,7 @@ one real worker on an embedded Redis, fills every slot twice with I/O-bound 1-se
 
 - throughput: items finished per second, and that as a share of the ideal (pool size / 1 s);
 - CPU: seconds of CPU the worker's process tree spent per item (the fleet's own overhead:
-  run store scripts, result backend, events); one process cannot finish more than
+  run store scripts, Celery's message handling, events); one process cannot finish more than
   1 / (CPU per item) items a second however large its pool;
 - memory: the proportional set size (PSS, MiB) of the worker's whole process tree when idle
   and at its busiest, and the busy total divided by the pool size (MiB per in-flight slot).
