@@ -20,6 +20,7 @@ everywhere and leave nothing readable (a key that names them is still redacted).
 from __future__ import annotations
 
 import base64
+import functools
 import re
 import reprlib
 from collections.abc import Iterable, Mapping
@@ -75,6 +76,14 @@ def key_words(name: str) -> tuple[str, ...]:
 def _contains(words: tuple[str, ...], needle: tuple[str, ...]) -> bool:
     n = len(needle)
     return n > 0 and any(words[i : i + n] == needle for i in range(len(words) - n + 1))
+
+
+# Every input and result of every item passes its mapping keys through here, and the same few
+# names come back item after item: the verdict is remembered instead of splitting them again.
+@functools.lru_cache(maxsize=4096)
+def _names_a_secret(keys: tuple[tuple[str, ...], ...], name: str) -> bool:
+    words = key_words(name)
+    return any(_contains(words, needle) for needle in keys)
 
 
 def _pair_pattern(keys: tuple[tuple[str, ...], ...]) -> re.Pattern[str] | None:
@@ -181,8 +190,7 @@ class Redactor:
 
     def secret_key(self, name: str) -> bool:
         """True when a mapping key ``name`` names a secret."""
-        words = key_words(name)
-        return any(_contains(words, needle) for needle in self.keys)
+        return _names_a_secret(self.keys, name)
 
     def text(self, value: str) -> str:
         """``value`` with known secret values and the values of secret-named keys replaced."""
@@ -190,7 +198,8 @@ class Redactor:
             return value
         if self._values_re is not None:
             value = self._values_re.sub(REDACTED, value)
-        if self._pairs_re is not None:
+        # A key-value pair needs its separator: most strings have none and skip the search.
+        if self._pairs_re is not None and (":" in value or "=" in value):
             value = self._pairs_re.sub(_mask_pair, value)
         if "://" not in value:
             return value

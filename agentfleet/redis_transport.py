@@ -14,7 +14,10 @@ A worker without an event loop (the gevent, eventlet and solo pools) reads messa
 full. kombu's poller then waits out the whole timeout before it looks again, so a gevent
 worker whose every slot was busy stays up to 2 s idle after slots free up; at one message per
 look it never catches up (about half of a 100-slot pool busy on 1 s tasks). Here, while the
-window is full, the poller looks again every ``FULL_WINDOW_POLL_S`` seconds.
+window is full, the poller looks again every ``FULL_WINDOW_POLL_S`` seconds. kombu's poller
+also checks for unacknowledged messages past their visibility timeout after every look that
+found nothing (a lock, a ``ZRANGE`` and an unlock in Redis on every tenth): those short looks
+make that check no more often than a look of the caller's own timeout would.
 
 Nothing else changes: the queues, messages and acknowledgements are kombu's own, so a plain
 Celery worker or client on the same Redis sees the same messages. ``celery_config`` selects
@@ -23,6 +26,7 @@ these classes (``broker_transport``) by the broker URL's scheme.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from kombu.transport import redis as kombu_redis
@@ -67,10 +71,24 @@ class SentinelChannel(_SharedClient, kombu_redis.SentinelChannel):
 class _Poller(kombu_redis.MultiChannelPoller):
     """kombu's poller, looking again soon while no channel may take a message."""
 
+    # While looks are shortened: seconds between restore checks, and when the next is due.
+    _restore_every_s: float | None = None
+    _restore_due = 0.0
+
     def get(self, callback: Any, timeout: float | None = None) -> Any:
+        self._restore_every_s = None
         if timeout is not None and self._window_full():
+            self._restore_every_s = timeout
             timeout = min(timeout, FULL_WINDOW_POLL_S)
         return super().get(callback, timeout)
+
+    def maybe_restore_messages(self) -> Any:
+        if self._restore_every_s is not None:
+            now = time.monotonic()
+            if now < self._restore_due:
+                return None
+            self._restore_due = now + self._restore_every_s
+        return super().maybe_restore_messages()
 
     def _window_full(self) -> bool:
         consuming = [channel for channel in self._channels if channel.active_queues]

@@ -22,6 +22,13 @@ def test_keys_match_by_words_not_substrings() -> None:
     assert key_words("openaiApi-Key") == ("openai", "api", "key")
 
 
+def test_a_key_names_a_secret_by_each_redactors_own_key_list() -> None:
+    default, custom = Redactor.build(KEYS), Redactor.build(["ssn"])
+    for _ in range(2):  # asked again, each keeps its own answer
+        assert default.secret_key("api_key") and not default.secret_key("user_ssn")
+        assert custom.secret_key("user_ssn") and not custom.secret_key("api_key")
+
+
 def test_nested_values_under_secret_keys_are_replaced_and_their_paths_listed() -> None:
     paths: list[str] = []
     data = {

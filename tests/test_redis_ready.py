@@ -7,6 +7,7 @@ Against a real Redis, side by side with ``redis.Connection``.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from importlib import metadata
 
 import pytest
 import redis
@@ -65,3 +66,29 @@ def test_the_idle_check_answers_as_redis_pys_own(
     assert {cls.__name__: _answer(c) for cls, c in connections.items()} == {
         cls.__name__: expected for cls in CLASSES
     }
+
+
+def test_new_connections_announce_the_same_library_name_and_version_as_redis_pys_own(
+    connections: dict[type, redis.Connection],
+) -> None:
+    # What CLIENT SETINFO sends on connect (Redis 7.2 and later keep it; the embedded 6.2
+    # refuses the command, which redis-py ignores).
+    announced = {
+        cls.__name__: (c.driver_info.formatted_name, c.driver_info.lib_version)
+        for cls, c in connections.items()
+    }
+    assert announced["QuickConnection"] == announced["Connection"]
+    assert announced["Connection"][1] == metadata.version("redis")
+
+
+def test_new_connections_read_redis_pys_version_once_per_process(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    QuickConnection(host="127.0.0.1")  # the process's first read, if not done yet
+    reads: list[str] = []
+    real = metadata.version
+    monkeypatch.setattr(metadata, "version", lambda name: reads.append(name) or real(name))
+    for _ in range(5):
+        QuickConnection(host="127.0.0.1")
+    redis.Connection(host="127.0.0.1")
+    assert reads == ["redis"]  # redis-py's own class reads it each time

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import socket
+from typing import Any
+
+import pytest
 from kombu import Connection, Exchange, Queue
 
 from agentfleet.celery_config import broker_transport
@@ -48,3 +52,27 @@ def test_messages_it_publishes_are_read_by_kombus_stock_transport(redis_url: str
                 got.append(message.payload["n"])
                 message.ack()
     assert sorted(got) == [0, 1, 2]
+
+
+def test_looks_while_the_window_is_full_check_for_restorable_messages_once_per_timeout(
+    redis_url: str, key_prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    queue = Queue(f"{key_prefix}.q", Exchange(f"{key_prefix}.x", type="direct"), routing_key="k")
+    with Connection(redis_url, transport=RedisTransport) as conn:
+        with conn.Producer() as producer:
+            producer.publish({"n": 1}, exchange=queue.exchange, routing_key="k", declare=[queue])
+        channel = conn.default_channel
+        channel.basic_qos(prefetch_count=1)
+        taken: list[Any] = []
+        with conn.Consumer(queue, channel=channel, callbacks=[lambda body, message: taken.append(message)]):
+            conn.drain_events(timeout=5)  # the one message fills the window of one
+            poller = conn.transport.cycle
+            looks, checks = [], []
+            look = poller.get
+            monkeypatch.setattr(poller, "get", lambda *a, **kw: looks.append(1) or look(*a, **kw))
+            monkeypatch.setattr(channel.qos, "restore_visible", lambda **_: checks.append(1))
+            with pytest.raises(socket.timeout):
+                conn.drain_events(timeout=1.0)  # kombu looks again until the timeout passes
+            taken[0].ack()
+    assert len(looks) >= 10  # each look came back after 10 ms
+    assert len(checks) == 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import random
 import time
 from typing import Any, Literal
@@ -23,6 +24,11 @@ from agentfleet.tasks.shared import run_store
 __all__ = ["aggregate", "simulated_agent"]
 
 log = logging.getLogger("agentfleet.tasks")
+
+# Unseeded items share one generator: seeding a new one reads the OS's entropy each time.
+# A forked pool process reseeds it, or its draws would repeat its siblings'.
+_UNSEEDED = random.Random()
+os.register_at_fork(after_in_child=_UNSEEDED.seed)
 
 
 def _latency(distribution: str, latency_s: float, jitter_s: float, rng: random.Random) -> float:
@@ -53,7 +59,7 @@ def simulated_agent(
     """
     if permanent:
         raise InvalidInput(f"item {item!r} is marked to fail permanently")
-    rng = random.Random(f"{seed}:{ctx.item_key}:{ctx.attempt}") if seed is not None else random.Random()
+    rng = random.Random(f"{seed}:{ctx.item_key}:{ctx.attempt}") if seed is not None else _UNSEEDED
     slept = _latency(distribution, latency_s, jitter_s, rng)
     if slept:
         time.sleep(slept)

@@ -144,7 +144,9 @@ class _Delivery:
         the run if it ends the item, and send the aggregate if it ends the run. A success to
         compensate is noted first; a graph step's outcome moves its graph on."""
         final = (self.meta.last_stage or not outcome.ok) and not self.meta.node
-        scoped = outcome.model_copy(update={"idempotency_key": self.key})
+        scoped = outcome
+        if outcome.idempotency_key != self.key:
+            scoped = outcome.model_copy(update={"idempotency_key": self.key})
         if store and outcome.ok and self.task.compensate is not None:
             noted = (self.settings, self.task, self.meta, self.key, self.kwargs, outcome.result)
             self._patiently(lambda: note_success(*noted))

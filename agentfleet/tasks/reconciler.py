@@ -212,7 +212,8 @@ class Reconciler:
         self, run_id: str, found: list[_Candidate], view: BrokerView, now: float, report: PassReport
     ) -> None:
         seen = self.store.suspects(run_id)
-        waiting = [c.index for c in found if any(t in view.waiting for t in c.task_ids)]
+        # A set: a run of many thousands of queued items would make the next line quadratic.
+        waiting = {c.index for c in found if any(t in view.waiting for t in c.task_ids)}
         missing = [c for c in found if c.index not in waiting]
         cleared = [i for i in waiting if i in seen]
         if not view.complete:
