@@ -3,7 +3,8 @@
 One embedded Redis (``--maxclients 10000``, as a production Redis has by default).
 
 - 10,000 items of 10 s simulated I/O (``agentfleet.simulated_agent``) on ``--workers`` gevent
-  workers of ``--slots`` slots each (4 x 2,500 by default): every item in flight at once.
+  workers of ``--slots`` slots each (2 x 5,000 by default, one process per core): every item
+  in flight at once.
   Prints the wall clock over the 10 s ideal, the workers' memory (proportional set size of
   their process trees, sampled every half second) per in-flight item at its peak and over
   their idle size, the most Redis clients and open files seen, any error in their logs, and
@@ -147,8 +148,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--items", type=int, default=10_000)
     parser.add_argument("--seconds", type=float, default=10.0)
-    parser.add_argument("--workers", type=int, default=4)
-    parser.add_argument("--slots", type=int, default=2500)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--slots", type=int, default=5000)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--skip-celery", action="store_true", help="only the 10,000 in flight")
     args = parser.parse_args()
