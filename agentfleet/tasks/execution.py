@@ -183,20 +183,15 @@ class _Delivery:
     def _record_attempt(
         self, err: AgentfleetError, attempt: int, downstream: str | None, duration_s: float = 0.0
     ) -> None:
-        self.store.add_attempt_error(
-            self.key,
-            {
-                "attempt": attempt,
-                "error_type": type(err).__name__,
-                "category": err.category,
-                "message": self.redactor.text(str(err))[:2000],
-                "status_code": err.status_code,
-                "downstream": downstream,
-                "at": time.time(),
-                "duration_s": round(duration_s, 6),
-                "requeues": self.meta.requeues,
-            },
+        record = failures.attempt_record(
+            err,
+            attempt=attempt,
+            downstream=downstream,
+            redactor=self.redactor,
+            duration_s=duration_s,
+            requeues=self.meta.requeues,
         )
+        self.store.add_attempt_error(self.key, record)
 
     def _queue(self) -> str:
         return getattr(self.task, "queue", None) or self.settings.queues.agents
@@ -257,7 +252,7 @@ class _Delivery:
 
     # The delivery --------------------------------------------------------------------------
 
-    def _takeprevious_stage(self) -> TaskOutcome | None:
+    def _take_previous_stage(self) -> TaskOutcome | None:
         """For a later pipeline stage: its input is the previous stage's result."""
         previous = previous_stage(self.args, self.meta)
         if previous is not None and previous.ok:
@@ -267,7 +262,7 @@ class _Delivery:
         return previous
 
     def run(self) -> dict[str, Any]:
-        previous = self._takeprevious_stage()
+        previous = self._take_previous_stage()
         if previous is not None and not previous.ok:
             return previous.model_dump(mode="json")
 

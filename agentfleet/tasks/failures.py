@@ -28,7 +28,7 @@ from agentfleet.tasks.meta import ItemMeta
 if TYPE_CHECKING:
     from agentfleet.tasks.base import FleetTask
 
-__all__ = ["build_dead_letter", "classify_failure", "on_final_failure"]
+__all__ = ["attempt_record", "build_dead_letter", "classify_failure", "on_final_failure"]
 
 log = logging.getLogger("agentfleet.failures")
 
@@ -51,6 +51,29 @@ def classify_failure(task: FleetTask, exc: BaseException, settings: Settings) ->
         permanent=task.fail_on,
         unknown_is_retryable=settings.retry.unknown_is_retryable,
     )
+
+
+def attempt_record(
+    err: AgentfleetError,
+    *,
+    attempt: int,
+    downstream: str | None,
+    redactor: Redactor,
+    duration_s: float = 0.0,
+    requeues: int = 0,
+) -> dict[str, Any]:
+    """One failed execution as the item's attempt history keeps it (a dead letter's
+    ``AttemptRecord``); ``duration_s`` is the seconds the body ran; the message is redacted."""
+    return AttemptRecord(
+        attempt=attempt,
+        error_type=type(err).__name__,
+        category=err.category,
+        message=redactor.text(str(err))[:2000],
+        status_code=err.status_code,
+        downstream=downstream,
+        duration_s=round(duration_s, 6),
+        requeues=requeues,
+    ).model_dump()
 
 
 def _worker_name(task: FleetTask) -> str:

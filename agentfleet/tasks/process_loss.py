@@ -60,7 +60,7 @@ def after_hard_time_limit(task: FleetTask, request: Context, limit_s: float) -> 
         _resend_unfinished(task, kwargs)
         return None
     delivery = _Delivery(task, tuple(request.args or ()), kwargs, request=request)
-    previous = delivery._takeprevious_stage()
+    previous = delivery._take_previous_stage()
     if previous is not None and not previous.ok:
         return previous.model_dump(mode="json")
     err = TaskTimeLimit(f"the hard time limit of {limit_s} s ran out and the worker process was killed")
