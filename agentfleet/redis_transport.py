@@ -19,6 +19,14 @@ also checks for unacknowledged messages past their visibility timeout after ever
 found nothing (a lock, a ``ZRANGE`` and an unlock in Redis on every tenth): those short looks
 make that check no more often than a look of the caller's own timeout would.
 
+kombu acknowledges each message in a round trip of its own (``MULTI``, ``ZREM``, ``HDEL``,
+``EXEC``) the moment its task returns. Here acknowledgements wait, at most ``ACK_DELAY_S``
+seconds, and go with the next message's unacknowledged record (one transaction for both), or
+with the others that gathered in the meantime. The message leaves the prefetch window at once;
+only its ``unacked`` entry lives a little longer. A worker that dies in between leaves that
+entry behind: the message comes back after the visibility timeout and its delivery returns the
+stored outcome (``acks_late`` never acknowledges before the task has returned).
+
 Nothing else changes: the queues, messages and acknowledgements are kombu's own, so a plain
 Celery worker or client on the same Redis sees the same messages. ``celery_config`` selects
 these classes (``broker_transport``) by the broker URL's scheme.
@@ -26,17 +34,115 @@ these classes (``broker_transport``) by the broker URL's scheme.
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import time
 from typing import Any
 
 from kombu.transport import redis as kombu_redis
+from kombu.transport import virtual
+from kombu.utils.json import dumps
 
 from agentfleet.redis_ready import QuickConnection
 
-__all__ = ["FULL_WINDOW_POLL_S", "RedisTransport", "SentinelTransport"]
+__all__ = ["ACK_DELAY_S", "FULL_WINDOW_POLL_S", "BatchedAcks", "RedisTransport", "SentinelTransport"]
 
 #: Seconds between looks at the prefetch window while it is full (no ``BRPOP`` is sent then).
 FULL_WINDOW_POLL_S = 0.01
+
+#: Seconds an acknowledgement may wait for a round trip to ride with.
+ACK_DELAY_S = 0.05
+
+#: Acknowledgements that, once waiting together, are sent at once.
+ACK_BATCH = 200
+
+
+class BatchedAcks(kombu_redis.QoS):
+    """kombu's Redis QoS whose acknowledgements ride with the next round trip.
+
+    ``ack`` frees the message's prefetch slot at once and queues the removal of its
+    ``unacked`` entry; ``append`` (the next message's record) sends the queued removals in its
+    own transaction; the consumer loop sends those waiting ``ACK_DELAY_S`` (``flush_due``).
+    Safe to call from the pool's threads or greenlets.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._ack_lock = threading.Lock()
+        self._acks: list[str] = []
+        self._acks_since = 0.0
+
+    def ack(self, delivery_tag: str) -> None:
+        with self._ack_lock:
+            if not self._acks:
+                self._acks_since = time.monotonic()
+            self._acks.append(delivery_tag)
+            full = len(self._acks) >= ACK_BATCH
+        virtual.QoS.ack(self, delivery_tag)
+        if full:
+            self.flush()
+
+    def _take(self) -> list[str]:
+        with self._ack_lock:
+            tags, self._acks = self._acks, []
+        return tags
+
+    def _give_back(self, tags: list[str]) -> None:
+        # Sending failed (the connection went): the removals wait for the next round trip.
+        with self._ack_lock:
+            self._acks = tags + self._acks
+            self._acks_since = time.monotonic() - ACK_DELAY_S
+
+    def pending(self) -> int:
+        """Acknowledgements not sent yet."""
+        return len(self._acks)
+
+    def flush(self) -> None:
+        """Send every waiting acknowledgement now, in one transaction."""
+        tags = self._take()
+        if not tags:
+            return
+        try:
+            with self.pipe_or_acquire() as pipe:
+                pipe.zrem(self.unacked_index_key, *tags).hdel(self.unacked_key, *tags).execute()
+        except BaseException:
+            self._give_back(tags)
+            raise
+
+    def flush_due(self) -> None:
+        """Send the waiting acknowledgements once the oldest has waited ``ACK_DELAY_S``."""
+        if self._acks and time.monotonic() - self._acks_since >= ACK_DELAY_S:
+            self.flush()
+
+    def append(self, message: Any, delivery_tag: str) -> None:
+        tags = self._take()
+        if not tags:
+            super().append(message, delivery_tag)
+            return
+        delivery = message.delivery_info
+        record = dumps([message._raw, delivery["exchange"], delivery["routing_key"]])
+        try:
+            with self.pipe_or_acquire() as pipe:
+                pipe.zrem(self.unacked_index_key, *tags).hdel(self.unacked_key, *tags)
+                pipe.zadd(self.unacked_index_key, {delivery_tag: time.time()})
+                pipe.hset(self.unacked_key, delivery_tag, record).execute()
+        except BaseException:
+            self._give_back(tags)
+            raise
+        virtual.QoS.append(self, message, delivery_tag)
+
+    def restore_unacked(self, client: Any = None) -> Any:
+        # At shutdown: the finished messages leave ``unacked`` before the rest go back.
+        self.flush()
+        return super().restore_unacked(client)
+
+
+def _flush_acks(channels: Any) -> None:
+    """Send the acknowledgements of ``channels`` that have waited long enough."""
+    for channel in list(channels):
+        qos = getattr(channel, "_qos", None)
+        if isinstance(qos, BatchedAcks):
+            qos.flush_due()
 
 
 class _SharedClient:
@@ -58,19 +164,35 @@ class _SharedClient:
         return cached[1]
 
 
-class RedisChannel(_SharedClient, kombu_redis.Channel):
-    """kombu's Redis channel with a shared client and the cheaper idle check."""
+class _AckingChannel:
+    """A channel mixin: batched acknowledgements, all sent before the channel closes."""
+
+    QoS = BatchedAcks
+
+    def close(self) -> None:
+        qos = getattr(self, "_qos", None)
+        if isinstance(qos, BatchedAcks) and not getattr(self, "closed", False):
+            # Not sent: the entries come back after the visibility timeout, to stored outcomes.
+            with contextlib.suppress(Exception):
+                qos.flush()
+        super().close()  # type: ignore[misc]
+
+
+class RedisChannel(_AckingChannel, _SharedClient, kombu_redis.Channel):
+    """kombu's Redis channel with a shared client, batched acks and the cheaper idle check."""
 
     connection_class = QuickConnection
 
 
-class SentinelChannel(_SharedClient, kombu_redis.SentinelChannel):
-    """kombu's Sentinel channel with a shared client."""
+class SentinelChannel(_AckingChannel, _SharedClient, kombu_redis.SentinelChannel):
+    """kombu's Sentinel channel with a shared client and batched acks."""
 
 
 class _Poller(kombu_redis.MultiChannelPoller):
     """kombu's poller, looking again soon while no channel may take a message."""
 
+    # The event loop's timer that sends waiting acknowledgements.
+    _acks_tref: Any = None
     # While looks are shortened: seconds between restore checks, and when the next is due.
     _restore_every_s: float | None = None
     _restore_due = 0.0
@@ -80,7 +202,20 @@ class _Poller(kombu_redis.MultiChannelPoller):
         if timeout is not None and self._window_full():
             self._restore_every_s = timeout
             timeout = min(timeout, FULL_WINDOW_POLL_S)
+        self.flush_acks()
+        if timeout is not None and self._acks_waiting():
+            timeout = min(timeout, ACK_DELAY_S)
         return super().get(callback, timeout)
+
+    def flush_acks(self) -> None:
+        """Send the acknowledgements that have waited ``ACK_DELAY_S``."""
+        _flush_acks(self._channels)
+
+    def _acks_waiting(self) -> bool:
+        return any(
+            isinstance(qos := getattr(channel, "_qos", None), BatchedAcks) and qos.pending()
+            for channel in self._channels
+        )
 
     def maybe_restore_messages(self) -> Any:
         if self._restore_every_s is not None:
@@ -95,23 +230,28 @@ class _Poller(kombu_redis.MultiChannelPoller):
         return bool(consuming) and not any(channel.qos.can_consume() for channel in consuming)
 
 
-class RedisTransport(kombu_redis.Transport):
+class _QuickTransport:
+    """A transport mixin: the quick poller, and an event loop that sends waiting acks."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # kombu's own Redis transport puts its poller here too, whatever the annotation says.
+        self.cycle: Any = _Poller()
+
+    def register_with_event_loop(self, connection: Any, loop: Any) -> None:
+        super().register_with_event_loop(connection, loop)  # type: ignore[misc]
+        if self.cycle._acks_tref is not None:
+            self.cycle._acks_tref.cancel()
+        self.cycle._acks_tref = loop.call_repeatedly(ACK_DELAY_S, self.cycle.flush_acks)
+
+
+class RedisTransport(_QuickTransport, kombu_redis.Transport):
     """kombu's Redis transport (``redis://``) with shared clients and the quick poller."""
 
     Channel = RedisChannel
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        # kombu's own Redis transport puts its poller here too, whatever the annotation says.
-        self.cycle = _Poller()  # type: ignore[assignment]
 
-
-class SentinelTransport(kombu_redis.SentinelTransport):
+class SentinelTransport(_QuickTransport, kombu_redis.SentinelTransport):
     """kombu's Sentinel transport (``sentinel://``) with shared clients and the quick poller."""
 
     Channel = SentinelChannel
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        # kombu's own Redis transport puts its poller here too, whatever the annotation says.
-        self.cycle = _Poller()  # type: ignore[assignment]

@@ -8,7 +8,7 @@ of each command (commands a script runs count too).
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 _CLK = os.sysconf("SC_CLK_TCK")
@@ -92,10 +92,11 @@ def open_fds(pid: int) -> int:
 
 @dataclass(frozen=True)
 class RedisUse:
-    """Redis's CPU seconds and command calls (by name) at one moment."""
+    """Redis's CPU seconds, command calls and command microseconds (by name) at one moment."""
 
     cpu_s: float
     calls: dict[str, int]
+    usec: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def read(cls, client: Any) -> RedisUse:
@@ -104,8 +105,14 @@ class RedisUse:
         return cls(
             float(cpu["used_cpu_sys"]) + float(cpu["used_cpu_user"]),
             {name.removeprefix("cmdstat_"): int(v["calls"]) for name, v in stats.items()},
+            {name.removeprefix("cmdstat_"): int(v["usec"]) for name, v in stats.items()},
         )
 
     def since(self, earlier: RedisUse) -> RedisUse:
         calls = {k: n - earlier.calls.get(k, 0) for k, n in self.calls.items()}
-        return RedisUse(self.cpu_s - earlier.cpu_s, {k: n for k, n in calls.items() if n})
+        usec = {k: n - earlier.usec.get(k, 0) for k, n in self.usec.items()}
+        return RedisUse(
+            self.cpu_s - earlier.cpu_s,
+            {k: n for k, n in calls.items() if n},
+            {k: n for k, n in usec.items() if calls.get(k)},
+        )

@@ -46,6 +46,8 @@ def _round(run: Any, client: redis.Redis, worker_pid: int, tasks: int) -> dict[s
         "worker_ms": 1000 * (cpu_s(worker_pid) - cpu0) / tasks,
         "redis_ms": 1000 * used.cpu_s / tasks,
         "commands": sum(used.calls.values()) / tasks,
+        **{f"cmd:{name}": n / tasks for name, n in used.calls.items()},
+        **{f"us:{name}": n / tasks for name, n in used.usec.items()},
     }
 
 
@@ -53,6 +55,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--by-command", action="store_true", help="print commands per item by name")
     args = parser.parse_args()
     with EmbeddedRedis() as server:
         client = redis.Redis.from_url(server.url)
@@ -80,7 +83,10 @@ def main() -> None:
             for _ in range(args.rounds):
                 sides["celery"].append(_round(celery_side, client, plain.pids[0], args.tasks))
                 sides["agentfleet"].append(_round(fleet_side, client, cluster.workers[0].pid, args.tasks))
-    med = {side: {k: statistics.median(r[k] for r in rows) for k in rows[0]} for side, rows in sides.items()}
+    med = {
+        side: {k: statistics.median(r.get(k, 0.0) for r in rows) for k in set().union(*rows)}
+        for side, rows in sides.items()
+    }
     ours, theirs = med["agentfleet"], med["celery"]
     print(f"# {args.tasks} no-op items, 1 worker of 8 threads a side, median of {args.rounds} rounds")
     print(f"{'':34s}{'agentfleet':>12s}{'plain Celery':>14s}{'ratio':>8s}")
@@ -96,6 +102,13 @@ def main() -> None:
     # Redis runs commands on one core: its CPU per item bounds the items one Redis carries.
     carried = (1000 / ours["redis_ms"], 1000 / theirs["redis_ms"])
     print(f"{'items/s one busy Redis core carries':34s}{carried[0]:12.0f}{carried[1]:14.0f}")
+    if args.by_command:
+        names = sorted({k for side in med.values() for k in side if k.startswith("cmd:")})
+        print(f"{'  commands per item (microseconds)':34s}")
+        for name in names:
+            us = "us:" + name[4:]
+            mine = f"{ours.get(name, 0.0):6.2f} ({ours.get(us, 0.0):5.1f})"
+            print(f"  {name[4:]:32s}{mine}{theirs.get(name, 0.0):7.2f} ({theirs.get(us, 0.0):5.1f})")
     print(f"load average at the end: {os.getloadavg()[0]:.2f}")
 
 

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
+import time
 from typing import Any
 
 import pytest
+import redis
 from kombu import Connection, Exchange, Queue
 
+from agentfleet import redis_transport
 from agentfleet.celery_config import broker_transport
-from agentfleet.redis_transport import RedisTransport
+from agentfleet.redis_transport import BatchedAcks, RedisTransport
 
 
 def test_redis_and_sentinel_urls_get_the_shared_client_transports() -> None:
@@ -76,3 +80,118 @@ def test_looks_while_the_window_is_full_check_for_restorable_messages_once_per_t
             taken[0].ack()
     assert len(looks) >= 10  # each look came back after 10 ms
     assert len(checks) == 1
+
+
+def _unacked(redis_url: str) -> set[str]:
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    try:
+        return set(client.hkeys("unacked"))
+    finally:
+        client.close()
+
+
+def _taker(conn: Connection, queue: Queue, prefetch: int) -> tuple[Any, list[Any]]:
+    channel = conn.channel()
+    channel.basic_qos(prefetch_count=prefetch)
+    taken: list[Any] = []
+    consumer = conn.Consumer(queue, channel=channel, callbacks=[lambda body, message: taken.append(message)])
+    return consumer, taken
+
+
+def _publish(conn: Connection, queue: Queue, count: int) -> None:
+    with conn.Producer() as producer:
+        for n in range(count):
+            producer.publish({"n": n}, exchange=queue.exchange, routing_key="k", declare=[queue])
+
+
+def test_an_ack_frees_its_slot_at_once_and_rides_with_the_next_messages_record(
+    redis_url: str, key_prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(redis_transport, "ACK_DELAY_S", 30.0)  # only the next record sends it
+    queue = Queue(f"{key_prefix}.q", Exchange(f"{key_prefix}.x", type="direct"), routing_key="k")
+    with Connection(redis_url, transport=RedisTransport) as conn:
+        _publish(conn, queue, 2)
+        consumer, taken = _taker(conn, queue, prefetch=1)
+        with consumer:
+            conn.drain_events(timeout=5)
+            first = taken[0]
+            first.ack()
+            assert consumer.channel.qos.can_consume()  # the prefetch slot is free already
+            assert first.delivery_tag in _unacked(redis_url)  # its entry waits for a round trip
+            client = redis.Redis.from_url(redis_url)
+            execs = int(client.info("commandstats")["cmdstat_exec"]["calls"])
+            conn.drain_events(timeout=5)
+            second = taken[1]
+            # One transaction removed the first entry and recorded the second (the INFO call
+            # itself is not a transaction).
+            assert int(client.info("commandstats")["cmdstat_exec"]["calls"]) == execs + 1
+            client.close()
+            left = _unacked(redis_url)
+            assert first.delivery_tag not in left and second.delivery_tag in left
+            second.ack()
+        # Closing the channel sends the acknowledgement still waiting.
+    assert second.delivery_tag not in _unacked(redis_url)
+
+
+def test_a_waiting_ack_is_sent_by_the_consumer_loop_within_the_delay(redis_url: str, key_prefix: str) -> None:
+    queue = Queue(f"{key_prefix}.q", Exchange(f"{key_prefix}.x", type="direct"), routing_key="k")
+    with Connection(redis_url, transport=RedisTransport) as conn:
+        _publish(conn, queue, 1)
+        consumer, taken = _taker(conn, queue, prefetch=4)
+        with consumer:
+            conn.drain_events(timeout=5)
+            taken[0].ack()
+            started = time.monotonic()
+            while taken[0].delivery_tag in _unacked(redis_url):
+                assert time.monotonic() - started < 10, "the ack was never sent"
+                with contextlib.suppress(socket.timeout):
+                    conn.drain_events(timeout=0.2)  # nothing comes: the loop looks and sends
+            # Looks wake up for it: well before kombu's one-second BRPOP would return.
+            assert time.monotonic() - started < 5
+
+
+def test_closing_sends_waiting_acks_and_gives_back_only_the_unfinished(
+    redis_url: str, key_prefix: str
+) -> None:
+    queue = Queue(f"{key_prefix}.q", Exchange(f"{key_prefix}.x", type="direct"), routing_key="k")
+    with Connection(redis_url, transport=RedisTransport) as conn:
+        _publish(conn, queue, 2)
+        consumer, taken = _taker(conn, queue, prefetch=2)
+        with consumer:
+            conn.drain_events(timeout=5)
+            conn.drain_events(timeout=5)
+            taken[0].ack()  # finished; the other is still running when the worker stops
+            tags = {m.delivery_tag for m in taken}
+    assert not tags & _unacked(redis_url)
+    with Connection(redis_url) as stock, stock.SimpleQueue(queue) as simple:
+        back = simple.get(timeout=5)
+        back.ack()
+        with pytest.raises(simple.Empty):
+            simple.get(timeout=0.5)
+    assert back.payload == taken[1].payload
+
+
+def test_an_ack_that_could_not_be_sent_goes_with_the_next_round_trip(
+    redis_url: str, key_prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    queue = Queue(f"{key_prefix}.q", Exchange(f"{key_prefix}.x", type="direct"), routing_key="k")
+    with Connection(redis_url, transport=RedisTransport) as conn:
+        _publish(conn, queue, 1)
+        consumer, taken = _taker(conn, queue, prefetch=1)
+        with consumer:
+            conn.drain_events(timeout=5)
+            qos = consumer.channel.qos
+            assert isinstance(qos, BatchedAcks)
+            taken[0].ack()
+            real = qos.pipe_or_acquire
+
+            def broken(*args: Any, **kwargs: Any) -> Any:
+                raise redis.ConnectionError("connection reset")
+
+            monkeypatch.setattr(qos, "pipe_or_acquire", broken)
+            with pytest.raises(redis.ConnectionError):
+                qos.flush()
+            assert qos.pending() == 1 and taken[0].delivery_tag in _unacked(redis_url)
+            monkeypatch.setattr(qos, "pipe_or_acquire", real)
+            qos.flush_due()  # given back as already due
+            assert qos.pending() == 0 and taken[0].delivery_tag not in _unacked(redis_url)

@@ -18,6 +18,14 @@ __all__ = ["Run"]
 
 _POLL_MS = 1000
 
+#: After a read that brought back fewer outcomes than a full batch, seconds to let more gather
+#: before the next read: a busy run is then read a batch at a time, not one Redis call per
+#: outcome. The first outcome after a quiet spell is never delayed (the read blocks for it).
+GATHER_S = 0.01
+
+#: Outcomes one read of a run's events brings back at most.
+_READ_COUNT = 500
+
 
 def _block_ms(deadline: float | None) -> int:
     """How long the next read of the run's events may block, in ms: 0 once ``deadline`` passed."""
@@ -25,6 +33,13 @@ def _block_ms(deadline: float | None) -> int:
         return _POLL_MS
     left = deadline - time.monotonic()
     return 0 if left <= 0 else max(1, min(_POLL_MS, int(left * 1000)))
+
+
+def _gather(deadline: float | None) -> None:
+    """Let outcomes gather for ``GATHER_S`` seconds (less if ``deadline`` comes first)."""
+    pause = GATHER_S if deadline is None else min(GATHER_S, deadline - time.monotonic())
+    if pause > 0:
+        time.sleep(pause)
 
 
 class Run:
@@ -71,7 +86,7 @@ class Run:
             block_ms = None if complete else _block_ms(deadline)
             if block_ms == 0:
                 return
-            batch = self._store.events(self.id, last, block_ms=block_ms)
+            batch = self._store.events(self.id, last, block_ms=block_ms, count=_READ_COUNT)
             if complete and not batch:
                 return
             for entry_id, fields in batch:
@@ -87,6 +102,8 @@ class Run:
                     continue
                 seen.add(idx)
                 yield TaskOutcome.model_validate_json(fields["outcome"])
+            if 0 < len(batch) < _READ_COUNT and len(seen) < self.total:
+                _gather(deadline)
 
     def wait(self, timeout_s: float | None = None) -> RunSummary:
         """Wait up to ``timeout_s`` seconds; items with no outcome by then count as timed out.
@@ -154,8 +171,11 @@ class Run:
             block = _block_ms(deadline)
             if block == 0:
                 raise RunError(f"the aggregate of run {self.id} was not ready in {timeout_s} s")
-            for entry_id, _ in self._store.events(self.id, last, block_ms=block):
+            batch = self._store.events(self.id, last, block_ms=block, count=_READ_COUNT)
+            for entry_id, _ in batch:
                 last = entry_id
+            if 0 < len(batch) < _READ_COUNT:
+                _gather(deadline)
 
     def outcomes(self) -> list[TaskOutcome]:
         """Every outcome recorded so far, in input order."""

@@ -141,7 +141,7 @@ class DeliveryScripts:
             outcome_kind(outcome),
             int(outcome.dead_lettered),
             repr(outcome.cost_usd),
-            repr(outcome.duration_s),
+            round(outcome.duration_s * 1_000_000),
             self.ttl_s,
         ]
         if self._together(run_id, key):

@@ -59,7 +59,8 @@ def summary_from_record(
         timed_out=len(timed_out_ids),
         timed_out_ids=list(timed_out_ids),
         wall_clock_s=round(max(0.0, end - created), 3) if created else 0.0,
-        worker_seconds=round(_num(record, "worker_seconds", float), 3),
+        # Whole microseconds since the counter became an integer; seconds before.
+        worker_seconds=round(_num(record, "worker_us") / 1e6 + _num(record, "worker_seconds", float), 3),
         cost_usd=round(_num(record, "cost_usd", float), 6),
         success_rate=round(succeeded / total, 4) if total else 1.0,
         status=record.get("status", "unknown"),

@@ -44,7 +44,7 @@ local function end_run(run, events, n, total, now)
   return {1, n, total, 1, aggregate, (aggregate ~= '' or undoing) and 1 or 0}
 end
 
--- Count the outcome once for its run. Returns {recorded, done, total, run ended, aggregate,
+-- Count the outcome once for its run (``secs``: the body's time in whole microseconds). Returns {recorded, done, total, run ended, aggregate,
 -- stays active}. A run still being dispatched (``dispatching`` set) does not end here: its
 -- total is not known yet (``end_dispatch.lua`` ends it if every item already has its outcome).
 local function record_outcome(run, done, events, inputs, idx, body, kind, dead, cost, secs, ttl, now)
@@ -57,7 +57,7 @@ local function record_outcome(run, done, events, inputs, idx, body, kind, dead, 
   redis.call('HINCRBY', run, kind, 1)
   if dead == '1' then redis.call('HINCRBY', run, 'dead_lettered', 1) end
   if tonumber(cost) ~= 0 then redis.call('HINCRBYFLOAT', run, 'cost_usd', cost) end
-  redis.call('HINCRBYFLOAT', run, 'worker_seconds', secs)
+  redis.call('HINCRBY', run, 'worker_us', secs)
   if n == 1 then
     -- Created with the first outcome (a reopen never deletes the stream, and keeps the hash
     -- unless it empties it, when the next outcome is the first again).
