@@ -30,7 +30,7 @@ from redis.cluster import ClusterNode, RedisCluster
 from redis.retry import Retry
 from redis.sentinel import Sentinel
 
-from agentfleet.redis_ready import QuickConnection
+from agentfleet.redis_ready import QuickBlockingPool, QuickConnection
 
 __all__ = ["RedisTarget", "cluster_nodes", "connect", "mask_url", "reset_connections", "sentinel_hosts"]
 
@@ -156,7 +156,7 @@ def _cluster_client(target: RedisTarget) -> redis.Redis:
         # redis-py gives each node a pool of the class asked for only when it starts from a URL.
         "url": first._replace(scheme=scheme, path="").geturl(),
         "startup_nodes": [ClusterNode(h, p) for h, p in cluster_nodes(target.url)[1:]],
-        "connection_pool_class": redis.BlockingConnectionPool,
+        "connection_pool_class": QuickBlockingPool,
         "max_connections": target.max_connections,
         "timeout": target.pool_timeout_s,
         **_common_kwargs(target),
@@ -168,7 +168,7 @@ def _cluster_client(target: RedisTarget) -> redis.Redis:
 def _url_client(target: RedisTarget) -> redis.Redis:
     # TLS and unix sockets keep the classes their schemes give them.
     quick = {"connection_class": QuickConnection} if target.url.startswith("redis://") else {}
-    pool = redis.BlockingConnectionPool.from_url(
+    pool = QuickBlockingPool.from_url(
         target.url,
         max_connections=target.max_connections,
         timeout=target.pool_timeout_s,

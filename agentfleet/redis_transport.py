@@ -39,11 +39,12 @@ import threading
 import time
 from typing import Any
 
+import redis
 from kombu.transport import redis as kombu_redis
 from kombu.transport import virtual
 from kombu.utils.json import dumps
 
-from agentfleet.redis_ready import QuickConnection
+from agentfleet.redis_ready import QuickConnection, QuickPool
 
 __all__ = ["ACK_DELAY_S", "FULL_WINDOW_POLL_S", "BatchedAcks", "RedisTransport", "SentinelTransport"]
 
@@ -179,9 +180,16 @@ class _AckingChannel:
 
 
 class RedisChannel(_AckingChannel, _SharedClient, kombu_redis.Channel):
-    """kombu's Redis channel with a shared client, batched acks and the cheaper idle check."""
+    """kombu's Redis channel with a shared client, batched acks, the cheaper idle check and
+    the pool without the per-command deprecation check (``redis_ready``)."""
 
     connection_class = QuickConnection
+
+    def _get_pool(self, asynchronous: bool = False) -> Any:
+        pool = super()._get_pool(asynchronous)
+        if type(pool) is redis.ConnectionPool:
+            pool.__class__ = QuickPool  # the same pool; only the method differs
+        return pool
 
 
 class SentinelChannel(_AckingChannel, _SharedClient, kombu_redis.SentinelChannel):

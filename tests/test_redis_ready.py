@@ -8,11 +8,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from importlib import metadata
+from typing import Any
 
 import pytest
 import redis
+from kombu import Connection
+from redis import utils as redis_utils
 
-from agentfleet.redis_ready import QuickConnection
+from agentfleet.redis_ready import QuickBlockingPool, QuickConnection, QuickPool
+from agentfleet.redis_transport import RedisTransport
 
 CLASSES = [redis.Connection, QuickConnection]
 
@@ -92,3 +96,37 @@ def test_new_connections_read_redis_pys_version_once_per_process(
         QuickConnection(host="127.0.0.1")
     redis.Connection(host="127.0.0.1")
     assert reads == ["redis"]  # redis-py's own class reads it each time
+
+
+@pytest.mark.parametrize(
+    ("quick", "stock"),
+    [(QuickPool, redis.ConnectionPool), (QuickBlockingPool, redis.BlockingConnectionPool)],
+    ids=["pool", "blocking-pool"],
+)
+def test_the_quick_pools_hand_out_connections_without_inspecting_arguments(
+    redis_url: str, quick: type, stock: type, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    inspected: list[str] = []  # the functions whose call arguments were inspected
+    real = redis_utils._get_filterable_args
+
+    def spy(func: Any, *args: Any, **kwargs: Any) -> Any:
+        inspected.append(func.__name__)
+        return real(func, *args, **kwargs)
+
+    monkeypatch.setattr(redis_utils, "_get_filterable_args", spy)
+    for cls in (stock, quick):
+        pool = cls.from_url(redis_url, max_connections=2)
+        client = redis.Redis(connection_pool=pool)
+        for _ in range(3):
+            assert client.ping() and client.echo("same answers") == b"same answers"
+        pool.disconnect()
+        if cls is stock:
+            assert inspected.count("get_connection") == 6, "redis-py's own pool inspects every call"
+            inspected.clear()
+    assert "get_connection" not in inspected
+
+
+def test_the_broker_channel_takes_the_quick_pool(redis_url: str) -> None:
+    with Connection(redis_url, transport=RedisTransport) as conn:
+        assert type(conn.default_channel.pool) is QuickPool
+        assert conn.default_channel.client.ping()
