@@ -165,3 +165,7 @@ def test_a_threads_worker_publishes_its_task_events_in_batches(
     client.close()
     # ... in a few publishes: Celery's event loop alone sends about one per item (300 events).
     assert publishes < 40, publishes
+    # Flower shows each result as the outcome's repr (``result_repr``'s quick one).
+    with tap.lock:
+        shown = tap.flower.tasks[f"{run.id}-7"].result
+    assert shown.startswith(f"{{'task_id': '{run.id}-7', 'run_id': '{run.id}'") and "'ok': True" in shown

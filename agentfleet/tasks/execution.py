@@ -72,6 +72,7 @@ from agentfleet.tasks.item_state import item_context
 from agentfleet.tasks.meta import META_KWARG, ItemMeta
 from agentfleet.tasks.process_logging import process_redactor
 from agentfleet.tasks.redispatch import aggregate_signature
+from agentfleet.tasks.result_repr import OutcomeDict
 from agentfleet.tasks.retry_policy import backoff_s, cap_countdown, deferral_s
 from agentfleet.tasks.shared import circuit_breaker, graph_state, run_store, undo_log
 
@@ -483,7 +484,7 @@ def execute(task: FleetTask, args: tuple[Any, ...], kwargs: dict[str, Any]) -> A
         log.error("%s[%s]: %s; handing the message back for redelivery", task.name, task.request.id, exc)
         raise Reject(str(exc), requeue=True) from None
     raise_for_failures(outcomes)
-    return outcomes if is_batch(kwargs) else outcomes[0]
+    return outcomes if is_batch(kwargs) else OutcomeDict(outcomes[0])
 
 
 def _deliver_in_batch(

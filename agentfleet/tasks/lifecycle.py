@@ -1,6 +1,7 @@
 """Worker process hooks: fresh Redis pools after fork, the reconciler and the heartbeat in the
-main process, the completion counters written at shutdown, exit when the parent is gone, and
-only redacted user inputs in the argument reprs of the messages a worker publishes."""
+main process, the completion counters written at shutdown, exit when the parent is gone,
+only redacted user inputs in the argument reprs of the messages a worker publishes, and the
+quick repr of outcomes (``result_repr``)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from agentfleet.redis_client import reset_connections
 from agentfleet.runs import flush_tallies
 from agentfleet.tasks.message_reprs import redact_published_reprs
 from agentfleet.tasks.process_logging import process_redactor
+from agentfleet.tasks.result_repr import install as install_result_repr
 
 if TYPE_CHECKING:
     from agentfleet.tasks.heartbeat import Heartbeat
@@ -141,6 +143,7 @@ def _on_worker_init(**_: Any) -> None:
     # Only in workers: a process that merely imports the built-in tasks keeps Celery's reprs
     # (Fleet passes its own) and reads no settings when it publishes.
     before_task_publish.connect(_show_only_user_inputs, weak=False)
+    install_result_repr()
 
 
 @task_revoked.connect
