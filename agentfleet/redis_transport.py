@@ -35,107 +35,19 @@ these classes (``broker_transport``) by the broker URL's scheme.
 from __future__ import annotations
 
 import contextlib
-import threading
 import time
 from typing import Any
 
 import redis
 from kombu.transport import redis as kombu_redis
-from kombu.transport import virtual
-from kombu.utils.json import dumps
 
+from agentfleet.redis_intake import ACK_DELAY_S, BatchedAcks, TakeMore
 from agentfleet.redis_ready import QuickConnection, QuickPool
 
-__all__ = ["ACK_DELAY_S", "FULL_WINDOW_POLL_S", "BatchedAcks", "RedisTransport", "SentinelTransport"]
+__all__ = ["FULL_WINDOW_POLL_S", "RedisTransport", "SentinelTransport"]
 
 #: Seconds between looks at the prefetch window while it is full (no ``BRPOP`` is sent then).
 FULL_WINDOW_POLL_S = 0.01
-
-#: Seconds an acknowledgement may wait for a round trip to ride with.
-ACK_DELAY_S = 0.05
-
-#: Acknowledgements that, once waiting together, are sent at once.
-ACK_BATCH = 200
-
-
-class BatchedAcks(kombu_redis.QoS):
-    """kombu's Redis QoS whose acknowledgements ride with the next round trip.
-
-    ``ack`` frees the message's prefetch slot at once and queues the removal of its
-    ``unacked`` entry; ``append`` (the next message's record) sends the queued removals in its
-    own transaction; the consumer loop sends those waiting ``ACK_DELAY_S`` (``flush_due``).
-    Safe to call from the pool's threads or greenlets.
-    """
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._ack_lock = threading.Lock()
-        self._acks: list[str] = []
-        self._acks_since = 0.0
-
-    def ack(self, delivery_tag: str) -> None:
-        with self._ack_lock:
-            if not self._acks:
-                self._acks_since = time.monotonic()
-            self._acks.append(delivery_tag)
-            full = len(self._acks) >= ACK_BATCH
-        virtual.QoS.ack(self, delivery_tag)
-        if full:
-            self.flush()
-
-    def _take(self) -> list[str]:
-        with self._ack_lock:
-            tags, self._acks = self._acks, []
-        return tags
-
-    def _give_back(self, tags: list[str]) -> None:
-        # Sending failed (the connection went): the removals wait for the next round trip.
-        with self._ack_lock:
-            self._acks = tags + self._acks
-            self._acks_since = time.monotonic() - ACK_DELAY_S
-
-    def pending(self) -> int:
-        """Acknowledgements not sent yet."""
-        return len(self._acks)
-
-    def flush(self) -> None:
-        """Send every waiting acknowledgement now, in one transaction."""
-        tags = self._take()
-        if not tags:
-            return
-        try:
-            with self.pipe_or_acquire() as pipe:
-                pipe.zrem(self.unacked_index_key, *tags).hdel(self.unacked_key, *tags).execute()
-        except BaseException:
-            self._give_back(tags)
-            raise
-
-    def flush_due(self) -> None:
-        """Send the waiting acknowledgements once the oldest has waited ``ACK_DELAY_S``."""
-        if self._acks and time.monotonic() - self._acks_since >= ACK_DELAY_S:
-            self.flush()
-
-    def append(self, message: Any, delivery_tag: str) -> None:
-        tags = self._take()
-        if not tags:
-            super().append(message, delivery_tag)
-            return
-        delivery = message.delivery_info
-        record = dumps([message._raw, delivery["exchange"], delivery["routing_key"]])
-        try:
-            with self.pipe_or_acquire() as pipe:
-                pipe.zrem(self.unacked_index_key, *tags).hdel(self.unacked_key, *tags)
-                pipe.zadd(self.unacked_index_key, {delivery_tag: time.time()})
-                pipe.hset(self.unacked_key, delivery_tag, record).execute()
-        except BaseException:
-            self._give_back(tags)
-            raise
-        virtual.QoS.append(self, message, delivery_tag)
-
-    def restore_unacked(self, client: Any = None) -> Any:
-        # At shutdown: the finished messages leave ``unacked`` before the rest go back.
-        self.flush()
-        return super().restore_unacked(client)
 
 
 def _flush_acks(channels: Any) -> None:
@@ -179,7 +91,7 @@ class _AckingChannel:
         super().close()  # type: ignore[misc]
 
 
-class RedisChannel(_AckingChannel, _SharedClient, kombu_redis.Channel):
+class RedisChannel(TakeMore, _AckingChannel, _SharedClient, kombu_redis.Channel):
     """kombu's Redis channel with a shared client, batched acks, the cheaper idle check and
     the pool without the per-command deprecation check (``redis_ready``)."""
 
@@ -192,8 +104,8 @@ class RedisChannel(_AckingChannel, _SharedClient, kombu_redis.Channel):
         return pool
 
 
-class SentinelChannel(_AckingChannel, _SharedClient, kombu_redis.SentinelChannel):
-    """kombu's Sentinel channel with a shared client and batched acks."""
+class SentinelChannel(TakeMore, _AckingChannel, _SharedClient, kombu_redis.SentinelChannel):
+    """kombu's Sentinel channel with a shared client, window-sized takes and batched acks."""
 
 
 class _Poller(kombu_redis.MultiChannelPoller):
@@ -239,12 +151,19 @@ class _Poller(kombu_redis.MultiChannelPoller):
 
 
 class _QuickTransport:
-    """A transport mixin: the quick poller, and an event loop that sends waiting acks."""
+    """A transport mixin: the quick poller, an event loop that sends waiting acks, and the
+    queue of the last message delivered (``TakeMore`` takes more from it)."""
+
+    last_queue: str | None = None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         # kombu's own Redis transport puts its poller here too, whatever the annotation says.
         self.cycle: Any = _Poller()
+
+    def _deliver(self, message: Any, queue: str) -> None:
+        self.last_queue = queue
+        super()._deliver(message, queue)  # type: ignore[misc]
 
     def register_with_event_loop(self, connection: Any, loop: Any) -> None:
         super().register_with_event_loop(connection, loop)  # type: ignore[misc]

@@ -11,9 +11,10 @@ import pytest
 import redis
 from kombu import Connection, Exchange, Queue
 
-from agentfleet import redis_transport
+from agentfleet import redis_intake
 from agentfleet.celery_config import broker_transport
-from agentfleet.redis_transport import BatchedAcks, RedisTransport
+from agentfleet.redis_intake import BatchedAcks
+from agentfleet.redis_transport import RedisTransport
 
 
 def test_redis_and_sentinel_urls_get_the_shared_client_transports() -> None:
@@ -98,6 +99,14 @@ def _taker(conn: Connection, queue: Queue, prefetch: int) -> tuple[Any, list[Any
     return consumer, taken
 
 
+def _drain_until(conn: Connection, taken: list[Any], count: int, within_s: float = 10.0) -> None:
+    deadline = time.monotonic() + within_s
+    while len(taken) < count:
+        assert time.monotonic() < deadline, f"took {len(taken)} of {count}"
+        with contextlib.suppress(socket.timeout):
+            conn.drain_events(timeout=1)
+
+
 def _publish(conn: Connection, queue: Queue, count: int) -> None:
     with conn.Producer() as producer:
         for n in range(count):
@@ -107,7 +116,7 @@ def _publish(conn: Connection, queue: Queue, count: int) -> None:
 def test_an_ack_frees_its_slot_at_once_and_rides_with_the_next_messages_record(
     redis_url: str, key_prefix: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(redis_transport, "ACK_DELAY_S", 30.0)  # only the next record sends it
+    monkeypatch.setattr(redis_intake, "ACK_DELAY_S", 30.0)  # only the next record sends it
     queue = Queue(f"{key_prefix}.q", Exchange(f"{key_prefix}.x", type="direct"), routing_key="k")
     with Connection(redis_url, transport=RedisTransport) as conn:
         _publish(conn, queue, 2)
@@ -158,8 +167,7 @@ def test_closing_sends_waiting_acks_and_gives_back_only_the_unfinished(
         _publish(conn, queue, 2)
         consumer, taken = _taker(conn, queue, prefetch=2)
         with consumer:
-            conn.drain_events(timeout=5)
-            conn.drain_events(timeout=5)
+            _drain_until(conn, taken, 2)
             taken[0].ack()  # finished; the other is still running when the worker stops
             tags = {m.delivery_tag for m in taken}
     assert not tags & _unacked(redis_url)

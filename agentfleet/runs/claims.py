@@ -17,7 +17,6 @@ import logging
 import os
 import threading
 import time
-import uuid
 from typing import Protocol
 
 __all__ = ["ClaimRenewer", "claim_owner_prefix", "claim_renewer", "new_claim_token"]
@@ -38,7 +37,7 @@ def claim_owner_prefix(node: str, pid: int | None = None) -> str:
 
 def new_claim_token(node: str) -> str:
     """A fresh claim token for a delivery in this process of worker ``node``."""
-    return claim_owner_prefix(node) + uuid.uuid4().hex[:12]
+    return claim_owner_prefix(node) + os.urandom(6).hex()
 
 
 class ClaimRenewer:

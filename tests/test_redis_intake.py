@@ -1,0 +1,140 @@
+"""Taking a window of messages at once: one script call after a ``BRPOP``, each message recorded
+as unacknowledged in the same step, in kombu's own record format and queue order.
+
+Against a real Redis with kombu connections (ours and kombu's stock Redis transport).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import time
+from typing import Any
+
+import pytest
+import redis
+from kombu import Connection, Exchange, Queue
+
+from agentfleet.redis_intake import TRANSPORT_LUA
+from agentfleet.redis_transport import RedisTransport
+
+
+@pytest.fixture
+def queue(key_prefix: str) -> Queue:
+    return Queue(
+        f"{key_prefix}.q", Exchange(f"{key_prefix}.x", type="direct"), routing_key="k",
+        queue_arguments={"x-max-priority": 9},
+    )  # fmt: skip
+
+
+def _publish(conn: Connection, queue: Queue, payloads: list[dict[str, Any]], **options: Any) -> None:
+    with conn.Producer() as producer:
+        for payload in payloads:
+            producer.publish(payload, exchange=queue.exchange, routing_key="k", declare=[queue], **options)
+
+
+def _take(conn: Connection, queue: Queue, prefetch: int, count: int) -> tuple[Any, list[Any]]:
+    channel = conn.channel()
+    channel.basic_qos(prefetch_count=prefetch)
+    taken: list[Any] = []
+    consumer = conn.Consumer(queue, channel=channel, callbacks=[lambda body, message: taken.append(message)])
+    consumer.consume()
+    deadline = time.monotonic() + 10
+    while len(taken) < count and time.monotonic() < deadline:
+        with contextlib.suppress(socket.timeout):
+            conn.drain_events(timeout=1)
+    return consumer, taken
+
+
+def _brpops(client: redis.Redis) -> int:
+    return int(client.info("commandstats").get("cmdstat_brpop", {}).get("calls", 0))
+
+
+def _unacked(client: redis.Redis) -> dict[str, Any]:
+    return {tag: json.loads(raw) for tag, raw in client.hgetall("unacked").items()}
+
+
+def test_one_look_takes_the_windows_room_in_order_each_recorded(
+    redis_url: str, queue: Queue, redis_client: redis.Redis
+) -> None:
+    with Connection(redis_url, transport=RedisTransport) as conn:
+        _publish(conn, queue, [{"n": n} for n in range(10)])
+        brpops = _brpops(redis_client)
+        consumer, taken = _take(conn, queue, prefetch=5, count=5)
+        with consumer:
+            # One BRPOP brought the first; one script call the other four.
+            assert _brpops(redis_client) - brpops == 1
+            assert [m.payload["n"] for m in taken] == [0, 1, 2, 3, 4]
+            records = _unacked(redis_client)
+            for message in taken:
+                # kombu's record: [the message as published, exchange, routing key].
+                assert records[message.delivery_tag] == [message._raw, queue.exchange.name, "k"]
+            assert redis_client.llen(queue.name) == 5
+            for message in taken:
+                message.ack()
+    assert not {m.delivery_tag for m in taken} & set(_unacked(redis_client))
+
+
+def test_messages_come_in_the_order_kombus_own_transport_gives(
+    redis_url: str, queue: Queue, redis_client: redis.Redis
+) -> None:
+    mixed = [({"n": n}, {"priority": n % 3 * 4}) for n in range(12)]
+    orders = []
+    for transport in (None, RedisTransport):
+        with Connection(redis_url, transport=transport) as conn:
+            for payload, options in mixed:
+                _publish(conn, queue, [payload], **options)
+            consumer, taken = _take(conn, queue, prefetch=12, count=12)
+            with consumer:
+                orders.append([m.payload["n"] for m in taken])
+                for message in taken:
+                    message.ack()
+    assert orders[1] == orders[0] and len(orders[0]) == 12
+
+
+def test_messages_taken_and_not_finished_go_back_for_any_consumer(
+    redis_url: str, queue: Queue, redis_client: redis.Redis
+) -> None:
+    with Connection(redis_url, transport=RedisTransport) as conn:
+        _publish(conn, queue, [{"n": n} for n in range(3)])
+        consumer, taken = _take(conn, queue, prefetch=3, count=3)
+        consumer.cancel()
+    # The connection closed with three messages unfinished: kombu put them back from the records.
+    assert not {m.delivery_tag for m in taken} & set(_unacked(redis_client))
+    with Connection(redis_url) as stock, stock.SimpleQueue(queue) as simple:
+        back = []
+        for _ in range(3):
+            message = simple.get(timeout=5)
+            back.append(message.payload["n"])
+            message.ack()
+    assert sorted(back) == [0, 1, 2]
+
+
+def test_the_script_moves_messages_from_the_queue_to_the_record_in_one_step(
+    redis_client: redis.Redis, key_prefix: str
+) -> None:
+    take = TRANSPORT_LUA.register(redis_client, "take")["take"]
+    lists, index, unacked = [f"{key_prefix}.q"], f"{key_prefix}.index", f"{key_prefix}.unacked"
+    messages = [
+        json.dumps({"body": str(n), "properties": {"delivery_tag": f"t{n}", "delivery_info": {
+            "exchange": "x", "routing_key": "k"}}})
+        for n in range(3)
+    ]  # fmt: skip
+    redis_client.lpush(lists[0], *messages)
+    taken = take(keys=[*lists, index, unacked], args=[2, 1000.5])
+    assert [json.loads(raw)["body"] for raw in taken] == ["0", "1"]
+    assert redis_client.llen(lists[0]) == 1
+    assert redis_client.zrange(index, 0, -1, withscores=True) == [("t0", 1000.5), ("t1", 1000.5)]
+    assert json.loads(redis_client.hget(unacked, "t1")) == [json.loads(messages[1]), "x", "k"]
+
+
+def test_a_message_without_a_delivery_tag_stays_for_kombus_own_reading(
+    redis_client: redis.Redis, key_prefix: str
+) -> None:
+    take = TRANSPORT_LUA.register(redis_client, "take")["take"]
+    lists, index, unacked = [f"{key_prefix}.q"], f"{key_prefix}.index", f"{key_prefix}.unacked"
+    redis_client.lpush(lists[0], "not json", json.dumps({"properties": {}}))
+    assert take(keys=[*lists, index, unacked], args=[5, 1.0]) == []
+    assert redis_client.lrange(lists[0], 0, -1) == ['{"properties": {}}', "not json"]
+    assert not redis_client.exists(index, unacked)
