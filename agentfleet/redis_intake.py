@@ -162,6 +162,25 @@ class TakeMore:
 
     _take_script: tuple[Any, Any] | None = None
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Queues consumed with acknowledgements (by consumer tag): only those take more.
+        self._acking: dict[str, str] = {}
+
+    @property
+    def _acking_queues(self) -> set[str]:
+        return set(self._acking.values())
+
+    def basic_consume(self, queue: str, no_ack: bool, *args: Any, **kwargs: Any) -> Any:
+        consumer_tag = kwargs.get("consumer_tag", args[1] if len(args) > 1 else None)
+        if not no_ack and consumer_tag is not None:
+            self._acking[consumer_tag] = queue
+        return super().basic_consume(queue, no_ack, *args, **kwargs)  # type: ignore[misc]
+
+    def basic_cancel(self, consumer_tag: str) -> Any:
+        self._acking.pop(consumer_tag, None)
+        return super().basic_cancel(consumer_tag)  # type: ignore[misc]
+
     def _brpop_read(self, **options: Any) -> Any:
         transport = self.connection  # type: ignore[attr-defined]
         transport.last_queue = None
@@ -181,6 +200,10 @@ class TakeMore:
         channel: Any = self
         qos = channel.qos
         if not isinstance(qos, BatchedAcks) or channel.global_keyprefix or channel._closing:
+            return
+        if queue not in self._acking_queues:
+            # A consumer that never acknowledges (Celery's control replies) keeps kombu's one
+            # message per look: it records nothing, and counts looks to know when to stop.
             return
         room = min(qos.room(), TAKE_MORE)
         if room <= 0:

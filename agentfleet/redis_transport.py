@@ -19,13 +19,8 @@ also checks for unacknowledged messages past their visibility timeout after ever
 found nothing (a lock, a ``ZRANGE`` and an unlock in Redis on every tenth): those short looks
 make that check no more often than a look of the caller's own timeout would.
 
-kombu acknowledges each message in a round trip of its own (``MULTI``, ``ZREM``, ``HDEL``,
-``EXEC``) the moment its task returns. Here acknowledgements wait, at most ``ACK_DELAY_S``
-seconds, and go with the next message's unacknowledged record (one transaction for both), or
-with the others that gathered in the meantime. The message leaves the prefetch window at once;
-only its ``unacked`` entry lives a little longer. A worker that dies in between leaves that
-entry behind: the message comes back after the visibility timeout and its delivery returns the
-stored outcome (``acks_late`` never acknowledges before the task has returned).
+Each look takes the prefetch window's room in one script call after its ``BRPOP`` and
+acknowledgements ride with the next round trip (``redis_intake``).
 
 Nothing else changes: the queues, messages and acknowledgements are kombu's own, so a plain
 Celery worker or client on the same Redis sees the same messages. ``celery_config`` selects

@@ -138,3 +138,18 @@ def test_a_message_without_a_delivery_tag_stays_for_kombus_own_reading(
     assert take(keys=[*lists, index, unacked], args=[5, 1.0]) == []
     assert redis_client.lrange(lists[0], 0, -1) == ['{"properties": {}}', "not json"]
     assert not redis_client.exists(index, unacked)
+
+
+def test_a_consumer_that_never_acknowledges_gets_one_message_per_look_and_no_record(
+    redis_url: str, queue: Queue, redis_client: redis.Redis
+) -> None:
+    # Celery's control replies: kombu's Mailbox counts looks to know when it has them all.
+    with Connection(redis_url, transport=RedisTransport) as conn:
+        _publish(conn, queue, [{"n": n} for n in range(3)])
+        got: list[Any] = []
+        with conn.Consumer(queue, no_ack=True, callbacks=[lambda body, message: got.append(body)]):
+            for looks in range(1, 4):
+                conn.drain_events(timeout=5)
+                assert len(got) == looks
+        assert sorted(m["n"] for m in got) == [0, 1, 2]
+    assert all(record[1] != queue.exchange.name for record in _unacked(redis_client).values())
