@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 import redis
-from kombu import Connection, Exchange, Queue
+from kombu import Connection, Queue
+from kombu_support import own_queue, read_with_stock_kombu
 
 from agentfleet.redis_intake import TRANSPORT_LUA
 from agentfleet.redis_transport import RedisTransport
@@ -22,10 +23,7 @@ from agentfleet.redis_transport import RedisTransport
 
 @pytest.fixture
 def queue(key_prefix: str) -> Queue:
-    return Queue(
-        f"{key_prefix}.q", Exchange(f"{key_prefix}.x", type="direct"), routing_key="k",
-        queue_arguments={"x-max-priority": 9},
-    )  # fmt: skip
+    return own_queue(key_prefix, queue_arguments={"x-max-priority": 9})
 
 
 def _publish(conn: Connection, queue: Queue, payloads: list[dict[str, Any]], **options: Any) -> None:
@@ -102,13 +100,7 @@ def test_messages_taken_and_not_finished_go_back_for_any_consumer(
         consumer.cancel()
     # The connection closed with three messages unfinished: kombu put them back from the records.
     assert not {m.delivery_tag for m in taken} & set(_unacked(redis_client))
-    with Connection(redis_url) as stock, stock.SimpleQueue(queue) as simple:
-        back = []
-        for _ in range(3):
-            message = simple.get(timeout=5)
-            back.append(message.payload["n"])
-            message.ack()
-    assert sorted(back) == [0, 1, 2]
+    assert sorted(p["n"] for p in read_with_stock_kombu(redis_url, queue, 3)) == [0, 1, 2]
 
 
 def test_the_script_moves_messages_from_the_queue_to_the_record_in_one_step(

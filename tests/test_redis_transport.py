@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 import redis
-from kombu import Connection, Exchange, Queue
+from kombu import Connection, Queue
+from kombu_support import own_queue, read_with_stock_kombu
 
 from agentfleet import redis_intake
 from agentfleet.celery_config import broker_transport
@@ -45,24 +46,17 @@ def test_the_consumers_own_client_is_never_the_shared_one(redis_url: str) -> Non
 
 
 def test_messages_it_publishes_are_read_by_kombus_stock_transport(redis_url: str, key_prefix: str) -> None:
-    queue = Queue(f"{key_prefix}.q", Exchange(f"{key_prefix}.x", type="direct"), routing_key="k")
-    with Connection(redis_url, transport=RedisTransport) as ours, Connection(redis_url) as stock:
-        with ours.Producer() as producer:
-            for n in range(3):
-                producer.publish({"n": n}, exchange=queue.exchange, routing_key="k", declare=[queue])
-        got = []
-        with stock.SimpleQueue(queue) as simple:
-            for _ in range(3):
-                message = simple.get(timeout=5)
-                got.append(message.payload["n"])
-                message.ack()
-    assert sorted(got) == [0, 1, 2]
+    queue = own_queue(key_prefix)
+    with Connection(redis_url, transport=RedisTransport) as ours, ours.Producer() as producer:
+        for n in range(3):
+            producer.publish({"n": n}, exchange=queue.exchange, routing_key="k", declare=[queue])
+    assert sorted(p["n"] for p in read_with_stock_kombu(redis_url, queue, 3)) == [0, 1, 2]
 
 
 def test_looks_while_the_window_is_full_check_for_restorable_messages_once_per_timeout(
     redis_url: str, key_prefix: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    queue = Queue(f"{key_prefix}.q", Exchange(f"{key_prefix}.x", type="direct"), routing_key="k")
+    queue = own_queue(key_prefix)
     with Connection(redis_url, transport=RedisTransport) as conn:
         with conn.Producer() as producer:
             producer.publish({"n": 1}, exchange=queue.exchange, routing_key="k", declare=[queue])
@@ -117,7 +111,7 @@ def test_an_ack_frees_its_slot_at_once_and_rides_with_the_next_messages_record(
     redis_url: str, key_prefix: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(redis_intake, "ACK_DELAY_S", 30.0)  # only the next record sends it
-    queue = Queue(f"{key_prefix}.q", Exchange(f"{key_prefix}.x", type="direct"), routing_key="k")
+    queue = own_queue(key_prefix)
     with Connection(redis_url, transport=RedisTransport) as conn:
         _publish(conn, queue, 2)
         consumer, taken = _taker(conn, queue, prefetch=1)
@@ -143,7 +137,7 @@ def test_an_ack_frees_its_slot_at_once_and_rides_with_the_next_messages_record(
 
 
 def test_a_waiting_ack_is_sent_by_the_consumer_loop_within_the_delay(redis_url: str, key_prefix: str) -> None:
-    queue = Queue(f"{key_prefix}.q", Exchange(f"{key_prefix}.x", type="direct"), routing_key="k")
+    queue = own_queue(key_prefix)
     with Connection(redis_url, transport=RedisTransport) as conn:
         _publish(conn, queue, 1)
         consumer, taken = _taker(conn, queue, prefetch=4)
@@ -162,7 +156,7 @@ def test_a_waiting_ack_is_sent_by_the_consumer_loop_within_the_delay(redis_url: 
 def test_closing_sends_waiting_acks_and_gives_back_only_the_unfinished(
     redis_url: str, key_prefix: str
 ) -> None:
-    queue = Queue(f"{key_prefix}.q", Exchange(f"{key_prefix}.x", type="direct"), routing_key="k")
+    queue = own_queue(key_prefix)
     with Connection(redis_url, transport=RedisTransport) as conn:
         _publish(conn, queue, 2)
         consumer, taken = _taker(conn, queue, prefetch=2)
@@ -182,7 +176,7 @@ def test_closing_sends_waiting_acks_and_gives_back_only_the_unfinished(
 def test_an_ack_that_could_not_be_sent_goes_with_the_next_round_trip(
     redis_url: str, key_prefix: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    queue = Queue(f"{key_prefix}.q", Exchange(f"{key_prefix}.x", type="direct"), routing_key="k")
+    queue = own_queue(key_prefix)
     with Connection(redis_url, transport=RedisTransport) as conn:
         _publish(conn, queue, 1)
         consumer, taken = _taker(conn, queue, prefetch=1)
