@@ -14,6 +14,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -47,11 +48,24 @@ def redis_server_binary() -> str:
     )
 
 
+# Ports handed out in this process. kombu keeps its connection pools per process, keyed by
+# the broker URL: a new Redis on the port of one stopped earlier would inherit that pool's
+# dead connections ("Connection closed by server" at its first health check).
+_handed_out: set[int] = set()
+_handed_out_lock = threading.Lock()
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A TCP port on 127.0.0.1 that nothing listens on right now and that this process has not
+    been given before."""
+    with _handed_out_lock:
+        while True:
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+                sock.bind(("127.0.0.1", 0))
+                port = int(sock.getsockname()[1])
+            if port not in _handed_out:
+                _handed_out.add(port)
+                return port
 
 
 def redis_reachable(url: str, timeout_s: float = 0.5, *, sentinel_master: str | None = None) -> bool:
