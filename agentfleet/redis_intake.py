@@ -125,9 +125,13 @@ class BatchedAcks(kombu_redis.QoS):
         """Note messages recorded as unacknowledged when they were taken (``take.lua``)."""
         self._recorded.update(tags)
 
-    def forget_recorded(self, tag: str) -> None:
-        """``tag`` will not be appended after all (it goes back to its queue)."""
+    def forget_recorded(self, tag: str) -> bool:
+        """Forget ``tag``'s record if it was never appended (it goes back to its queue);
+        False when it was (kombu's own bookkeeping has it)."""
+        if tag not in self._recorded:
+            return False
         self._recorded.discard(tag)
+        return True
 
     def append(self, message: Any, delivery_tag: str) -> None:
         if delivery_tag in self._recorded:
@@ -225,8 +229,10 @@ class TakeMore:
             try:
                 channel.connection._deliver(message, queue)
             except BaseException:
-                # The messages not handed over yet go back to the front of their queue.
-                for tag in tags[n + 1 :]:
-                    qos.forget_recorded(tag)
-                    qos.restore_by_tag(tag, leftmost=True)
+                # The messages not handed over go back to the front of their queue, in order
+                # (the last first: each is pushed on the end the next pop takes from; kombu's
+                # ``leftmost`` is the other end).
+                for tag in reversed(tags[n:]):
+                    if qos.forget_recorded(tag):
+                        qos.restore_by_tag(tag, leftmost=False)
                 raise

@@ -145,3 +145,35 @@ def test_a_consumer_that_never_acknowledges_gets_one_message_per_look_and_no_rec
                 assert len(got) == looks
         assert sorted(m["n"] for m in got) == [0, 1, 2]
     assert all(record[1] != queue.exchange.name for record in _unacked(redis_client).values())
+
+
+def test_messages_taken_but_not_handed_over_go_back_to_the_front_of_their_queue(
+    redis_url: str, queue: Queue, redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with Connection(redis_url, transport=RedisTransport) as conn:
+        _publish(conn, queue, [{"n": n} for n in range(6)])
+        transport = conn.transport
+        real, handed = transport._deliver, []
+
+        def deliver(message: Any, to: str) -> None:
+            if len(handed) == 2:
+                raise RuntimeError("the consumer broke on the third message")
+            handed.append(message)
+            real(message, to)
+
+        monkeypatch.setattr(transport, "_deliver", deliver)
+        with pytest.raises(RuntimeError):
+            _take(conn, queue, prefetch=6, count=6)
+        monkeypatch.setattr(transport, "_deliver", real)
+        # The first two were handed over; the other four are back in their queue and out of
+        # the unacknowledged record.
+        back = [
+            json.loads(raw)["properties"]["delivery_tag"] for raw in redis_client.lrange(queue.name, 0, -1)
+        ]
+        recorded = set(_unacked(redis_client))
+        assert len(back) == 4 and not set(back) & recorded
+        assert {m["properties"]["delivery_tag"] for m in handed} <= recorded
+    # Closing gave back the two handed over but never finished, at the front as kombu does
+    # (the last first); then the four, in their order.
+    payloads = read_with_stock_kombu(redis_url, queue, 6)
+    assert [p["n"] for p in payloads] == [1, 0, 2, 3, 4, 5]
