@@ -171,10 +171,6 @@ class TakeMore:
         # Queues consumed with acknowledgements (by consumer tag): only those take more.
         self._acking: dict[str, str] = {}
 
-    @property
-    def _acking_queues(self) -> set[str]:
-        return set(self._acking.values())
-
     def basic_consume(self, queue: str, no_ack: bool, *args: Any, **kwargs: Any) -> Any:
         consumer_tag = kwargs.get("consumer_tag", args[1] if len(args) > 1 else None)
         if not no_ack and consumer_tag is not None:
@@ -205,7 +201,7 @@ class TakeMore:
         qos = channel.qos
         if not isinstance(qos, BatchedAcks) or channel.global_keyprefix or channel._closing:
             return
-        if queue not in self._acking_queues:
+        if queue not in self._acking.values():
             # A consumer that never acknowledges (Celery's control replies) keeps kombu's one
             # message per look: it records nothing, and counts looks to know when to stop.
             return

@@ -45,14 +45,6 @@ __all__ = ["FULL_WINDOW_POLL_S", "RedisTransport", "SentinelTransport"]
 FULL_WINDOW_POLL_S = 0.01
 
 
-def _flush_acks(channels: Any) -> None:
-    """Send the acknowledgements of ``channels`` that have waited long enough."""
-    for channel in list(channels):
-        qos = getattr(channel, "_qos", None)
-        if isinstance(qos, BatchedAcks):
-            qos.flush_due()
-
-
 class _SharedClient:
     """A channel mixin: the synchronous client is built once per connection pool."""
 
@@ -117,20 +109,19 @@ class _Poller(kombu_redis.MultiChannelPoller):
         if timeout is not None and self._window_full():
             self._restore_every_s = timeout
             timeout = min(timeout, FULL_WINDOW_POLL_S)
-        self.flush_acks()
-        if timeout is not None and self._acks_waiting():
-            timeout = min(timeout, ACK_DELAY_S)
+        if self.flush_acks() and timeout is not None:
+            timeout = min(timeout, ACK_DELAY_S)  # wake up for the ones still waiting
         return super().get(callback, timeout)
 
-    def flush_acks(self) -> None:
-        """Send the acknowledgements that have waited ``ACK_DELAY_S``."""
-        _flush_acks(self._channels)
-
-    def _acks_waiting(self) -> bool:
-        return any(
-            isinstance(qos := getattr(channel, "_qos", None), BatchedAcks) and qos.pending()
-            for channel in self._channels
-        )
+    def flush_acks(self) -> bool:
+        """Send the acknowledgements that have waited ``ACK_DELAY_S``; True while others wait."""
+        waiting = False
+        for channel in list(self._channels):
+            qos = getattr(channel, "_qos", None)
+            if isinstance(qos, BatchedAcks):
+                qos.flush_due()
+                waiting = waiting or bool(qos.pending())
+        return waiting
 
     def maybe_restore_messages(self) -> Any:
         if self._restore_every_s is not None:

@@ -6,16 +6,13 @@ Against a real Redis with kombu connections (ours and kombu's stock Redis transp
 
 from __future__ import annotations
 
-import contextlib
 import json
-import socket
-import time
 from typing import Any
 
 import pytest
 import redis
 from kombu import Connection, Queue
-from kombu_support import own_queue, read_with_stock_kombu
+from kombu_support import own_queue, publish, read_with_stock_kombu, take
 
 from agentfleet.redis_intake import TRANSPORT_LUA
 from agentfleet.redis_transport import RedisTransport
@@ -24,25 +21,6 @@ from agentfleet.redis_transport import RedisTransport
 @pytest.fixture
 def queue(key_prefix: str) -> Queue:
     return own_queue(key_prefix, queue_arguments={"x-max-priority": 9})
-
-
-def _publish(conn: Connection, queue: Queue, payloads: list[dict[str, Any]], **options: Any) -> None:
-    with conn.Producer() as producer:
-        for payload in payloads:
-            producer.publish(payload, exchange=queue.exchange, routing_key="k", declare=[queue], **options)
-
-
-def _take(conn: Connection, queue: Queue, prefetch: int, count: int) -> tuple[Any, list[Any]]:
-    channel = conn.channel()
-    channel.basic_qos(prefetch_count=prefetch)
-    taken: list[Any] = []
-    consumer = conn.Consumer(queue, channel=channel, callbacks=[lambda body, message: taken.append(message)])
-    consumer.consume()
-    deadline = time.monotonic() + 10
-    while len(taken) < count and time.monotonic() < deadline:
-        with contextlib.suppress(socket.timeout):
-            conn.drain_events(timeout=1)
-    return consumer, taken
 
 
 def _brpops(client: redis.Redis) -> int:
@@ -57,9 +35,9 @@ def test_one_look_takes_the_windows_room_in_order_each_recorded(
     redis_url: str, queue: Queue, redis_client: redis.Redis
 ) -> None:
     with Connection(redis_url, transport=RedisTransport) as conn:
-        _publish(conn, queue, [{"n": n} for n in range(10)])
+        publish(conn, queue, [{"n": n} for n in range(10)])
         brpops = _brpops(redis_client)
-        consumer, taken = _take(conn, queue, prefetch=5, count=5)
+        consumer, taken = take(conn, queue, prefetch=5, count=5)
         with consumer:
             # One BRPOP brought the first; one script call the other four.
             assert _brpops(redis_client) - brpops == 1
@@ -82,8 +60,8 @@ def test_messages_come_in_the_order_kombus_own_transport_gives(
     for transport in (None, RedisTransport):
         with Connection(redis_url, transport=transport) as conn:
             for payload, options in mixed:
-                _publish(conn, queue, [payload], **options)
-            consumer, taken = _take(conn, queue, prefetch=12, count=12)
+                publish(conn, queue, [payload], **options)
+            consumer, taken = take(conn, queue, prefetch=12, count=12)
             with consumer:
                 orders.append([m.payload["n"] for m in taken])
                 for message in taken:
@@ -95,8 +73,8 @@ def test_messages_taken_and_not_finished_go_back_for_any_consumer(
     redis_url: str, queue: Queue, redis_client: redis.Redis
 ) -> None:
     with Connection(redis_url, transport=RedisTransport) as conn:
-        _publish(conn, queue, [{"n": n} for n in range(3)])
-        consumer, taken = _take(conn, queue, prefetch=3, count=3)
+        publish(conn, queue, [{"n": n} for n in range(3)])
+        consumer, taken = take(conn, queue, prefetch=3, count=3)
         consumer.cancel()
     # The connection closed with three messages unfinished: kombu put them back from the records.
     assert not {m.delivery_tag for m in taken} & set(_unacked(redis_client))
@@ -137,7 +115,7 @@ def test_a_consumer_that_never_acknowledges_gets_one_message_per_look_and_no_rec
 ) -> None:
     # Celery's control replies: kombu's Mailbox counts looks to know when it has them all.
     with Connection(redis_url, transport=RedisTransport) as conn:
-        _publish(conn, queue, [{"n": n} for n in range(3)])
+        publish(conn, queue, [{"n": n} for n in range(3)])
         got: list[Any] = []
         with conn.Consumer(queue, no_ack=True, callbacks=[lambda body, message: got.append(body)]):
             for looks in range(1, 4):
@@ -151,7 +129,7 @@ def test_messages_taken_but_not_handed_over_go_back_to_the_front_of_their_queue(
     redis_url: str, queue: Queue, redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with Connection(redis_url, transport=RedisTransport) as conn:
-        _publish(conn, queue, [{"n": n} for n in range(6)])
+        publish(conn, queue, [{"n": n} for n in range(6)])
         transport = conn.transport
         real, handed = transport._deliver, []
 
@@ -163,7 +141,7 @@ def test_messages_taken_but_not_handed_over_go_back_to_the_front_of_their_queue(
 
         monkeypatch.setattr(transport, "_deliver", deliver)
         with pytest.raises(RuntimeError):
-            _take(conn, queue, prefetch=6, count=6)
+            take(conn, queue, prefetch=6, count=6)
         monkeypatch.setattr(transport, "_deliver", real)
         # The first two were handed over; the other four are back in their queue and out of
         # the unacknowledged record.

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 import redis
-from kombu import Connection, Queue
-from kombu_support import own_queue, read_with_stock_kombu
+from kombu import Connection
+from kombu_support import drain_until, own_queue, publish, read_with_stock_kombu, take
 
 from agentfleet import redis_intake
 from agentfleet.celery_config import broker_transport
@@ -47,9 +47,8 @@ def test_the_consumers_own_client_is_never_the_shared_one(redis_url: str) -> Non
 
 def test_messages_it_publishes_are_read_by_kombus_stock_transport(redis_url: str, key_prefix: str) -> None:
     queue = own_queue(key_prefix)
-    with Connection(redis_url, transport=RedisTransport) as ours, ours.Producer() as producer:
-        for n in range(3):
-            producer.publish({"n": n}, exchange=queue.exchange, routing_key="k", declare=[queue])
+    with Connection(redis_url, transport=RedisTransport) as ours:
+        publish(ours, queue, [{"n": n} for n in range(3)])
     assert sorted(p["n"] for p in read_with_stock_kombu(redis_url, queue, 3)) == [0, 1, 2]
 
 
@@ -85,45 +84,22 @@ def _unacked(redis_url: str) -> set[str]:
         client.close()
 
 
-def _taker(conn: Connection, queue: Queue, prefetch: int) -> tuple[Any, list[Any]]:
-    channel = conn.channel()
-    channel.basic_qos(prefetch_count=prefetch)
-    taken: list[Any] = []
-    consumer = conn.Consumer(queue, channel=channel, callbacks=[lambda body, message: taken.append(message)])
-    return consumer, taken
-
-
-def _drain_until(conn: Connection, taken: list[Any], count: int, within_s: float = 10.0) -> None:
-    deadline = time.monotonic() + within_s
-    while len(taken) < count:
-        assert time.monotonic() < deadline, f"took {len(taken)} of {count}"
-        with contextlib.suppress(socket.timeout):
-            conn.drain_events(timeout=1)
-
-
-def _publish(conn: Connection, queue: Queue, count: int) -> None:
-    with conn.Producer() as producer:
-        for n in range(count):
-            producer.publish({"n": n}, exchange=queue.exchange, routing_key="k", declare=[queue])
-
-
 def test_an_ack_frees_its_slot_at_once_and_rides_with_the_next_messages_record(
     redis_url: str, key_prefix: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(redis_intake, "ACK_DELAY_S", 30.0)  # only the next record sends it
     queue = own_queue(key_prefix)
     with Connection(redis_url, transport=RedisTransport) as conn:
-        _publish(conn, queue, 2)
-        consumer, taken = _taker(conn, queue, prefetch=1)
+        publish(conn, queue, [{"n": n} for n in range(2)])
+        consumer, taken = take(conn, queue, prefetch=1, count=1)
         with consumer:
-            conn.drain_events(timeout=5)
             first = taken[0]
             first.ack()
             assert consumer.channel.qos.can_consume()  # the prefetch slot is free already
             assert first.delivery_tag in _unacked(redis_url)  # its entry waits for a round trip
             client = redis.Redis.from_url(redis_url)
             execs = int(client.info("commandstats")["cmdstat_exec"]["calls"])
-            conn.drain_events(timeout=5)
+            drain_until(conn, taken, 2)
             second = taken[1]
             # One transaction removed the first entry and recorded the second (the INFO call
             # itself is not a transaction).
@@ -139,10 +115,9 @@ def test_an_ack_frees_its_slot_at_once_and_rides_with_the_next_messages_record(
 def test_a_waiting_ack_is_sent_by_the_consumer_loop_within_the_delay(redis_url: str, key_prefix: str) -> None:
     queue = own_queue(key_prefix)
     with Connection(redis_url, transport=RedisTransport) as conn:
-        _publish(conn, queue, 1)
-        consumer, taken = _taker(conn, queue, prefetch=4)
+        publish(conn, queue, [{"n": 0}])
+        consumer, taken = take(conn, queue, prefetch=4, count=1)
         with consumer:
-            conn.drain_events(timeout=5)
             taken[0].ack()
             started = time.monotonic()
             while taken[0].delivery_tag in _unacked(redis_url):
@@ -158,10 +133,9 @@ def test_closing_sends_waiting_acks_and_gives_back_only_the_unfinished(
 ) -> None:
     queue = own_queue(key_prefix)
     with Connection(redis_url, transport=RedisTransport) as conn:
-        _publish(conn, queue, 2)
-        consumer, taken = _taker(conn, queue, prefetch=2)
+        publish(conn, queue, [{"n": n} for n in range(2)])
+        consumer, taken = take(conn, queue, prefetch=2, count=2)
         with consumer:
-            _drain_until(conn, taken, 2)
             taken[0].ack()  # finished; the other is still running when the worker stops
             tags = {m.delivery_tag for m in taken}
     assert not tags & _unacked(redis_url)
@@ -178,10 +152,9 @@ def test_an_ack_that_could_not_be_sent_goes_with_the_next_round_trip(
 ) -> None:
     queue = own_queue(key_prefix)
     with Connection(redis_url, transport=RedisTransport) as conn:
-        _publish(conn, queue, 1)
-        consumer, taken = _taker(conn, queue, prefetch=1)
+        publish(conn, queue, [{"n": 0}])
+        consumer, taken = take(conn, queue, prefetch=1, count=1)
         with consumer:
-            conn.drain_events(timeout=5)
             qos = consumer.channel.qos
             assert isinstance(qos, BatchedAcks)
             taken[0].ack()

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from celery import bootsteps
@@ -46,22 +47,23 @@ class BufferedTaskEvents(bootsteps.StartStopStep):
 
     def __init__(self, c: Any, **kwargs: Any) -> None:
         super().__init__(c, **kwargs)
-        self._stop: threading.Event | None = None
-        self._timer: Any = None
+        # Stops the periodic flush (the event loop's timer, or the flushing thread).
+        self._stop_flushing: Callable[[], Any] | None = None
 
     def start(self, c: Any) -> None:
         dispatcher = c.event_dispatcher
         if dispatcher is None or not dispatcher.enabled:
             return  # no events are sent
+        if self._stop_flushing is not None:
+            self._stop_flushing()  # a restart after a lost connection
         if c.hub is not None:
             # The event loop buffers already: it publishes on a timer instead of every turn.
             dispatcher.on_send_buffered = None
-            if self._timer is not None:
-                self._timer.cancel()  # a restart after a lost connection
-            self._timer = c.hub.call_repeatedly(FLUSH_EVERY_S, lambda: _flush(dispatcher))
+            self._stop_flushing = c.hub.call_repeatedly(FLUSH_EVERY_S, lambda: _flush(dispatcher)).cancel
             return
         dispatcher.buffer_group = frozenset({"task"})
-        stop = self._stop = threading.Event()
+        stop = threading.Event()
+        self._stop_flushing = stop.set
 
         def flush_now_and_then() -> None:
             while not stop.wait(FLUSH_EVERY_S):
@@ -70,13 +72,9 @@ class BufferedTaskEvents(bootsteps.StartStopStep):
         threading.Thread(target=flush_now_and_then, name="agentfleet-task-events", daemon=True).start()
 
     def stop(self, c: Any) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-            if c.event_dispatcher is not None:
-                c.event_dispatcher.flush()
-        if self._stop is not None:
-            self._stop.set()
-            self._stop = None
-            if c.event_dispatcher is not None:
-                c.event_dispatcher.flush()
+        if self._stop_flushing is None:
+            return
+        self._stop_flushing()
+        self._stop_flushing = None
+        if c.event_dispatcher is not None:
+            c.event_dispatcher.flush()

@@ -44,8 +44,8 @@ local function end_run(run, events, n, total, now)
   return {1, n, total, 1, aggregate, (aggregate ~= '' or undoing) and 1 or 0}
 end
 
--- Count the outcome once for its run (``secs``: the body's time in whole microseconds). Returns {recorded, done, total, run ended, aggregate,
--- stays active}. A run still being dispatched (``dispatching`` set) does not end here: its
+-- Count the outcome once for its run (``secs``: the body's time in whole microseconds).
+-- Returns {recorded, done, total, run ended, aggregate, stays active}. A run still being dispatched (``dispatching`` set) does not end here: its
 -- total is not known yet (``end_dispatch.lua`` ends it if every item already has its outcome).
 local function record_outcome(run, done, events, inputs, idx, body, kind, dead, cost, secs, ttl, now)
   local head = redis.call('HMGET', run, 'tasks_total', 'dispatching')
