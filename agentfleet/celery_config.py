@@ -23,6 +23,7 @@ from agentfleet.config import Settings
 from agentfleet.config.cron import cron_schedule
 from agentfleet.config.redis_url import url_password, without_password
 from agentfleet.redis_client import sentinel_hosts
+from agentfleet.transport import broker_transport, enabled
 
 __all__ = [
     "BUILTIN_TASK_MODULES",
@@ -30,7 +31,6 @@ __all__ = [
     "DIGEST_ENTRY",
     "RUN_SCHEDULE_TASK",
     "beat_schedule",
-    "broker_transport",
     "celery_config",
     "digest_entries",
     "make_app",
@@ -108,15 +108,12 @@ def _sentinel_options(settings: Settings) -> dict[str, Any]:
     return options
 
 
-def broker_transport(broker_url: str) -> str | None:
-    """kombu's transport for ``broker_url`` with one Redis client object per channel
-    (``agentfleet.redis_transport``), for ``redis://`` and ``sentinel://``; None (kombu picks by
-    the scheme) for ``rediss://`` and ``unix://``, whose TLS and socket handling stay kombu's."""
-    if broker_url.startswith("sentinel://"):
-        return "agentfleet.redis_transport:SentinelTransport"
-    if broker_url.startswith("redis://"):
-        return "agentfleet.redis_transport:RedisTransport"
-    return None
+def _autoscaler() -> dict[str, Any]:
+    """The pool autoscaler that grows fast under a backlog, unless Celery's autoscaler no longer
+    has what it extends (then Celery's own)."""
+    if not enabled("fast_autoscale"):
+        return {}
+    return {"worker_autoscaler": "agentfleet.transport.autoscale:FleetAutoscaler"}
 
 
 def _redbeat_options(settings: Settings) -> dict[str, Any]:
@@ -204,7 +201,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
             "agentfleet.maintenance.*": {"queue": queues.maintenance},
         },
         "worker_max_tasks_per_child": settings.worker.max_tasks_per_child,
-        "worker_autoscaler": "agentfleet.tasks.autoscale:FleetAutoscaler",
+        **_autoscaler(),
         "agentfleet_autoscale_keepalive_s": settings.worker.autoscale_keepalive_s,
         "worker_hijack_root_logger": False,
         "enable_utc": True,
@@ -219,8 +216,9 @@ def celery_config(settings: Settings) -> dict[str, Any]:
     }
 
 
-# Worker consumer steps, by import path (workers import them; clients never start them).
-CONSUMER_STEPS = ("agentfleet.tasks.green_events:BufferedTaskEvents",)
+# Worker consumer steps, by import path (workers import them; clients never start them): task
+# events in batches, unless Celery's dispatcher no longer has what that needs.
+CONSUMER_STEPS = ("agentfleet.transport.events:BufferedTaskEvents",) if enabled("batched_events") else ()
 
 
 def make_app(settings: Settings, *, main: str = "agentfleet", app_cls: type[Celery] = Celery) -> Celery:

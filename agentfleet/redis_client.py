@@ -30,7 +30,7 @@ from redis.cluster import ClusterNode, RedisCluster
 from redis.retry import Retry
 from redis.sentinel import Sentinel
 
-from agentfleet.redis_ready import QuickBlockingPool, QuickConnection
+from agentfleet.transport.pools import QuickBlockingPool, QuickConnection
 
 __all__ = ["RedisTarget", "cluster_nodes", "connect", "mask_url", "reset_connections", "sentinel_hosts"]
 

@@ -37,7 +37,7 @@ from agentfleet.cli.run_cmd import read_inputs  # noqa: E402
 from agentfleet.config import load_settings  # noqa: E402
 from agentfleet.embedded_redis import EmbeddedRedis  # noqa: E402
 from agentfleet.orchestration import Fleet  # noqa: E402
-from agentfleet.tasks.waiting import queue_keys  # noqa: E402
+from agentfleet.transport.layout import queue_keys  # noqa: E402
 
 TASK = "agentfleet.simulated_agent"
 

@@ -19,7 +19,7 @@ from worker_env import cluster_env
 
 from agentfleet import LocalCluster
 from agentfleet.config import load_settings
-from agentfleet.redis_intake import ACK_DELAY_S
+from agentfleet.transport.intake import ACK_DELAY_S
 
 pytestmark = pytest.mark.slow
 

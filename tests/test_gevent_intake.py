@@ -3,7 +3,7 @@
 Without an event loop, the worker reads messages with ``drain_events(timeout=2.0)`` and sends no
 ``BRPOP`` while its prefetch window is full; kombu's own poller then sleeps out the timeout, so
 the next message started up to 2 s after a slot freed (half of a 100-slot pool idle on 1 s
-tasks). ``agentfleet.redis_transport`` looks again every 10 ms while the window is full.
+tasks). ``agentfleet.transport.redis_channel`` looks again every 10 ms while the window is full.
 """
 
 from __future__ import annotations

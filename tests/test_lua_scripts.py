@@ -11,8 +11,8 @@ from agentfleet.dlq.store import DLQ_LUA
 from agentfleet.lua import ScriptSet, shared_library
 from agentfleet.ratelimit.circuit import CIRCUIT_LUA
 from agentfleet.ratelimit.scripts import LIMITER_LUA
-from agentfleet.redis_intake import TRANSPORT_LUA
 from agentfleet.runs.store import RUNS_LUA
+from agentfleet.transport.intake import TRANSPORT_LUA
 
 SETS = [LIMITER_LUA, CIRCUIT_LUA, DLQ_LUA, RUNS_LUA, TRANSPORT_LUA]
 

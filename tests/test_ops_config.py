@@ -16,7 +16,7 @@ from agentfleet.cli.flower_cmd import flower_launch, is_loopback
 from agentfleet.cli.worker_cmd import resolve_queues
 from agentfleet.config import load_settings
 from agentfleet.errors import ConfigError
-from agentfleet.tasks.autoscale import FleetAutoscaler
+from agentfleet.transport.autoscale import FleetAutoscaler
 
 
 def test_schedules_become_beat_entries_on_the_maintenance_queue() -> None:
@@ -46,7 +46,7 @@ def test_the_celery_config_uses_redbeat_with_a_lock_under_our_prefix() -> None:
     assert conf["redbeat_lock_timeout"] == 9
     assert conf["beat_max_loop_interval"] == 2
     assert conf["redbeat_redis_url"] == settings.broker_url
-    assert conf["worker_autoscaler"] == "agentfleet.tasks.autoscale:FleetAutoscaler"
+    assert conf["worker_autoscaler"] == "agentfleet.transport.autoscale:FleetAutoscaler"
     assert conf["broker_transport_options"]["max_connections"] == settings.broker_max_connections
 
 

@@ -22,7 +22,8 @@ from agentfleet.models import TaskOutcome
 from agentfleet.orchestration import Fleet
 from agentfleet.runs import RunStore, claim_renewer
 from agentfleet.tasks.reconciler import Reconciler
-from agentfleet.tasks.waiting import UNACKED, UNACKED_INDEX, read_broker
+from agentfleet.transport.broker_view import read_broker
+from agentfleet.transport.layout import UNACKED, UNACKED_INDEX
 
 
 @pytest.fixture

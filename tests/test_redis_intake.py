@@ -14,8 +14,8 @@ import redis
 from kombu import Connection, Queue
 from kombu_support import own_queue, publish, read_with_stock_kombu, take
 
-from agentfleet.redis_intake import TRANSPORT_LUA
-from agentfleet.redis_transport import RedisTransport
+from agentfleet.transport.intake import TRANSPORT_LUA
+from agentfleet.transport.redis_channel import RedisTransport
 
 
 @pytest.fixture

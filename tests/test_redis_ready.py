@@ -15,8 +15,8 @@ import redis
 from kombu import Connection
 from redis import utils as redis_utils
 
-from agentfleet.redis_ready import QuickBlockingPool, QuickConnection, QuickPool
-from agentfleet.redis_transport import RedisTransport
+from agentfleet.transport.pools import QuickBlockingPool, QuickConnection, QuickPool
+from agentfleet.transport.redis_channel import RedisTransport
 
 CLASSES = [redis.Connection, QuickConnection]
 
@@ -81,7 +81,7 @@ def test_new_connections_announce_the_same_library_name_and_version_as_redis_pys
         cls.__name__: (c.driver_info.formatted_name, c.driver_info.lib_version)
         for cls, c in connections.items()
     }
-    assert announced["QuickConnection"] == announced["Connection"]
+    assert announced[QuickConnection.__name__] == announced["Connection"]
     assert announced["Connection"][1] == metadata.version("redis")
 
 

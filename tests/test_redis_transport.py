@@ -12,14 +12,14 @@ import redis
 from kombu import Connection
 from kombu_support import drain_until, own_queue, publish, read_with_stock_kombu, take
 
-from agentfleet import redis_intake
-from agentfleet.celery_config import broker_transport
-from agentfleet.redis_intake import BatchedAcks
-from agentfleet.redis_transport import RedisTransport
+from agentfleet.transport import broker_transport
+from agentfleet.transport import intake as redis_intake
+from agentfleet.transport.intake import BatchedAcks
+from agentfleet.transport.redis_channel import RedisTransport
 
 
 def test_redis_and_sentinel_urls_get_the_shared_client_transports() -> None:
-    assert broker_transport("redis://127.0.0.1:6379/0") == "agentfleet.redis_transport:RedisTransport"
+    assert broker_transport("redis://127.0.0.1:6379/0") == "agentfleet.transport.redis_channel:RedisTransport"
     assert broker_transport("sentinel://h:26379;sentinel://g:26379").endswith(":SentinelTransport")
 
 

@@ -10,7 +10,7 @@ from celery.app import trace
 from celery.utils.saferepr import saferepr
 
 from agentfleet.models import TaskOutcome
-from agentfleet.tasks.result_repr import OutcomeDict, install, quick_saferepr
+from agentfleet.transport.result_repr import OutcomeDict, install, quick_saferepr
 
 
 def _outcome(result: Any) -> OutcomeDict:

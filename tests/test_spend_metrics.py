@@ -12,9 +12,11 @@ import pytest
 
 from agentfleet.config import Settings, load_settings
 from agentfleet.runs import RunStore
-from agentfleet.service.queue_age import collect_queue_age, head_tag, queue_keys
+from agentfleet.service.queue_age import collect_queue_age
 from agentfleet.service.spend_collectors import collect_budget_share, collect_spend
 from agentfleet.spend import SpendLedger, utc_day
+from agentfleet.transport.layout import delivery_tag as head_tag
+from agentfleet.transport.layout import queue_keys
 
 DAY_S = 86400.0
 NOON = 1_767_268_800.0  # 2026-01-01T12:00:00Z

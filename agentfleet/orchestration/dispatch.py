@@ -37,14 +37,14 @@ from celery.canvas import Signature
 from agentfleet.config import Settings
 from agentfleet.errors import BrokerUnavailable, DispatchError
 from agentfleet.idempotency import canonical_json, text_hash
-from agentfleet.orchestration.messages import MessageTemplate, delivery_tags
 from agentfleet.orchestration.priority import prioritized
 from agentfleet.redaction import SHOWN_REPR_MAX_CHARS, Redactor
 from agentfleet.runs import RunStore
 from agentfleet.runs.dispatching import DispatchRecord
 from agentfleet.tasks.meta import META_KWARG, ItemMeta
 from agentfleet.tasks.redispatch import aggregate_signature, item_signature
-from agentfleet.tasks.waiting import queue_keys
+from agentfleet.transport.layout import queue_keys
+from agentfleet.transport.stamping import MessageTemplate, delivery_tags, publish_all
 
 __all__ = ["Admit", "DispatchProgress", "Dispatcher", "RunPlan", "Signatures"]
 
@@ -313,12 +313,7 @@ class Dispatcher:
         return self._template_of[1]
 
     def _batch(self, sigs: Sequence[Signature]) -> None:
-        def send() -> None:
-            with self.app.producer_or_acquire() as producer, producer.batch(max_size=len(sigs) or 1):
-                for sig in sigs:
-                    sig.apply_async(producer=producer)
-
-        self.patiently(send)
+        self.patiently(lambda: publish_all(self.app, sigs))
 
     # Backpressure ------------------------------------------------------------------------
 

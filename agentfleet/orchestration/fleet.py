@@ -17,7 +17,6 @@ from agentfleet.config import Settings, get_settings
 from agentfleet.errors import DispatchError
 from agentfleet.models import RunSummary
 from agentfleet.orchestration.admission import Stage, admit_inputs, require_fit, require_workers, stage_of
-from agentfleet.orchestration.client_app import DispatchApp
 from agentfleet.orchestration.dead_letters import DeadLetterQueue
 from agentfleet.orchestration.dispatch import Admit, Dispatcher, DispatchProgress, RunPlan, Signatures
 from agentfleet.orchestration.graph import Node, graph_spec
@@ -37,6 +36,8 @@ from agentfleet.tasks.graph import step_meta, step_signature
 from agentfleet.tasks.meta import ItemMeta
 from agentfleet.tasks.redispatch import item_signature
 from agentfleet.tasks.retry_policy import cap_countdown
+from agentfleet.transport import enabled
+from agentfleet.transport.results import dispatch_app_class
 
 __all__ = ["Fleet", "Progress", "TaskRef"]
 
@@ -63,7 +64,7 @@ class Fleet:
         if broker_url is not None:
             settings = settings.model_copy(update={"broker_url": broker_url, "result_backend": None})
         self.settings = settings
-        self.app = make_app(settings, main="agentfleet", app_cls=DispatchApp)
+        self.app = make_app(settings, main="agentfleet", app_cls=dispatch_app_class())
         self.store = RunStore.from_settings(settings, connect(settings.redis_target()))
         # The broker's own Redis (its queues), which ``state_url`` may put apart from the store.
         self.broker = connect(settings.broker_target())
@@ -133,7 +134,7 @@ class Fleet:
             priority=run_priority(priority, size, self.settings),
             shared=shared,
             extra={**shared, **batched},
-            fast=not batch_size and stagger_s <= 0,
+            fast=not batch_size and stagger_s <= 0 and enabled("stamped_dispatch"),
         )
         self._set_budget(plan.run_id, cap)
         signatures: Signatures | None = None
@@ -157,8 +158,8 @@ class Fleet:
                     redactor=self._redactor,
                 )
 
-        elif stagger_s > 0:
-            signatures = self._chains(plan, self._stagger(size, stagger_s))
+        elif not plan.fast:
+            signatures = self._chains(plan, self._stagger(size, stagger_s) if stagger_s > 0 else None)
         total = self._dispatcher.dispatch(
             plan, inputs, admit=admit, signatures=signatures, chunk_items=chunk, progress=progress
         )

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from celery.canvas import Signature, _chain
+from celery.canvas import Signature
 
 from agentfleet.config import Settings
 from agentfleet.errors import DispatchError
@@ -44,6 +44,6 @@ def prioritized(sigs: Sequence[Signature], priority: int) -> list[Signature]:
     """``sigs`` with every message (each stage of a chain too) sent at the run's ``priority``."""
     value = message_priority(priority)
     for sig in sigs:
-        for part in sig.tasks if isinstance(sig, _chain) else [sig]:
+        for part in sig.tasks if sig.subtask_type == "chain" else [sig]:
             part.set(priority=value)
     return list(sigs)

@@ -28,9 +28,10 @@ from __future__ import annotations
 from agentfleet.dlq.store import DLQStore
 from agentfleet.ratelimit import Limiter
 from agentfleet.ratelimit.circuit import CircuitBreaker
-from agentfleet.service.queue_age import collect_queue_age, queue_keys
+from agentfleet.service.queue_age import collect_queue_age
 from agentfleet.service.samples import Collected, Collector, Sample, Sources, collect
 from agentfleet.service.spend_collectors import collect_budget_share, collect_daily_budgets, collect_spend
+from agentfleet.transport.layout import UNACKED, queue_keys
 
 __all__ = [
     "COMPLETION_WINDOW_S",
@@ -51,14 +52,10 @@ __all__ = [
     "collect_queues",
     "collect_spend",
     "collect_workers",
-    "queue_keys",
 ]
 
 # "Tasks completed in the last minute": the window of /health and /metrics, in seconds.
 COMPLETION_WINDOW_S = 60
-
-# kombu's hash of messages delivered to a worker and not acknowledged yet.
-_UNACKED_KEY = "unacked"
 
 
 def collect_queues(sources: Sources) -> list[Sample]:
@@ -68,7 +65,7 @@ def collect_queues(sources: Sources) -> list[Sample]:
     for name in queues.values():
         for key in queue_keys(name):
             pipe.llen(key)
-    pipe.hlen(_UNACKED_KEY)
+    pipe.hlen(UNACKED)
     replies = pipe.execute()
     samples = []
     per_queue = len(queue_keys(""))

@@ -20,17 +20,13 @@ Layout under the key prefix ``p``, on the broker's Redis (beside the lists it wa
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from agentfleet.service.samples import Sample, Sources
+from agentfleet.transport.layout import delivery_tag, queue_keys
 
-__all__ = ["PRIORITY_STEPS", "collect_queue_age", "head_tag", "queue_keys"]
+__all__ = ["collect_queue_age"]
 
-# kombu's Redis transport keeps a queue's messages of priority p > 0 in a list named
-# queue + SEP + p; messages without a priority are in the list named after the queue.
-_PRIORITY_SEP = "\x06\x16"
-PRIORITY_STEPS = (3, 6, 9)
 _STATE_TTL_S = 86400
 
 _OBSERVE = """
@@ -56,24 +52,6 @@ return waits
 """
 
 
-def queue_keys(name: str) -> list[str]:
-    """The Redis lists holding queue ``name``'s waiting messages, every priority included."""
-    return [name, *(f"{name}{_PRIORITY_SEP}{step}" for step in PRIORITY_STEPS)]
-
-
-def head_tag(raw: str | bytes | None) -> str:
-    """The delivery tag of a raw kombu message (``""`` for none or one without a tag)."""
-    if not raw:
-        return ""
-    try:
-        message = json.loads(raw)
-    except ValueError:
-        return ""
-    properties = message.get("properties") if isinstance(message, dict) else None
-    tag = properties.get("delivery_tag") if isinstance(properties, dict) else None
-    return str(tag) if tag else ""
-
-
 def collect_queue_age(sources: Sources) -> list[Sample]:
     """Per queue, the seconds its next message has been the next one (0 when empty)."""
     # The queues are the broker's; the first sightings are kept beside them.
@@ -84,7 +62,7 @@ def collect_queue_age(sources: Sources) -> list[Sample]:
     pipe = client.pipeline(transaction=False)
     for _, _, key in lists:
         pipe.lindex(key, -1)
-    tags = [head_tag(raw) for raw in pipe.execute()]
+    tags = [delivery_tag(raw) for raw in pipe.execute()]
     state_keys = [f"{prefix}:queuehead:{key}" for _, _, key in lists]
     waits = client.eval(_OBSERVE, len(state_keys), *state_keys, _STATE_TTL_S, *tags)
     longest: dict[tuple[str, str], float] = {}

@@ -10,6 +10,7 @@ from celery import Task
 from pydantic import BaseModel
 
 from agentfleet.errors import AgentfleetError
+from agentfleet.transport.request import request_class
 
 __all__ = ["FleetTask", "TaskBudget"]
 
@@ -49,7 +50,7 @@ class FleetTask(Task):
     """
 
     abstract = True
-    Request = "agentfleet.tasks.request:FleetRequest"
+    Request = request_class()
     acks_late = True
     reject_on_worker_lost = True
     typing = False

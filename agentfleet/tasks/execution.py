@@ -72,9 +72,9 @@ from agentfleet.tasks.item_state import item_context
 from agentfleet.tasks.meta import META_KWARG, ItemMeta
 from agentfleet.tasks.process_logging import process_redactor
 from agentfleet.tasks.redispatch import aggregate_signature
-from agentfleet.tasks.result_repr import OutcomeDict
 from agentfleet.tasks.retry_policy import backoff_s, cap_countdown, deferral_s
 from agentfleet.tasks.shared import circuit_breaker, graph_state, run_store, undo_log
+from agentfleet.transport.result_repr import OutcomeDict
 
 if TYPE_CHECKING:
     from celery.app.task import Context
@@ -338,7 +338,7 @@ class _Delivery:
             )
         return self._execute(values, attempts)
 
-    def _context(self, guard: CircuitGuard) -> TaskContext:
+    def _task_context(self, guard: CircuitGuard) -> TaskContext:
         return item_context(
             self.settings,
             self.task,
@@ -361,7 +361,7 @@ class _Delivery:
 
     def _execute(self, values: dict[str, Any], attempts: int) -> dict[str, Any]:
         guard = CircuitGuard(circuit_breaker(self.settings), self.task.downstream)
-        ctx = self._context(guard)
+        ctx = self._task_context(guard)
         started = time.monotonic()
         slot = None
         try:

@@ -1,7 +1,7 @@
 """Worker process hooks: fresh Redis pools after fork, the reconciler and the heartbeat in the
 main process, the completion counters written at shutdown, exit when the parent is gone,
 only redacted user inputs in the argument reprs of the messages a worker publishes, and the
-quick repr of outcomes (``result_repr``)."""
+quick repr of outcomes (``transport.result_repr``)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from agentfleet.redis_client import reset_connections
 from agentfleet.runs import flush_tallies
 from agentfleet.tasks.message_reprs import redact_published_reprs
 from agentfleet.tasks.process_logging import process_redactor
-from agentfleet.tasks.result_repr import install as install_result_repr
+from agentfleet.transport.result_repr import install as install_result_repr
 
 if TYPE_CHECKING:
     from agentfleet.tasks.heartbeat import Heartbeat

@@ -54,7 +54,7 @@ from agentfleet.tasks.redispatch import (
     recorded_priority,
 )
 from agentfleet.tasks.shared import graph_state
-from agentfleet.tasks.waiting import BrokerView, forget_stale, read_broker
+from agentfleet.transport.broker_view import BrokerView, forget_stale, read_broker
 
 __all__ = ["PassReport", "Reconciler", "start_reconciler"]
 

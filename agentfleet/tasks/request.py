@@ -24,6 +24,7 @@ from celery.worker.request import Request
 
 from agentfleet.tasks.celery_states import final_error
 from agentfleet.tasks.process_loss import after_hard_time_limit, release_claim_of_dead_process
+from agentfleet.transport.request import context_of, leave_active
 
 __all__ = ["FleetRequest"]
 
@@ -40,7 +41,7 @@ class FleetRequest(Request):
         if pid is None:
             return
         try:
-            release_claim_of_dead_process(self.task, self._context, str(self.hostname), int(pid))
+            release_claim_of_dead_process(self.task, context_of(self), str(self.hostname), int(pid))
         except Exception:
             log.warning("could not release the claim of %s[%s]; it lapses on its own", self.name, self.id)
 
@@ -59,17 +60,17 @@ class FleetRequest(Request):
         log.error("hard time limit (%s s) exceeded for %s[%s]", timeout, self.name, self.id)
         self._release_claim_of_dead_process()
         try:
-            outcome = after_hard_time_limit(self.task, self._context, timeout)
+            outcome = after_hard_time_limit(self.task, context_of(self), timeout)
         except Exception:
             log.exception("could not finish %s[%s] after its hard time limit", self.name, self.id)
             super().on_timeout(soft, timeout)
             return
-        state.task_ready(self)
+        leave_active(self)
         failed = final_error(outcome) if outcome is not None else None
         if failed is not None:
-            self.task.backend.mark_as_failure(self.id, failed, request=self._context)
+            self.task.backend.mark_as_failure(self.id, failed, request=context_of(self))
             self.send_event("task-failed", exception=saferepr(failed), traceback="")
         elif outcome is not None:
-            self.task.backend.mark_as_done(self.id, outcome, request=self._context)
+            self.task.backend.mark_as_done(self.id, outcome, request=context_of(self))
         if self.task.acks_late:
             self.acknowledge()

@@ -15,13 +15,17 @@ second. ``QuickConnection`` reads that version once per process and sends the sa
 ``CLIENT SETINFO`` as before.
 
 ``QuickConnection`` is ``redis.Connection`` with both; ``redis_client`` pools and the broker
-transport (``redis_transport``) use it for plain TCP connections.
+transport (``redis_channel``) use it for plain TCP connections.
 
 Every command also takes its connection from the pool through ``get_connection``, which
 redis-py wraps in a decorator that collects the call's arguments into a dict to warn about
 deprecated ones: about a sixth of the client CPU of an ``EVALSHA`` (profiled). ``QuickPool``
 and ``QuickBlockingPool`` are redis-py's pools calling the wrapped function itself; agentfleet
 never passes the deprecated arguments.
+
+Each of these leans on redis-py's private names (``internals``: features ``quick_pools`` and
+``driver_info``); where a redis-py release no longer has them, the names here are redis-py's own
+classes.
 """
 
 from __future__ import annotations
@@ -33,9 +37,10 @@ from collections.abc import Callable
 from typing import Any
 
 import redis
-from redis.driver_info import DriverInfo
 
-__all__ = ["QuickBlockingPool", "QuickConnection", "QuickPool", "driver_info"]
+from agentfleet.transport.internals import enabled
+
+__all__ = ["QuickBlockingPool", "QuickConnection", "QuickPool"]
 
 _DRIVER_ARGS = ("driver_info", "lib_name", "lib_version")
 
@@ -50,24 +55,29 @@ def _real_poll() -> Callable[[], Any]:
 
 @functools.cache
 def _lib_version() -> str | None:
-    return DriverInfo().lib_version  # type: ignore[return-value]
+    from redis.driver_info import DriverInfo
+
+    version: Any = DriverInfo().lib_version
+    return version
 
 
-def driver_info() -> DriverInfo:
+def _driver_info() -> Any:
     """What redis-py sends with ``CLIENT SETINFO`` by default, its version read once per process.
 
     A new object each time: redis-py lets its owner add upstream drivers to it in place.
     """
+    from redis.driver_info import DriverInfo
+
     return DriverInfo(lib_version=_lib_version())
 
 
-class QuickConnection(redis.Connection):
+class _QuickConnection(redis.Connection):
     """``redis.Connection`` whose idle check polls with the unpatched ``poll``, and that reads
     redis-py's version once per process."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        if not any(name in kwargs for name in _DRIVER_ARGS):
-            kwargs["driver_info"] = driver_info()
+        if enabled("driver_info") and not any(name in kwargs for name in _DRIVER_ARGS):
+            kwargs["driver_info"] = _driver_info()
         super().__init__(*args, **kwargs)
 
     def can_read(self, timeout: float = 0) -> bool:
@@ -87,13 +97,23 @@ def _undecorated(method: Any) -> Any:
     return getattr(method, "__wrapped__", method)
 
 
-class QuickPool(redis.ConnectionPool):
+class _QuickPool(redis.ConnectionPool):
     """``redis.ConnectionPool`` whose ``get_connection`` skips the deprecation check."""
 
     get_connection = _undecorated(redis.ConnectionPool.get_connection)
 
 
-class QuickBlockingPool(redis.BlockingConnectionPool):
+class _QuickBlockingPool(redis.BlockingConnectionPool):
     """``redis.BlockingConnectionPool`` whose ``get_connection`` skips the deprecation check."""
 
     get_connection = _undecorated(redis.BlockingConnectionPool.get_connection)
+
+
+_QUICK = enabled("quick_pools")
+#: The connection class for plain TCP connections (redis-py's own when the quick one is off).
+QuickConnection: type[redis.Connection] = _QuickConnection if _QUICK else redis.Connection
+#: The pool classes (redis-py's own when the quick ones are off).
+QuickPool: type[redis.ConnectionPool] = _QuickPool if _QUICK else redis.ConnectionPool
+QuickBlockingPool: type[redis.BlockingConnectionPool] = (
+    _QuickBlockingPool if _QUICK else redis.BlockingConnectionPool
+)

@@ -18,6 +18,8 @@ from typing import Any
 from celery.app import trace
 from celery.utils.saferepr import saferepr
 
+from agentfleet.transport.internals import enabled
+
 __all__ = ["OutcomeDict", "install", "quick_saferepr"]
 
 
@@ -36,6 +38,10 @@ def quick_saferepr(o: Any, maxlen: int | None = None, maxlevels: int = 3, seen: 
     return saferepr(o, maxlen, maxlevels, seen)
 
 
-def install() -> None:
-    """Have Celery's tracer use ``quick_saferepr`` (safe to call again)."""
+def install() -> bool:
+    """Have Celery's tracer use ``quick_saferepr`` (safe to call again); False, and the tracer
+    left as it is, when it no longer has the ``saferepr`` this replaces."""
+    if not enabled("quick_result_repr"):
+        return False
     trace.saferepr = quick_saferepr
+    return True

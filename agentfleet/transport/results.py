@@ -1,4 +1,9 @@
-"""The Celery app a ``Fleet`` sends with: the workers' configuration, minus result listening."""
+"""The Celery app a ``Fleet`` sends with: the workers' configuration, minus result listening.
+
+Celery builds an app's result backend in the private ``Celery._get_backend``; ``DispatchApp``
+builds one that never subscribes there (feature ``quiet_results`` of ``internals``). Where a
+Celery release no longer has that method, ``dispatch_app_class`` gives Celery's own app.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +12,9 @@ from typing import Any
 from celery import Celery
 from celery.backends.redis import RedisBackend, SentinelBackend
 
-__all__ = ["DispatchApp"]
+from agentfleet.transport.internals import enabled
+
+__all__ = ["DispatchApp", "dispatch_app_class"]
 
 
 class _DispatchOnly:
@@ -43,3 +50,9 @@ class DispatchApp(Celery):
         url = str(self.conf.result_backend)
         cls = _DispatchOnlySentinelBackend if url.startswith("sentinel://") else _DispatchOnlyBackend
         return cls(app=self, url=url)
+
+
+def dispatch_app_class() -> type[Celery]:
+    """The app class a ``Fleet`` sends with: ``DispatchApp``, or Celery's own when the method it
+    overrides is gone (each sent task is then subscribed to, as by any Celery client)."""
+    return DispatchApp if enabled("quiet_results") else Celery

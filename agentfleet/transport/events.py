@@ -25,7 +25,7 @@ from celery import bootsteps
 __all__ = ["FLUSH_EVERY_S", "STEP", "BufferedTaskEvents"]
 
 #: The step's import path, as ``celery_config`` adds it to every worker's consumer.
-STEP = "agentfleet.tasks.green_events:BufferedTaskEvents"
+STEP = "agentfleet.transport.events:BufferedTaskEvents"
 #: Seconds a task event may wait in the buffer.
 FLUSH_EVERY_S = 0.5
 

@@ -1,10 +1,8 @@
 """Which task messages the broker still holds: queued, or delivered and not yet acknowledged.
 
-kombu's Redis transport keeps a queue as a list (one more list per priority step, named
-``{queue}\\x06\\x16{step}``) and every message a worker took but has not acknowledged in the hash
-``unacked`` (delivery tag -> ``[message, exchange, routing key]``), with the time it was taken in
-the sorted set ``unacked_index``. A Celery message names its task id in its headers; its body is
-base64, so a task's own input can never look like a header.
+kombu's Redis transport keeps each queue's waiting messages in lists and every message a worker
+took but has not acknowledged in a hash (``layout``). A Celery message names its task id in
+its headers; its body is base64, so a task's own input can never look like a header.
 
 An unacknowledged message counts as waiting while a worker may still be about to run it: its
 ETA (a countdown) is not yet ``grace_s`` seconds past, or it was taken less than ``grace_s``
@@ -21,20 +19,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-__all__ = [
-    "PRIORITY_SEPARATOR",
-    "UNACKED",
-    "UNACKED_INDEX",
-    "BrokerView",
-    "forget_stale",
-    "queue_keys",
-    "read_broker",
-]
+from agentfleet.transport.layout import UNACKED, UNACKED_INDEX, queue_keys
 
-UNACKED = "unacked"
-UNACKED_INDEX = "unacked_index"
-PRIORITY_SEPARATOR = "\x06\x16"
-_PRIORITY_STEPS = (3, 6, 9)
+__all__ = ["BrokerView", "forget_stale", "read_broker"]
+
 _TASK_ID = re.compile(r'"id":\s*"([^"]+)"')
 _CHUNK = 2000
 
@@ -47,15 +35,6 @@ class BrokerView:
     waiting: set[str] = field(default_factory=set)
     stale: dict[str, list[str]] = field(default_factory=dict)
     complete: bool = True
-
-
-def queue_keys(*queues: str) -> list[str]:
-    """The Redis lists holding the waiting messages of ``queues``, every priority included."""
-    keys = []
-    for queue in dict.fromkeys(queues):
-        keys.append(queue)
-        keys.extend(f"{queue}{PRIORITY_SEPARATOR}{step}" for step in _PRIORITY_STEPS)
-    return keys
 
 
 def _eta(headers: dict[str, Any]) -> float | None:

@@ -6,7 +6,7 @@ between the two loses the message (the reconciler publishes it again, ``tasks/re
 With a backlog waiting, that is two round trips and two parses per message: the start-up work
 of a gevent worker taking thousands of messages at once. ``TakeMore`` keeps the ``BRPOP`` for the
 first message of a look, then takes the rest of what the prefetch window has room for (at
-most ``TAKE_MORE``) from the same queue in one script call, ``transport_scripts/take.lua``,
+most ``TAKE_MORE``) from the same queue in one script call, ``transport/scripts/take.lua``,
 which records each message as unacknowledged in the same atomic step: those messages are never
 out of both the queue and the record.
 
@@ -40,8 +40,8 @@ from agentfleet.lua import ScriptSet
 
 __all__ = ["ACK_BATCH", "ACK_DELAY_S", "TAKE_MORE", "TRANSPORT_LUA", "BatchedAcks", "TakeMore"]
 
-#: The transport's scripts (``agentfleet/transport_scripts/``).
-TRANSPORT_LUA = ScriptSet("agentfleet", "transport_scripts")
+#: The transport's scripts (``agentfleet/transport/scripts/``).
+TRANSPORT_LUA = ScriptSet("agentfleet.transport", "scripts")
 
 #: Messages one script call takes at most, after the one a ``BRPOP`` brought.
 TAKE_MORE = 100

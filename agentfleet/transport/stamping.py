@@ -20,17 +20,32 @@ import itertools
 import json
 import re
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from json.encoder import encode_basestring_ascii
 from typing import Any
 
 from celery import Celery
 from celery.canvas import Signature
 
-__all__ = ["MessageTemplate", "Stamped", "delivery_tags", "new_delivery_tag"]
+from agentfleet.transport.internals import enabled
+
+__all__ = ["MessageTemplate", "Stamped", "delivery_tags", "new_delivery_tag", "publish_all"]
 
 # (queue list key, raw message) of the first item, as kombu's Redis transport would push it.
 Stamped = tuple[str, bytes]
+
+
+def publish_all(app: Celery, sigs: Sequence[Signature]) -> None:
+    """Send ``sigs`` through Celery in one kombu publish batch (one round trip), or one at a time
+    with a kombu whose publish batch is not the one ``internals`` checked."""
+    with app.producer_or_acquire() as producer:
+        if not enabled("stamped_dispatch"):
+            for sig in sigs:
+                sig.apply_async(producer=producer)
+            return
+        with producer.batch(max_size=len(sigs) or 1):
+            for sig in sigs:
+                sig.apply_async(producer=producer)
 
 
 def _captured(app: Celery, sig: Signature) -> Stamped:

@@ -20,11 +20,12 @@ found nothing (a lock, a ``ZRANGE`` and an unlock in Redis on every tenth): thos
 make that check no more often than a look of the caller's own timeout would.
 
 Each look takes the prefetch window's room in one script call after its ``BRPOP`` and
-acknowledgements ride with the next round trip (``redis_intake``).
+acknowledgements ride with the next round trip (``intake``).
 
 Nothing else changes: the queues, messages and acknowledgements are kombu's own, so a plain
-Celery worker or client on the same Redis sees the same messages. ``celery_config`` selects
-these classes (``broker_transport``) by the broker URL's scheme.
+Celery worker or client on the same Redis sees the same messages. ``broker_transport``
+(this package) selects these classes by the broker URL's scheme, while kombu's private names
+they extend hold (``internals``).
 """
 
 from __future__ import annotations
@@ -36,8 +37,8 @@ from typing import Any
 import redis
 from kombu.transport import redis as kombu_redis
 
-from agentfleet.redis_intake import ACK_DELAY_S, BatchedAcks, TakeMore
-from agentfleet.redis_ready import QuickConnection, QuickPool
+from agentfleet.transport.intake import ACK_DELAY_S, BatchedAcks, TakeMore
+from agentfleet.transport.pools import QuickConnection, QuickPool
 
 __all__ = ["FULL_WINDOW_POLL_S", "RedisTransport", "SentinelTransport"]
 
@@ -80,7 +81,7 @@ class _AckingChannel:
 
 class RedisChannel(TakeMore, _AckingChannel, _SharedClient, kombu_redis.Channel):
     """kombu's Redis channel with a shared client, batched acks, the cheaper idle check and
-    the pool without the per-command deprecation check (``redis_ready``)."""
+    the pool without the per-command deprecation check (``pools``)."""
 
     connection_class = QuickConnection
 
