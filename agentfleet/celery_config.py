@@ -29,6 +29,7 @@ __all__ = [
     "BUILTIN_TASK_MODULES",
     "CONSUMER_STEPS",
     "DIGEST_ENTRY",
+    "FLEET_AMQP",
     "RUN_SCHEDULE_TASK",
     "beat_schedule",
     "celery_config",
@@ -216,6 +217,9 @@ def celery_config(settings: Settings) -> dict[str, Any]:
     }
 
 
+# The app's AMQP class, by import path: broker connections that fail over on the same transport.
+FLEET_AMQP = "agentfleet.transport.failover:FleetAMQP"
+
 # Worker consumer steps, by import path (workers import them; clients never start them): task
 # events in batches, unless Celery's dispatcher no longer has what that needs.
 CONSUMER_STEPS = ("agentfleet.transport.events:BufferedTaskEvents",) if enabled("batched_events") else ()
@@ -223,8 +227,9 @@ CONSUMER_STEPS = ("agentfleet.transport.events:BufferedTaskEvents",) if enabled(
 
 def make_app(settings: Settings, *, main: str = "agentfleet", app_cls: type[Celery] = Celery) -> Celery:
     """A Celery app (of class ``app_cls``) configured from ``settings``, with agentfleet's
-    worker consumer steps (``CONSUMER_STEPS``)."""
-    celery = app_cls(main, set_as_current=False)
+    worker consumer steps (``CONSUMER_STEPS``) and broker connections that keep agentfleet's
+    transport when they fail over to another URL of a ``;``-separated broker URL."""
+    celery = app_cls(main, set_as_current=False, amqp=FLEET_AMQP)
     config = celery_config(settings)
     celery.conf.update(config)
     for step in CONSUMER_STEPS:

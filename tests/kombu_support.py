@@ -10,6 +10,14 @@ from typing import Any
 
 from kombu import Connection, Consumer, Exchange, Queue
 
+from agentfleet.transport.acks import ack_later
+
+#: A task name whose acknowledgements may wait, as a fleet task's do; ``FLEET_ITEM`` is the
+#: headers of a message of that task (kombu publishes them as a Celery message carries them).
+FLEET_TASK = "kombu_support.fleet_item"
+FLEET_ITEM = {"task": FLEET_TASK}
+ack_later(FLEET_TASK)
+
 
 def own_queue(key_prefix: str, **options: Any) -> Queue:
     """A direct queue named after ``key_prefix`` (routing key ``k``)."""

@@ -1,5 +1,6 @@
 """Taking a window of messages at once: one script call after a ``BRPOP``, each message recorded
-as unacknowledged in the same step, in kombu's own record format and queue order.
+as unacknowledged in the same step, in kombu's own record format and in the order kombu's own
+looks take them (priority across every queue consumed, queues of one priority in turn).
 
 Against a real Redis with kombu connections (ours and kombu's stock Redis transport).
 """
@@ -11,8 +12,8 @@ from typing import Any
 
 import pytest
 import redis
-from kombu import Connection, Queue
-from kombu_support import own_queue, publish, read_with_stock_kombu, take
+from kombu import Connection, Exchange, Queue
+from kombu_support import drain_until, own_queue, publish, read_with_stock_kombu, take
 
 from agentfleet.transport.intake import TRANSPORT_LUA
 from agentfleet.transport.redis_channel import RedisTransport
@@ -92,8 +93,8 @@ def test_the_script_moves_messages_from_the_queue_to_the_record_in_one_step(
         for n in range(3)
     ]  # fmt: skip
     redis_client.lpush(lists[0], *messages)
-    taken = take(keys=[*lists, index, unacked], args=[2, 1000.5])
-    assert [json.loads(raw)["body"] for raw in taken] == ["0", "1"]
+    origins, taken = take(keys=[*lists, index, unacked], args=[2, 1000.5, 1, 1])
+    assert [json.loads(raw)["body"] for raw in taken] == ["0", "1"] and origins == [1, 1]
     assert redis_client.llen(lists[0]) == 1
     assert redis_client.zrange(index, 0, -1, withscores=True) == [("t0", 1000.5), ("t1", 1000.5)]
     assert json.loads(redis_client.hget(unacked, "t1")) == [json.loads(messages[1]), "x", "k"]
@@ -105,7 +106,7 @@ def test_a_message_without_a_delivery_tag_stays_for_kombus_own_reading(
     take = TRANSPORT_LUA.register(redis_client, "take")["take"]
     lists, index, unacked = [f"{key_prefix}.q"], f"{key_prefix}.index", f"{key_prefix}.unacked"
     redis_client.lpush(lists[0], "not json", json.dumps({"properties": {}}))
-    assert take(keys=[*lists, index, unacked], args=[5, 1.0]) == []
+    assert take(keys=[*lists, index, unacked], args=[5, 1.0, 1, 1]) == [[], []]
     assert redis_client.lrange(lists[0], 0, -1) == ['{"properties": {}}', "not json"]
     assert not redis_client.exists(index, unacked)
 
@@ -155,3 +156,100 @@ def test_messages_taken_but_not_handed_over_go_back_to_the_front_of_their_queue(
     # (the last first); then the four, in their order.
     payloads = read_with_stock_kombu(redis_url, queue, 6)
     assert [p["n"] for p in payloads] == [1, 0, 2, 3, 4, 5]
+
+
+def _consume(
+    redis_url: str,
+    transport: Any,
+    queues: list[Queue],
+    *,
+    prefetch: int,
+    count: int,
+    no_ack: tuple[Queue, ...] = (),
+) -> list[str]:
+    """The payloads' ``m`` of the first ``count`` messages one channel consuming ``queues`` (and
+    ``no_ack`` without acknowledgements) takes, in the order they came; all acknowledged."""
+    got: list[Any] = []
+    with Connection(redis_url, transport=transport) as conn:
+        channel = conn.channel()
+        channel.basic_qos(prefetch_count=prefetch)
+        with (
+            conn.Consumer(queues, channel=channel, callbacks=[lambda body, message: got.append(message)]),
+            conn.Consumer(list(no_ack), channel=channel, no_ack=True, callbacks=[lambda b, m: got.append(m)]),
+        ):
+            drain_until(conn, got, count)
+            for message in got:
+                if message.delivery_info.get("routing_key") not in {q.routing_key for q in no_ack}:
+                    message.ack()
+    return [m.payload["m"] for m in got]
+
+
+def _fill(redis_url: str, messages: list[tuple[Queue, str, int]]) -> None:
+    """Publish each (queue, name, kombu priority) in turn: 0 is served first, 9 last."""
+    with Connection(redis_url) as conn, conn.Producer() as producer:
+        for queue, name, priority in messages:
+            producer.publish(
+                {"m": name}, exchange=queue.exchange, routing_key=queue.routing_key, declare=[queue],
+                priority=priority,
+            )  # fmt: skip
+
+
+def _queue(key_prefix: str, name: str) -> Queue:
+    exchange = Exchange(f"{key_prefix}.x", type="direct")
+    return Queue(f"{key_prefix}.{name}", exchange, routing_key=name, queue_arguments={"x-max-priority": 9})
+
+
+def test_a_consumer_without_a_prefetch_limit_gets_one_message_per_look(
+    redis_url: str, queue: Queue, redis_client: redis.Redis
+) -> None:
+    with Connection(redis_url, transport=RedisTransport) as conn:
+        publish(conn, queue, [{"n": n} for n in range(3)])
+        got: list[Any] = []
+        with conn.Consumer(queue, callbacks=[lambda body, message: got.append(message)]):
+            for looks in range(1, 4):
+                conn.drain_events(timeout=5)
+                assert len(got) == looks
+            for message in got:
+                message.ack()
+    assert [m.payload["n"] for m in got] == [0, 1, 2]
+
+
+def test_a_higher_priority_message_of_another_queue_comes_before_a_lower_one_of_the_same(
+    redis_url: str, key_prefix: str
+) -> None:
+    a, b = _queue(key_prefix, "a"), _queue(key_prefix, "b")
+    backlog = [(a, "a-high", 0), (a, "a-low", 9), (a, "a-low", 9), (b, "b-mid", 4), (b, "b-mid", 4)]
+    orders = []
+    for transport in (None, RedisTransport):
+        _fill(redis_url, backlog)
+        orders.append(_consume(redis_url, transport, [a, b], prefetch=3, count=3))
+        # What the window had no room for waits for the next test: read it away.
+        _consume(redis_url, None, [a, b], prefetch=2, count=2)
+    assert orders[0] == ["a-high", "b-mid", "b-mid"]
+    assert orders[1] == orders[0]
+
+
+def test_queues_of_one_priority_take_turns_as_with_kombus_own_transport(
+    redis_url: str, key_prefix: str
+) -> None:
+    a, b, c = (_queue(key_prefix, name) for name in "abc")
+    backlog = [(q, f"{q.routing_key}{n}", 0) for n in range(3) for q in (a, a, b, c)]
+    orders = []
+    for transport in (None, RedisTransport):
+        _fill(redis_url, backlog)
+        orders.append(_consume(redis_url, transport, [a, b, c], prefetch=12, count=12))
+    assert orders[0][:6] == ["a0", "b0", "c0", "a0", "b1", "c1"]
+    assert orders[1] == orders[0]
+
+
+def test_taking_stops_before_a_message_of_a_queue_consumed_without_acknowledgements(
+    redis_url: str, key_prefix: str
+) -> None:
+    a, b = _queue(key_prefix, "a"), _queue(key_prefix, "b")
+    backlog = [(a, "a-high", 0), (a, "a-low", 9), (a, "a-low", 9), (b, "b-mid", 4)]
+    orders = []
+    for transport in (None, RedisTransport):
+        _fill(redis_url, backlog)
+        orders.append(_consume(redis_url, transport, [a], prefetch=4, count=4, no_ack=(b,)))
+    assert orders[0] == ["a-high", "b-mid", "a-low", "a-low"]
+    assert orders[1] == orders[0]

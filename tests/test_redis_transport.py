@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import socket
 import time
 from typing import Any
@@ -10,11 +9,11 @@ from typing import Any
 import pytest
 import redis
 from kombu import Connection
-from kombu_support import drain_until, own_queue, publish, read_with_stock_kombu, take
+from kombu_support import FLEET_ITEM, drain_until, own_queue, publish, read_with_stock_kombu, take
 
+from agentfleet.transport import acks as redis_acks
 from agentfleet.transport import broker_transport
-from agentfleet.transport import intake as redis_intake
-from agentfleet.transport.intake import BatchedAcks
+from agentfleet.transport.acks import BatchedAcks
 from agentfleet.transport.redis_channel import RedisTransport
 
 
@@ -87,10 +86,10 @@ def _unacked(redis_url: str) -> set[str]:
 def test_an_ack_frees_its_slot_at_once_and_rides_with_the_next_messages_record(
     redis_url: str, key_prefix: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(redis_intake, "ACK_DELAY_S", 30.0)  # only the next record sends it
+    monkeypatch.setattr(redis_acks, "ACK_DELAY_S", 30.0)  # only the next record sends it
     queue = own_queue(key_prefix)
     with Connection(redis_url, transport=RedisTransport) as conn:
-        publish(conn, queue, [{"n": n} for n in range(2)])
+        publish(conn, queue, [{"n": n} for n in range(2)], headers=FLEET_ITEM)
         consumer, taken = take(conn, queue, prefetch=1, count=1)
         with consumer:
             first = taken[0]
@@ -112,28 +111,31 @@ def test_an_ack_frees_its_slot_at_once_and_rides_with_the_next_messages_record(
     assert second.delivery_tag not in _unacked(redis_url)
 
 
-def test_a_waiting_ack_is_sent_by_the_consumer_loop_within_the_delay(redis_url: str, key_prefix: str) -> None:
-    queue = own_queue(key_prefix)
-    with Connection(redis_url, transport=RedisTransport) as conn:
-        publish(conn, queue, [{"n": 0}])
-        consumer, taken = take(conn, queue, prefetch=4, count=1)
-        with consumer:
-            taken[0].ack()
-            started = time.monotonic()
-            while taken[0].delivery_tag in _unacked(redis_url):
-                assert time.monotonic() - started < 10, "the ack was never sent"
-                with contextlib.suppress(socket.timeout):
-                    conn.drain_events(timeout=0.2)  # nothing comes: the loop looks and sends
-            # Looks wake up for it: well before kombu's one-second BRPOP would return.
-            assert time.monotonic() - started < 5
-
-
-def test_closing_sends_waiting_acks_and_gives_back_only_the_unfinished(
+def test_a_fleet_items_waiting_ack_is_sent_within_the_delay_with_no_look_at_all(
     redis_url: str, key_prefix: str
 ) -> None:
     queue = own_queue(key_prefix)
     with Connection(redis_url, transport=RedisTransport) as conn:
-        publish(conn, queue, [{"n": n} for n in range(2)])
+        publish(conn, queue, [{"n": 0}], headers=FLEET_ITEM)
+        consumer, taken = take(conn, queue, prefetch=4, count=1)
+        with consumer:
+            taken[0].ack()
+            assert consumer.channel.qos.pending() == 1
+            # No drain_events from here on (a gevent worker's consumer sits in a one-second
+            # BRPOP): the channel's flusher sends it.
+            started = time.monotonic()
+            while taken[0].delivery_tag in _unacked(redis_url):
+                assert time.monotonic() - started < 5, "the ack was never sent"
+                time.sleep(0.005)
+
+
+def test_closing_sends_waiting_acks_and_gives_back_only_the_unfinished(
+    redis_url: str, key_prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(redis_acks, "ACK_DELAY_S", 30.0)  # only closing sends it
+    queue = own_queue(key_prefix)
+    with Connection(redis_url, transport=RedisTransport) as conn:
+        publish(conn, queue, [{"n": n} for n in range(2)], headers=FLEET_ITEM)
         consumer, taken = take(conn, queue, prefetch=2, count=2)
         with consumer:
             taken[0].ack()  # finished; the other is still running when the worker stops
@@ -152,7 +154,9 @@ def test_an_ack_that_could_not_be_sent_goes_with_the_next_round_trip(
 ) -> None:
     queue = own_queue(key_prefix)
     with Connection(redis_url, transport=RedisTransport) as conn:
-        publish(conn, queue, [{"n": 0}])
+        # As under an event loop: only its timer (here, the test) sends waiting acks.
+        conn.transport.cycle.acks_on_timer = True
+        publish(conn, queue, [{"n": 0}], headers=FLEET_ITEM)
         consumer, taken = take(conn, queue, prefetch=1, count=1)
         with consumer:
             qos = consumer.channel.qos
@@ -168,5 +172,5 @@ def test_an_ack_that_could_not_be_sent_goes_with_the_next_round_trip(
                 qos.flush()
             assert qos.pending() == 1 and taken[0].delivery_tag in _unacked(redis_url)
             monkeypatch.setattr(qos, "pipe_or_acquire", real)
-            qos.flush_due()  # given back as already due
+            qos.flush()
             assert qos.pending() == 0 and taken[0].delivery_tag not in _unacked(redis_url)

@@ -13,6 +13,7 @@ from agentfleet.config import get_settings
 from agentfleet.errors import ConfigError
 from agentfleet.tasks.base import FleetTask, TaskBudget
 from agentfleet.tasks.meta import META_KWARG
+from agentfleet.transport.acks import ack_later
 
 __all__ = ["fleet_task", "input_model_for"]
 
@@ -101,7 +102,11 @@ def _register(
     }
     if queue:
         options["queue"] = queue
-    return app.task(**options)(run)
+    task: FleetTask = app.task(**options)(run)
+    # A delivery of a fleet task returns the stored outcome when its message comes again: its
+    # acknowledgement may ride with the next round trip (``transport.acks``).
+    ack_later(task_name)
+    return task
 
 
 @overload

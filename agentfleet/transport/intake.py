@@ -1,4 +1,4 @@
-"""How a worker takes messages from kombu's Redis queues and acknowledges them.
+"""How a worker takes messages from kombu's Redis queues.
 
 kombu's Redis channel takes one message per ``BRPOP`` round trip and then records it as
 unacknowledged in a second one (``MULTI``, ``ZADD``, ``HSET``, ``EXEC``); a worker killed
@@ -6,39 +6,36 @@ between the two loses the message (the reconciler publishes it again, ``tasks/re
 With a backlog waiting, that is two round trips and two parses per message: the start-up work
 of a gevent worker taking thousands of messages at once. ``TakeMore`` keeps the ``BRPOP`` for the
 first message of a look, then takes the rest of what the prefetch window has room for (at
-most ``TAKE_MORE``) from the same queue in one script call, ``transport/scripts/take.lua``,
-which records each message as unacknowledged in the same atomic step: those messages are never
-out of both the queue and the record.
+most ``TAKE_MORE``) in one script call, ``transport/scripts/take.lua``, which records each
+message as unacknowledged in the same atomic step: those messages are never out of both the
+queue and the record.
 
-kombu also acknowledges each message in a round trip of its own (``MULTI``, ``ZREM``,
-``HDEL``, ``EXEC``) the moment its task returns. ``BatchedAcks`` lets acknowledgements wait,
-at most ``ACK_DELAY_S`` seconds, and sends them with the next message's record (one
-transaction for both) or with the others that gathered in the meantime. The message leaves the
-prefetch window at once; only its ``unacked`` entry lives a little longer. A worker that dies
-in between leaves that entry behind: the message comes back after the visibility timeout and
-its delivery returns the stored outcome (``acks_late`` never acknowledges before the task has
-returned).
+The script takes them in the order kombu's own ``BRPOP`` looks would have: across every queue
+the channel consumes, highest priority step first, the queues of one step in the channel's
+queue cycle, and (with kombu's default round-robin cycle) the queue just taken from moved to
+the end of that cycle after each message. So a high-priority message of any queue comes before
+a lower one of the queue the ``BRPOP`` answered, and queues of one priority take turns. It stops
+before a message of a queue consumed without acknowledgements (kombu's next ``BRPOP`` takes
+that one). A consumer without a prefetch limit takes one message per look, as kombu's does.
 
 The records, queues and message format are kombu's own: a plain Celery worker on the same Redis
-restores, reads and acknowledges the same messages.
+restores, reads and acknowledges the same messages. Acknowledgements: ``acks``.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 import time
-from collections.abc import Iterable
 from typing import Any
 
-from kombu.transport import redis as kombu_redis
-from kombu.transport import virtual
 from kombu.utils.encoding import bytes_to_str
-from kombu.utils.json import dumps, loads
+from kombu.utils.json import loads
+from kombu.utils.scheduling import round_robin_cycle
 
 from agentfleet.lua import ScriptSet
+from agentfleet.transport.acks import BatchedAcks
 
-__all__ = ["ACK_BATCH", "ACK_DELAY_S", "TAKE_MORE", "TRANSPORT_LUA", "BatchedAcks", "TakeMore"]
+__all__ = ["TAKE_MORE", "TRANSPORT_LUA", "TakeMore"]
 
 #: The transport's scripts (``agentfleet/transport/scripts/``).
 TRANSPORT_LUA = ScriptSet("agentfleet.transport", "scripts")
@@ -48,121 +45,10 @@ TAKE_MORE = 100
 
 log = logging.getLogger("agentfleet.worker")
 
-#: Seconds an acknowledgement may wait for a round trip to ride with.
-ACK_DELAY_S = 0.05
-
-#: Acknowledgements that, once waiting together, are sent at once.
-ACK_BATCH = 200
-
-
-class BatchedAcks(kombu_redis.QoS):
-    """kombu's Redis QoS whose acknowledgements ride with the next round trip.
-
-    ``ack`` frees the message's prefetch slot at once and queues the removal of its
-    ``unacked`` entry; ``append`` (the next message's record) sends the queued removals in its
-    own transaction; the consumer loop sends those waiting ``ACK_DELAY_S`` (``flush_due``).
-    ``ack`` is safe to call from the pool's threads or greenlets; ``append``, ``room`` and
-    ``recorded`` belong to the consumer.
-    """
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._ack_lock = threading.Lock()
-        self._acks: list[str] = []
-        self._acks_since = 0.0
-        # Tags ``take.lua`` recorded as unacknowledged already: ``append`` writes nothing.
-        self._recorded: set[str] = set()
-
-    def ack(self, delivery_tag: str) -> None:
-        with self._ack_lock:
-            if not self._acks:
-                self._acks_since = time.monotonic()
-            self._acks.append(delivery_tag)
-            full = len(self._acks) >= ACK_BATCH
-        virtual.QoS.ack(self, delivery_tag)
-        if full:
-            self.flush()
-
-    def _take(self) -> list[str]:
-        with self._ack_lock:
-            tags, self._acks = self._acks, []
-        return tags
-
-    def _give_back(self, tags: list[str]) -> None:
-        # Sending failed (the connection went): the removals wait for the next round trip.
-        with self._ack_lock:
-            self._acks = tags + self._acks
-            self._acks_since = time.monotonic() - ACK_DELAY_S
-
-    def pending(self) -> int:
-        """Acknowledgements not sent yet."""
-        return len(self._acks)
-
-    def flush(self) -> None:
-        """Send every waiting acknowledgement now, in one transaction."""
-        tags = self._take()
-        if not tags:
-            return
-        try:
-            with self.pipe_or_acquire() as pipe:
-                pipe.zrem(self.unacked_index_key, *tags).hdel(self.unacked_key, *tags).execute()
-        except BaseException:
-            self._give_back(tags)
-            raise
-
-    def flush_due(self) -> None:
-        """Send the waiting acknowledgements once the oldest has waited ``ACK_DELAY_S``."""
-        if self._acks and time.monotonic() - self._acks_since >= ACK_DELAY_S:
-            self.flush()
-
-    def room(self) -> int:
-        """Messages the prefetch window has room for now (``TAKE_MORE`` if it has no limit)."""
-        if not self.prefetch_count:
-            return TAKE_MORE
-        return self.prefetch_count - (len(self._delivered) - len(self._dirty))
-
-    def recorded(self, tags: Iterable[str]) -> None:
-        """Note messages recorded as unacknowledged when they were taken (``take.lua``)."""
-        self._recorded.update(tags)
-
-    def forget_recorded(self, tag: str) -> bool:
-        """Forget ``tag``'s record if it was never appended (it goes back to its queue);
-        False when it was (kombu's own bookkeeping has it)."""
-        if tag not in self._recorded:
-            return False
-        self._recorded.discard(tag)
-        return True
-
-    def append(self, message: Any, delivery_tag: str) -> None:
-        if delivery_tag in self._recorded:
-            self._recorded.discard(delivery_tag)
-            virtual.QoS.append(self, message, delivery_tag)
-            return
-        tags = self._take()
-        if not tags:
-            super().append(message, delivery_tag)
-            return
-        delivery = message.delivery_info
-        record = dumps([message._raw, delivery["exchange"], delivery["routing_key"]])
-        try:
-            with self.pipe_or_acquire() as pipe:
-                pipe.zrem(self.unacked_index_key, *tags).hdel(self.unacked_key, *tags)
-                pipe.zadd(self.unacked_index_key, {delivery_tag: time.time()})
-                pipe.hset(self.unacked_key, delivery_tag, record).execute()
-        except BaseException:
-            self._give_back(tags)
-            raise
-        virtual.QoS.append(self, message, delivery_tag)
-
-    def restore_unacked(self, client: Any = None) -> Any:
-        # At shutdown: the finished messages leave ``unacked`` before the rest go back.
-        self.flush()
-        return super().restore_unacked(client)
-
 
 class TakeMore:
     """A channel mixin: after the message a ``BRPOP`` brought, the rest of the window's room
-    from the same queue in one ``take.lua`` call (see the module docstring)."""
+    from the queues it consumes in one ``take.lua`` call (see the module docstring)."""
 
     _take_script: tuple[Any, Any] | None = None
 
@@ -201,18 +87,22 @@ class TakeMore:
         qos = channel.qos
         if not isinstance(qos, BatchedAcks) or channel.global_keyprefix or channel._closing:
             return
-        if queue not in self._acking.values():
+        acking = set(self._acking.values())
+        if queue not in acking:
             # A consumer that never acknowledges (Celery's control replies) keeps kombu's one
             # message per look: it records nothing, and counts looks to know when to stop.
             return
         room = min(qos.room(), TAKE_MORE)
         if room <= 0:
             return
-        lists = [channel._q_for_pri(queue, pri) for pri in channel.priority_steps]
+        cycle = channel._queue_cycle
+        # The queues in the order kombu's next BRPOP would name them (``_brpop_start``).
+        queues = cycle.consume(len(channel.active_queues))
+        lists = [channel._q_for_pri(name, pri) for pri in channel.priority_steps for name in queues]
+        rotates = getattr(type(cycle), "rotate", None) is round_robin_cycle.rotate
+        args = [room, time.time(), int(rotates), *(int(name in acking) for name in queues)]
         try:
-            taken = self._script()(
-                keys=[*lists, qos.unacked_index_key, qos.unacked_key], args=[room, time.time()]
-            )
+            origins, taken = self._script()(keys=[*lists, qos.unacked_index_key, qos.unacked_key], args=args)
         except Exception as exc:
             # Taken and recorded, or not taken: a message recorded but never delivered comes
             # back after the visibility timeout (or through the reconciler).
@@ -222,8 +112,10 @@ class TakeMore:
         tags = [message["properties"]["delivery_tag"] for message in messages]
         qos.recorded(tags)
         for n, message in enumerate(messages):
+            source = queues[int(origins[n]) - 1]
             try:
-                channel.connection._deliver(message, queue)
+                cycle.rotate(source)
+                channel.connection._deliver(message, source)
             except BaseException:
                 # The messages not handed over go back to the front of their queue, in order
                 # (the last first: each is pushed on the end the next pop takes from; kombu's

@@ -69,12 +69,13 @@ _KV = "kombu.transport.virtual.base"
 _ED = "celery.events.dispatcher:EventDispatcher"
 
 NEEDS: tuple[Need, ...] = (
-    # The Redis transport (redis_channel, intake).
+    # The Redis transport (redis_channel, intake, acks).
     Need("redis_transport", "kombu", f"{_KR}:Channel", "_create_client", ("asynchronous",)),
     Need("redis_transport", "kombu", f"{_KR}:Channel", "_get_pool", ("asynchronous",)),
     Need("redis_transport", "kombu", f"{_KR}:Channel", "_brpop_read", ("options",)),
     Need("redis_transport", "kombu", f"{_KR}:Channel", "_q_for_pri", ("queue", "pri")),
     Need("redis_transport", "kombu", f"{_KR}:Channel", "_closing", set_by="close"),
+    Need("redis_transport", "kombu", f"{_KR}:Channel", "_queue_cycle", set_by="__init__"),
     Need("redis_transport", "kombu", f"{_KV}:Channel", "_qos", set_by="__init__"),
     Need("redis_transport", "kombu", f"{_KR}:Channel", "priority_steps"),
     Need("redis_transport", "kombu", f"{_KR}:Channel", "sep"),

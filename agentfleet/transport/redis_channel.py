@@ -19,8 +19,10 @@ also checks for unacknowledged messages past their visibility timeout after ever
 found nothing (a lock, a ``ZRANGE`` and an unlock in Redis on every tenth): those short looks
 make that check no more often than a look of the caller's own timeout would.
 
-Each look takes the prefetch window's room in one script call after its ``BRPOP`` and
-acknowledgements ride with the next round trip (``intake``).
+Each look takes the prefetch window's room in one script call after its ``BRPOP`` (``intake``).
+Acknowledgements of fleet items ride with the next round trip, at most ``ACK_DELAY_S`` later
+(``acks``): a worker with an event loop sends the waiting ones from a timer of that loop every
+``ACK_DELAY_S``; a consumer without one has a flusher of its own.
 
 Nothing else changes: the queues, messages and acknowledgements are kombu's own, so a plain
 Celery worker or client on the same Redis sees the same messages. ``broker_transport``
@@ -37,7 +39,8 @@ from typing import Any
 import redis
 from kombu.transport import redis as kombu_redis
 
-from agentfleet.transport.intake import ACK_DELAY_S, BatchedAcks, TakeMore
+from agentfleet.transport.acks import ACK_DELAY_S, BatchedAcks
+from agentfleet.transport.intake import TakeMore
 from agentfleet.transport.pools import QuickConnection, QuickPool
 
 __all__ = ["FULL_WINDOW_POLL_S", "RedisTransport", "SentinelTransport"]
@@ -73,6 +76,7 @@ class _AckingChannel:
     def close(self) -> None:
         qos = getattr(self, "_qos", None)
         if isinstance(qos, BatchedAcks) and not getattr(self, "closed", False):
+            qos.stop_flusher()
             # Not sent: the entries come back after the visibility timeout, to stored outcomes.
             with contextlib.suppress(Exception):
                 qos.flush()
@@ -99,8 +103,10 @@ class SentinelChannel(TakeMore, _AckingChannel, _SharedClient, kombu_redis.Senti
 class _Poller(kombu_redis.MultiChannelPoller):
     """kombu's poller, looking again soon while no channel may take a message."""
 
-    # The event loop's timer that sends waiting acknowledgements.
+    # The event loop's timer that sends waiting acknowledgements, and whether there is one
+    # (``BatchedAcks`` starts a flusher of its own otherwise).
     _acks_tref: Any = None
+    acks_on_timer = False
     # While looks are shortened: seconds between restore checks, and when the next is due.
     _restore_every_s: float | None = None
     _restore_due = 0.0
@@ -110,19 +116,14 @@ class _Poller(kombu_redis.MultiChannelPoller):
         if timeout is not None and self._window_full():
             self._restore_every_s = timeout
             timeout = min(timeout, FULL_WINDOW_POLL_S)
-        if self.flush_acks() and timeout is not None:
-            timeout = min(timeout, ACK_DELAY_S)  # wake up for the ones still waiting
         return super().get(callback, timeout)
 
-    def flush_acks(self) -> bool:
-        """Send the acknowledgements that have waited ``ACK_DELAY_S``; True while others wait."""
-        waiting = False
+    def flush_acks(self) -> None:
+        """Send every waiting acknowledgement (the event loop's timer, every ``ACK_DELAY_S``)."""
         for channel in list(self._channels):
             qos = getattr(channel, "_qos", None)
             if isinstance(qos, BatchedAcks):
-                qos.flush_due()
-                waiting = waiting or bool(qos.pending())
-        return waiting
+                qos.flush()
 
     def maybe_restore_messages(self) -> Any:
         if self._restore_every_s is not None:
@@ -157,6 +158,7 @@ class _QuickTransport:
         if self.cycle._acks_tref is not None:
             self.cycle._acks_tref.cancel()
         self.cycle._acks_tref = loop.call_repeatedly(ACK_DELAY_S, self.cycle.flush_acks)
+        self.cycle.acks_on_timer = True
 
 
 class RedisTransport(_QuickTransport, kombu_redis.Transport):

@@ -1,30 +1,68 @@
--- Take up to ARGV[1] messages of one queue and record each as unacknowledged in the same step
--- (kombu's record: the delivery tag in the index scored by ARGV[2], and [message, exchange,
--- routing key] in the hash), so that no message is ever out of both the queue and the record.
--- KEYS: the queue's lists, highest priority first; then the unacked index and the unacked hash
--- ARGV: how many at most, now (epoch seconds)
--- Returns the messages taken, oldest first. A message without a delivery tag and delivery
--- info stays where it was (kombu's own reading handles it), and the taking stops there.
+-- Take up to ARGV[1] messages in the order kombu's BRPOP looks would take them, and record each
+-- as unacknowledged in the same step (kombu's record: the delivery tag in the index scored by
+-- ARGV[2], and [message, exchange, routing key] in the hash), so that no message is ever out of
+-- both the queue and the record.
+-- Each message comes from the first non-empty list in BRPOP's key order: priority step first,
+-- then the queues in the channel's cycle order; with ARGV[3] = 1 (kombu's round-robin cycle)
+-- the queue taken from then moves to the end of that order. Taking stops before a message of a
+-- queue consumed without acknowledgements (its flag 0): kombu's next BRPOP takes that one.
+-- KEYS: the queues' lists, step by step (for each priority step, one list per queue, in the
+--       order of the flags); then the unacked index and the unacked hash
+-- ARGV: how many at most, now (epoch seconds), 1 to rotate the queues, then per queue 1 when
+--       it is consumed with acknowledgements, else 0
+-- Returns {origins, messages}: the messages taken, oldest first, and for each the position of
+-- its queue among the flags (1-based). A message without a delivery tag and delivery info
+-- stays where it was (kombu's own reading handles it), and the taking stops there.
 local index, unacked = KEYS[#KEYS - 1], KEYS[#KEYS]
-local want = tonumber(ARGV[1])
-local taken = {}
-for i = 1, #KEYS - 2 do
-  while #taken < want do
-    local raw = redis.call('RPOP', KEYS[i])
-    if not raw then break end
-    local ok, message = pcall(cjson.decode, raw)
-    local props = ok and type(message) == 'table' and message['properties'] or nil
-    local tag = type(props) == 'table' and props['delivery_tag'] or nil
-    local info = type(props) == 'table' and props['delivery_info'] or nil
-    if type(tag) ~= 'string' or type(info) ~= 'table' then
-      redis.call('RPUSH', KEYS[i], raw)
-      return taken
+local want, rotate = tonumber(ARGV[1]), ARGV[3] == '1'
+local queues = #ARGV - 3
+local steps = (#KEYS - 2) / queues
+local order, empty = {}, {}
+for q = 1, queues do order[q] = q end
+
+-- The next message BRPOP would give: its key, the queue's place in `order` and the message;
+-- nil when every list is empty or the next is a queue's without acknowledgements.
+local function next_message()
+  for step = 0, steps - 1 do
+    for at = 1, queues do
+      local q = order[at]
+      local key = step * queues + q
+      if not empty[key] then
+        if ARGV[3 + q] ~= '1' then
+          if redis.call('LLEN', KEYS[key]) > 0 then return nil end
+        else
+          local raw = redis.call('RPOP', KEYS[key])
+          if raw then return key, at, raw end
+        end
+        empty[key] = true
+      end
     end
-    local record = '[' .. raw .. ',' .. cjson.encode(info['exchange'] or '') .. ','
-      .. cjson.encode(info['routing_key'] or '') .. ']'
-    redis.call('ZADD', index, ARGV[2], tag)
-    redis.call('HSET', unacked, tag, record)
-    taken[#taken + 1] = raw
+  end
+  return nil
+end
+
+local origins, taken = {}, {}
+while #taken < want do
+  local key, at, raw = next_message()
+  if not key then break end
+  local ok, message = pcall(cjson.decode, raw)
+  local props = ok and type(message) == 'table' and message['properties'] or nil
+  local tag = type(props) == 'table' and props['delivery_tag'] or nil
+  local info = type(props) == 'table' and props['delivery_info'] or nil
+  if type(tag) ~= 'string' or type(info) ~= 'table' then
+    redis.call('RPUSH', KEYS[key], raw)
+    break
+  end
+  local record = '[' .. raw .. ',' .. cjson.encode(info['exchange'] or '') .. ','
+    .. cjson.encode(info['routing_key'] or '') .. ']'
+  redis.call('ZADD', index, ARGV[2], tag)
+  redis.call('HSET', unacked, tag, record)
+  local q = order[at]
+  taken[#taken + 1] = raw
+  origins[#origins + 1] = q
+  if rotate then
+    table.remove(order, at)
+    order[#order + 1] = q
   end
 end
-return taken
+return {origins, taken}
