@@ -29,12 +29,14 @@ class PlainWorkers:
         pool: str = "threads",
         concurrency: int = 8,
         prefetch: int = 1,
+        env: dict[str, str] | None = None,
     ) -> None:
         self.broker_url = broker_url
         self.count = count
         self.pool = pool
         self.concurrency = concurrency
         self.prefetch = prefetch
+        self.env = env or {}
         self.processes: list[subprocess.Popen[bytes]] = []
         self._logs = Path(tempfile.mkdtemp(prefix="plain-celery-"))
 
@@ -52,7 +54,12 @@ class PlainWorkers:
         return [p.pid for p in self.processes]
 
     def __enter__(self) -> PlainWorkers:
-        env = {**os.environ, "PLAIN_BROKER_URL": self.broker_url, "PLAIN_PREFETCH": str(self.prefetch)}
+        env = {
+            **os.environ,
+            **self.env,
+            "PLAIN_BROKER_URL": self.broker_url,
+            "PLAIN_PREFETCH": str(self.prefetch),
+        }
         env["PYTHONPATH"] = os.pathsep.join([str(HERE), env.get("PYTHONPATH", "")])
         names = []
         for n in range(self.count):
@@ -76,6 +83,13 @@ class PlainWorkers:
             self.__exit__(None, None, None)
             raise RuntimeError(f"plain Celery workers did not start: {pending}")
         return self
+
+    def kill(self) -> None:
+        """SIGKILL every worker's whole process group at once, as a crash would."""
+        for process in self.processes:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=10)
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None

@@ -6,6 +6,11 @@ JSON), with Celery's Redis result backend and kombu's own Redis transport. kombu
 worker's Redis connections is raised from 10 to 2,000, as agentfleet raises its own: at 100
 gevent slots the default cap fails acknowledgements ("Too many connections") and loses messages,
 and the anchor's runs then never finish.
+
+``PLAIN_TRANSPORT`` names another kombu transport class for the worker (by import path: a
+benchmark comparing transports runs the same app on each), ``PLAIN_VISIBILITY_S`` a visibility
+timeout other than kombu's hour. ``BENCH_ACK_PROBE`` turns on ``ack_delay.py``'s timing of
+``ack()`` calls (``_ack_probe``).
 """
 
 from __future__ import annotations
@@ -13,6 +18,8 @@ from __future__ import annotations
 import os
 import time
 
+import redis
+from _ack_probe import install
 from celery import Celery
 
 URL = os.environ.get("PLAIN_BROKER_URL", "redis://127.0.0.1:6379/0")
@@ -28,8 +35,18 @@ app.conf.update(
     accept_content=["json"],
     task_default_queue=os.environ.get("PLAIN_QUEUE", "plain"),
     worker_hijack_root_logger=False,
-    broker_transport_options={"max_connections": 2000},
+    broker_transport=os.environ.get("PLAIN_TRANSPORT") or None,
+    broker_transport_options={
+        "max_connections": 2000,
+        **(
+            {"visibility_timeout": float(os.environ["PLAIN_VISIBILITY_S"])}
+            if "PLAIN_VISIBILITY_S" in os.environ
+            else {}
+        ),
+    },
 )
+
+install()  # ack_delay.py's instrumentation, when it asks for it
 
 
 @app.task(name="plain.sleep")
@@ -42,3 +59,18 @@ def sleep(seconds: float) -> float:
 def noop(**inputs: object) -> None:
     """Takes whatever inputs a benchmark sends its fleet's task (as the dispatch anchor does)."""
     return None
+
+
+@app.task(name="plain.counted")
+def counted(token: str, sleep_s: float) -> None:
+    """Sleeps, then counts its finished runs in Redis under ``plain:runs:{token}``."""
+    time.sleep(sleep_s)
+    with redis.Redis.from_url(URL) as client:
+        client.incr(f"plain:runs:{token}")
+
+
+@app.task(name="plain.marked")
+def marked(token: str) -> None:
+    """Marks when its body ended (Unix seconds) in Redis under ``plain:end:{token}``."""
+    with redis.Redis.from_url(URL) as client:
+        client.set(f"plain:end:{token}", time.time(), ex=600)
