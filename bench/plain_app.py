@@ -9,8 +9,8 @@ and the anchor's runs then never finish.
 
 ``PLAIN_TRANSPORT`` names another kombu transport class for the worker (by import path: a
 benchmark comparing transports runs the same app on each), ``PLAIN_VISIBILITY_S`` a visibility
-timeout other than kombu's hour. ``BENCH_ACK_PROBE`` turns on ``ack_delay.py``'s timing of
-``ack()`` calls (``_ack_probe``).
+timeout other than kombu's hour (looked for every second). ``BENCH_ACK_PROBE`` turns on
+``ack_delay.py``'s timing of ``ack()`` calls (``_ack_probe``).
 """
 
 from __future__ import annotations
@@ -39,7 +39,14 @@ app.conf.update(
     broker_transport_options={
         "max_connections": 2000,
         **(
-            {"visibility_timeout": float(os.environ["PLAIN_VISIBILITY_S"])}
+            {
+                "visibility_timeout": float(os.environ["PLAIN_VISIBILITY_S"]),
+                # Looked for every second, not every 100 s (kombu's 10 s interval, every 10th).
+                "unacked_restore_interval": 1,
+                "unacked_restore_throttle": 1,
+                # A worker killed while it held the restore lock holds it this long, not 300 s.
+                "unacked_mutex_expire": 5,
+            }
             if "PLAIN_VISIBILITY_S" in os.environ
             else {}
         ),
