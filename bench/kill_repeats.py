@@ -47,8 +47,9 @@ def _settled(client: redis.Redis, queue: str) -> bool:
     return not client.hlen("unacked") and not any(client.llen(f"{queue}{s}") for s in suffixes)
 
 
-def one_run(url: str, client: redis.Redis, transport: str, args: argparse.Namespace) -> tuple[int, int]:
-    """Tasks that ran twice, and tasks lost, in one run with a kill."""
+def one_run(url: str, client: redis.Redis, transport: str, args: argparse.Namespace) -> tuple[int, int, int]:
+    """Tasks that ran twice, tasks lost, and tasks the first worker had finished when it was
+    killed, in one run with a kill."""
     env = {"PLAIN_TRANSPORT": transport, "PLAIN_VISIBILITY_S": str(args.visibility_s)}
     tokens = [uuid.uuid4().hex for _ in range(args.tasks)]
     with PlainWorkers(url, pool=args.pool, concurrency=args.concurrency, env=env) as first:
@@ -67,6 +68,7 @@ def one_run(url: str, client: redis.Redis, transport: str, args: argparse.Namesp
         publisher.start()
         time.sleep(random.uniform(0.4, 0.6) * args.tasks / args.rate)
         first.kill()
+        finished = sum(1 for n in _counts(client, tokens) if n)
         publisher.join()
     with PlainWorkers(url, pool="threads", concurrency=args.concurrency, env=env):
         deadline = time.monotonic() + 300
@@ -79,7 +81,7 @@ def one_run(url: str, client: redis.Redis, transport: str, args: argparse.Namesp
                 raise RuntimeError("the second worker never finished")
             time.sleep(0.2)
     counts = _counts(client, tokens)
-    return sum(1 for n in counts if n > 1), sum(1 for n in counts if not n)
+    return sum(1 for n in counts if n > 1), sum(1 for n in counts if not n), finished
 
 
 def main() -> None:
@@ -92,21 +94,27 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=200.0, help="tasks published per second")
     parser.add_argument("--visibility-s", type=float, default=5.0)
     args = parser.parse_args()
-    found: dict[str, list[tuple[int, int]]] = {name: [] for name in TRANSPORTS}
+    found: dict[str, list[tuple[int, int, int]]] = {name: [] for name in TRANSPORTS}
     with EmbeddedRedis() as server, redis.Redis.from_url(server.url) as client:
         for _ in range(args.runs):
             for name, transport in TRANSPORTS.items():
                 found[name].append(one_run(server.url, client, transport, args))
-                twice, lost = found[name][-1]
-                print(f"{name}: ran twice {twice}, lost {lost} of {args.tasks}", flush=True)
+                twice, lost, finished = found[name][-1]
+                print(
+                    f"{name}: ran twice {twice}, lost {lost} ({finished} finished before the kill)",
+                    flush=True,
+                )
     print(
         f"# {args.tasks} plain tasks of {args.sleep_s}s, {args.pool} x {args.concurrency}, one SIGKILL a run"
     )
     for name, runs in found.items():
-        doubles = ", ".join(str(t) for t, _ in runs)
-        losses = ", ".join(str(n) for _, n in runs)
-        total = sum(t for t, _ in runs)
-        print(f"{name:>10}: ran twice {doubles} (total {total}); lost {losses} (of {args.tasks} each run)")
+        doubles = ", ".join(str(t) for t, _, _ in runs)
+        losses = ", ".join(str(n) for _, n, _ in runs)
+        total, finished = sum(t for t, _, _ in runs), sum(f for _, _, f in runs)
+        print(
+            f"{name:>10}: ran twice {doubles} (total {total}, {1000 * total / finished:.1f} per 1,000 tasks "
+            f"finished before the kills); lost {losses} (of {args.tasks} each run)"
+        )
 
 
 if __name__ == "__main__":

@@ -140,7 +140,8 @@ class _Poller(kombu_redis.MultiChannelPoller):
 
 class _QuickTransport:
     """A transport mixin: the quick poller, an event loop that sends waiting acks, and the
-    queue of the last message delivered (``TakeMore`` takes more from it)."""
+    queue of the last message delivered (``TakeMore`` takes more after a ``BRPOP`` that
+    delivered one from a queue consumed with acknowledgements)."""
 
     last_queue: str | None = None
 

@@ -16,6 +16,7 @@
 local index, unacked = KEYS[#KEYS - 1], KEYS[#KEYS]
 local want, rotate = tonumber(ARGV[1]), ARGV[3] == '1'
 local queues = #ARGV - 3
+if queues < 1 then return {{}, {}} end
 local steps = (#KEYS - 2) / queues
 local order, empty = {}, {}
 for q = 1, queues do order[q] = q end
