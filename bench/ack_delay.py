@@ -1,7 +1,7 @@
 """Acknowledgement delay per pool: from a task's ``ack()`` (and from its end) to its message
 leaving Redis's ``unacked``.
 
-One embedded Redis. For each pool (prefork, threads, gevent; one worker of 2 slots), on an idle
+One embedded Redis. For each pool (prefork, threads, solo, gevent; one worker of 2 slots, solo 1), on an idle
 worker, one item at a time (nothing else to carry an acknowledgement): ``--items`` fleet items
 (``bench.fleet_marked``) and ``--items`` plain Celery tasks (``bench.plain_marked``) on an
 agentfleet worker, then ``--items`` plain Celery tasks (``plain.marked``) on a plain Celery
@@ -36,7 +36,7 @@ from agentfleet.config import load_settings  # noqa: E402
 from agentfleet.embedded_redis import EmbeddedRedis  # noqa: E402
 from agentfleet.local import LocalCluster  # noqa: E402
 
-POOLS = ("prefork", "threads", "gevent")
+POOLS = ("prefork", "threads", "solo", "gevent")
 
 
 def _tag_of(client: redis.Redis, task_id: str) -> str | None:
