@@ -15,9 +15,9 @@ Every other message (a plain Celery task, a kombu consumer's own) is acknowledge
 does: its entry is gone from ``unacked`` when ``ack`` returns, and the waiting ones go in the
 same transaction.
 
-The bound holds on every pool. A worker with an event loop (prefork, threads) sends the waiting
+The bound holds on every pool. A worker with an event loop (prefork, threads, solo) sends the waiting
 acknowledgements from a timer of that loop every ``ACK_DELAY_S`` (``redis_channel``); a consumer
-without one (Celery's gevent, eventlet and solo pools, a plain ``drain_events`` loop) has
+without one (Celery's gevent and eventlet pools, a plain ``drain_events`` loop) has
 them sent by a flusher, a thread of the channel's own (a greenlet where gevent or eventlet
 patched ``threading``) that wakes when the first of them waits and sends them all once it has
 waited ``ACK_DELAY_S``. It never waits for the consumer's ``BRPOP`` to return.

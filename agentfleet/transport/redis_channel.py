@@ -9,7 +9,7 @@ than the command itself. These transports keep one such object per channel and h
 again (a ``redis.Redis`` on a connection pool is safe to share between threads: each command
 takes a connection from the pool for itself).
 
-A worker without an event loop (the gevent, eventlet and solo pools) reads messages with
+A worker without an event loop (the gevent and eventlet pools) reads messages with
 ``drain_events(timeout=2.0)``: one ``BRPOP`` per look, and none while its prefetch window is
 full. kombu's poller then waits out the whole timeout before it looks again, so a gevent
 worker whose every slot was busy stays up to 2 s idle after slots free up; at one message per
