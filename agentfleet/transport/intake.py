@@ -56,6 +56,8 @@ class TakeMore:
         super().__init__(*args, **kwargs)
         # Queues consumed with acknowledgements (by consumer tag): only those take more.
         self._acking: dict[str, str] = {}
+        # Each queue's lists, highest priority step first.
+        self._lists: dict[str, list[str]] = {}
 
     def basic_consume(self, queue: str, no_ack: bool, *args: Any, **kwargs: Any) -> Any:
         consumer_tag = kwargs.get("consumer_tag", args[1] if len(args) > 1 else None)
@@ -82,6 +84,13 @@ class TakeMore:
             cached = self._take_script = (client, TRANSPORT_LUA.register(client, "take")["take"])
         return cached[1]
 
+    def _lists_of(self, queue: str) -> list[str]:
+        lists = self._lists.get(queue)
+        if lists is None:
+            channel: Any = self
+            lists = self._lists[queue] = [channel._q_for_pri(queue, pri) for pri in channel.priority_steps]
+        return lists
+
     def _take_more(self, queue: str) -> None:
         channel: Any = self
         qos = channel.qos
@@ -98,11 +107,11 @@ class TakeMore:
         cycle = channel._queue_cycle
         # The queues in the order kombu's next BRPOP would name them (``_brpop_start``).
         queues = cycle.consume(len(channel.active_queues))
-        lists = [channel._q_for_pri(name, pri) for pri in channel.priority_steps for name in queues]
+        keys = [key for name in queues for key in self._lists_of(name)]
         rotates = getattr(type(cycle), "rotate", None) is round_robin_cycle.rotate
         args = [room, time.time(), int(rotates), *(int(name in acking) for name in queues)]
         try:
-            origins, taken = self._script()(keys=[*lists, qos.unacked_index_key, qos.unacked_key], args=args)
+            origins, taken = self._script()(keys=[*keys, qos.unacked_index_key, qos.unacked_key], args=args)
         except Exception as exc:
             # Taken and recorded, or not taken: a message recorded but never delivered comes
             # back after the visibility timeout (or through the reconciler).

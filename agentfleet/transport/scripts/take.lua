@@ -6,8 +6,8 @@
 -- then the queues in the channel's cycle order; with ARGV[3] = 1 (kombu's round-robin cycle)
 -- the queue taken from then moves to the end of that order. Taking stops before a message of a
 -- queue consumed without acknowledgements (its flag 0): kombu's next BRPOP takes that one.
--- KEYS: the queues' lists, step by step (for each priority step, one list per queue, in the
---       order of the flags); then the unacked index and the unacked hash
+-- KEYS: each queue's lists, highest priority step first, queue by queue in the order of the
+--       flags; then the unacked index and the unacked hash
 -- ARGV: how many at most, now (epoch seconds), 1 to rotate the queues, then per queue 1 when
 --       it is consumed with acknowledgements, else 0
 -- Returns {origins, messages}: the messages taken, oldest first, and for each the position of
@@ -18,26 +18,33 @@ local want, rotate = tonumber(ARGV[1]), ARGV[3] == '1'
 local queues = #ARGV - 3
 if queues < 1 then return {{}, {}} end
 local steps = (#KEYS - 2) / queues
-local order, empty = {}, {}
+-- The queues in the order the next BRPOP would name them; lists known to be empty; per step,
+-- the lists not known to be; the first step that may hold a message.
+local order, empty, left, first = {}, {}, {}, 1
 for q = 1, queues do order[q] = q end
+for step = 1, steps do left[step] = queues end
 
 -- The next message BRPOP would give: its key, the queue's place in `order` and the message;
 -- nil when every list is empty or the next is a queue's without acknowledgements.
 local function next_message()
-  for step = 0, steps - 1 do
-    for at = 1, queues do
-      local q = order[at]
-      local key = step * queues + q
-      if not empty[key] then
-        if ARGV[3 + q] ~= '1' then
-          if redis.call('LLEN', KEYS[key]) > 0 then return nil end
-        else
-          local raw = redis.call('RPOP', KEYS[key])
-          if raw then return key, at, raw end
+  for step = first, steps do
+    if left[step] > 0 then
+      for at = 1, queues do
+        local q = order[at]
+        local key = (q - 1) * steps + step
+        if not empty[key] then
+          if ARGV[3 + q] ~= '1' then
+            if redis.call('LLEN', KEYS[key]) > 0 then return nil end
+          else
+            local raw = redis.call('RPOP', KEYS[key])
+            if raw then return key, at, raw end
+          end
+          empty[key] = true
+          left[step] = left[step] - 1
         end
-        empty[key] = true
       end
     end
+    if left[step] == 0 and step == first then first = step + 1 end
   end
   return nil
 end
