@@ -93,7 +93,7 @@ def test_the_script_moves_messages_from_the_queue_to_the_record_in_one_step(
         for n in range(3)
     ]  # fmt: skip
     redis_client.lpush(lists[0], *messages)
-    origins, taken = take(keys=[*lists, index, unacked], args=[2, 1000.5, 1, 1])
+    origins, taken = take(keys=[*lists, index, unacked], args=[2, 1000.5, 1, 1, 1])
     assert [json.loads(raw)["body"] for raw in taken] == ["0", "1"] and origins == [1, 1]
     assert redis_client.llen(lists[0]) == 1
     assert redis_client.zrange(index, 0, -1, withscores=True) == [("t0", 1000.5), ("t1", 1000.5)]
@@ -106,7 +106,7 @@ def test_a_message_without_a_delivery_tag_stays_for_kombus_own_reading(
     take = TRANSPORT_LUA.register(redis_client, "take")["take"]
     lists, index, unacked = [f"{key_prefix}.q"], f"{key_prefix}.index", f"{key_prefix}.unacked"
     redis_client.lpush(lists[0], "not json", json.dumps({"properties": {}}))
-    assert take(keys=[*lists, index, unacked], args=[5, 1.0, 1, 1]) == [[], []]
+    assert take(keys=[*lists, index, unacked], args=[5, 1.0, 1, 1, 1]) == [[], []]
     assert redis_client.lrange(lists[0], 0, -1) == ['{"properties": {}}', "not json"]
     assert not redis_client.exists(index, unacked)
 
@@ -253,3 +253,24 @@ def test_taking_stops_before_a_message_of_a_queue_consumed_without_acknowledgeme
         orders.append(_consume(redis_url, transport, [a], prefetch=4, count=4, no_ack=(b,)))
     assert orders[0] == ["a-high", "b-mid", "a-low", "a-low"]
     assert orders[1] == orders[0]
+
+
+@pytest.mark.parametrize("holder", [1, 2], ids=["the likely queue", "another queue"])
+def test_the_script_finds_a_lone_lists_messages_whichever_queue_holds_them(
+    redis_client: redis.Redis, key_prefix: str, holder: int
+) -> None:
+    take = TRANSPORT_LUA.register(redis_client, "take")["take"]
+    steps = ["", "\x06\x163", "\x06\x166", "\x06\x169"]
+    lists = [f"{key_prefix}.{q}{step}" for q in ("a", "b") for step in steps]
+    index, unacked = f"{key_prefix}.index", f"{key_prefix}.unacked"
+    messages = [
+        json.dumps({"body": str(n), "properties": {"delivery_tag": f"t{n}", "delivery_info": {
+            "exchange": "x", "routing_key": "k"}}})
+        for n in range(3)
+    ]  # fmt: skip
+    redis_client.lpush(lists[(holder - 1) * 4 + 2], *messages)  # one list of one queue, step 6
+    # The BRPOP answered queue 1 (the likely one).
+    origins, taken = take(keys=[*lists, index, unacked], args=[5, 1.0, 1, 1, 1, 1])
+    assert [json.loads(raw)["body"] for raw in taken] == ["0", "1", "2"]
+    assert origins == [holder] * 3
+    assert redis_client.hlen(unacked) == 3

@@ -109,7 +109,8 @@ class TakeMore:
         queues = cycle.consume(len(channel.active_queues))
         keys = [key for name in queues for key in self._lists_of(name)]
         rotates = getattr(type(cycle), "rotate", None) is round_robin_cycle.rotate
-        args = [room, time.time(), int(rotates), *(int(name in acking) for name in queues)]
+        likely = queues.index(queue) + 1 if queue in queues else 0
+        args = [room, time.time(), int(rotates), likely, *(int(name in acking) for name in queues)]
         try:
             origins, taken = self._script()(keys=[*keys, qos.unacked_index_key, qos.unacked_key], args=args)
         except Exception as exc:

@@ -6,23 +6,35 @@
 -- then the queues in the channel's cycle order; with ARGV[3] = 1 (kombu's round-robin cycle)
 -- the queue taken from then moves to the end of that order. Taking stops before a message of a
 -- queue consumed without acknowledgements (its flag 0): kombu's next BRPOP takes that one.
+-- When one list alone holds messages and it is one of queue ARGV[4]'s (the queue the BRPOP
+-- answered), the others are not looked at one by one.
 -- KEYS: each queue's lists, highest priority step first, queue by queue in the order of the
 --       flags; then the unacked index and the unacked hash
--- ARGV: how many at most, now (epoch seconds), 1 to rotate the queues, then per queue 1 when
---       it is consumed with acknowledgements, else 0
+-- ARGV: how many at most, now (epoch seconds), 1 to rotate the queues, the likely queue's
+--       position among the flags (0 for none), then per queue 1 when it is consumed with
+--       acknowledgements, else 0
 -- Returns {origins, messages}: the messages taken, oldest first, and for each the position of
 -- its queue among the flags (1-based). A message without a delivery tag and delivery info
 -- stays where it was (kombu's own reading handles it), and the taking stops there.
-local index, unacked = KEYS[#KEYS - 1], KEYS[#KEYS]
-local want, rotate = tonumber(ARGV[1]), ARGV[3] == '1'
-local queues = #ARGV - 3
-if queues < 1 then return {{}, {}} end
-local steps = (#KEYS - 2) / queues
+local lists = #KEYS - 2
+local index, unacked = KEYS[lists + 1], KEYS[lists + 2]
+local want, rotate, likely = tonumber(ARGV[1]), ARGV[3] == '1', tonumber(ARGV[4])
+local queues = #ARGV - 4
+if queues < 1 or want < 1 then return {{}, {}} end
+local steps = lists / queues
+local holding = redis.call('EXISTS', unpack(KEYS, 1, lists))
+if holding == 0 then return {{}, {}} end
 -- The queues in the order the next BRPOP would name them; lists known to be empty; per step,
 -- the lists not known to be; the first step that may hold a message.
 local order, empty, left, first = {}, {}, {}, 1
 for q = 1, queues do order[q] = q end
 for step = 1, steps do left[step] = queues end
+
+local function emptied(key)
+  empty[key] = true
+  local step = (key - 1) % steps + 1
+  left[step] = left[step] - 1
+end
 
 -- The next message BRPOP would give: its key, the queue's place in `order` and the message;
 -- nil when every list is empty or the next is a queue's without acknowledgements.
@@ -33,14 +45,13 @@ local function next_message()
         local q = order[at]
         local key = (q - 1) * steps + step
         if not empty[key] then
-          if ARGV[3 + q] ~= '1' then
+          if ARGV[4 + q] ~= '1' then
             if redis.call('LLEN', KEYS[key]) > 0 then return nil end
           else
             local raw = redis.call('RPOP', KEYS[key])
             if raw then return key, at, raw end
           end
-          empty[key] = true
-          left[step] = left[step] - 1
+          emptied(key)
         end
       end
     end
@@ -49,9 +60,35 @@ local function next_message()
   return nil
 end
 
+-- One list holds messages: if it is the likely queue's, every other is empty.
+local found
+if holding == 1 and likely >= 1 and ARGV[4 + likely] == '1' then
+  for step = 1, steps do
+    local key = (likely - 1) * steps + step
+    local raw = redis.call('RPOP', KEYS[key])
+    if raw then
+      for other = 1, lists do
+        if other ~= key and not empty[other] then emptied(other) end
+      end
+      found = {key, likely, raw}
+      break
+    end
+    emptied(key)
+  end
+end
+
 local origins, taken = {}, {}
 while #taken < want do
-  local key, at, raw = next_message()
+  local key, at, raw
+  if found then
+    key, raw = found[1], found[3]
+    for place = 1, queues do
+      if order[place] == found[2] then at = place end
+    end
+    found = nil
+  else
+    key, at, raw = next_message()
+  end
   if not key then break end
   local ok, message = pcall(cjson.decode, raw)
   local props = ok and type(message) == 'table' and message['properties'] or nil
