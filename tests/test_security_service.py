@@ -14,6 +14,7 @@ from collections.abc import Iterator
 import pytest
 from starlette.testclient import TestClient
 
+from agentfleet.access import AuthThrottle, client_key
 from agentfleet.config import Settings, load_settings
 from agentfleet.errors import DispatchError
 from agentfleet.orchestration import Fleet
@@ -107,6 +108,40 @@ def test_failed_checks_are_logged_without_the_guess(
     lines = [r.getMessage() for r in caplog.records if "failed" in r.getMessage()]
     assert lines and "testclient" in lines[0] and "/runs" in lines[0]
     assert not any("guess-0000" in line for line in lines)
+
+
+def test_passing_a_check_forgets_the_failures_before_it(client: TestClient) -> None:
+    for _ in range(5):
+        assert client.get("/runs", headers=WRONG).status_code == 401
+    assert client.get("/runs", headers=AUTH).status_code == 200
+    codes = [client.get("/runs", headers=WRONG).status_code for _ in range(6)]
+    assert codes == [401] * 6, "a typo after signing in starts a fresh count"
+
+
+def test_a_token_shown_to_a_path_that_checks_none_does_not_clear_the_count(client: TestClient) -> None:
+    for _ in range(5):
+        client.get("/runs", headers=WRONG)
+    assert client.get("/health", headers=WRONG).status_code == 200
+    assert client.get("/runs", headers=WRONG).status_code == 401
+    assert client.get("/runs", headers=WRONG).status_code == 429
+
+
+def test_lockouts_double_up_to_the_longest(settings: Settings, fleet: Fleet) -> None:
+    throttle = AuthThrottle(
+        fleet.store.client, prefix=settings.key_prefix, free=2, lockout_s=1, max_lockout_s=5
+    )
+    lockouts = [throttle.failed("203.0.113.9").lockout_s for _ in range(7)]
+    assert lockouts == [0, 0, 1, 2, 4, 5, 5]
+    assert 4 < throttle.wait_s("203.0.113.9") <= 5
+    assert throttle.wait_s("203.0.113.10") == 0
+    throttle.passed("203.0.113.9")
+    assert throttle.wait_s("203.0.113.9") == 0
+
+
+def test_an_ipv6_client_counts_by_its_64() -> None:
+    assert client_key("2001:db8:1:2:aaaa::1") == client_key("2001:db8:1:2:bbbb::2") == "2001:db8:1:2::/64"
+    assert client_key("::ffff:192.0.2.7") == "192.0.2.7"
+    assert client_key("192.0.2.7") == "192.0.2.7"
 
 
 def test_console_sign_ins_are_throttled_too(client: TestClient) -> None:
