@@ -10,7 +10,7 @@ protocol, given through its ``http=`` option) adds:
   connection opening, or of the previous response;
 - a body deadline: its body must be complete within ``body_timeout_s`` of its headers;
 - a cap per client address: past ``max_connections_per_client`` open connections, a new one
-  from that address is closed at once.
+  from that address is closed at once (a trusted proxy, which carries many clients, has none).
 
 A connection past a deadline is closed (logged with its address). ``X-Forwarded-For`` is
 believed only from ``trusted_proxies``; otherwise the peer's address is the client's, so a
@@ -38,20 +38,27 @@ log = logging.getLogger("agentfleet.service.server")
 def hardened_protocol(service: ServiceSettings) -> type[asyncio.Protocol]:
     """An h11 protocol class with the deadlines and the per-client cap of ``service``."""
     open_by_client: Counter[str] = Counter()
+    proxies = frozenset(service.trusted_proxies)
 
     class SheddingProtocol(H11Protocol):
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
             self._deadline: asyncio.TimerHandle | None = None
-            self._who = ""
+            self._who = ""  # the address this connection counts under ("" for a proxy's)
+            self._name = ""
             self._watched: Any = None
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
-            self._who = client_key(self.client[0] if self.client else None)
+            peer = self.client[0] if self.client else None
+            self._name = client_key(peer)
+            if peer in proxies:
+                self._arm(service.header_timeout_s, "its request's headers")
+                return
+            self._who = self._name
             open_by_client[self._who] += 1
             if open_by_client[self._who] > service.max_connections_per_client:
-                log.warning(
+                log.info(
                     "closed a connection from %s: it has %d open", self._who, open_by_client[self._who] - 1
                 )
                 transport.close()
@@ -97,7 +104,7 @@ def hardened_protocol(service: ServiceSettings) -> type[asyncio.Protocol]:
         def _expire(self, timeout_s: float, what: str) -> None:
             self._deadline = None
             if not self.transport.is_closing():
-                log.info("closed a connection from %s: %s took over %g s", self._who, what, timeout_s)
+                log.info("closed a connection from %s: %s took over %g s", self._name, what, timeout_s)
                 self.transport.close()
 
     return SheddingProtocol
@@ -116,6 +123,7 @@ def service_server(
         log_level=log_level,
         access_log=False,
         http=hardened_protocol(service),
+        ws="none",
         timeout_keep_alive=service.keepalive_s,
         limit_concurrency=service.max_connections,
         proxy_headers=bool(trusted),
