@@ -68,7 +68,7 @@ def checked_key(key: str, redactor: Redactor) -> str:
 def run_budget(budget_usd: float | None) -> float | None:
     """A run's own dollar cap, checked (``None``: the run has none, ``budgets.run_usd`` holds)."""
     if budget_usd is not None and not (math.isfinite(budget_usd) and budget_usd > 0):
-        raise DispatchError(f"budget_usd must be a finite amount above 0 US dollars, got {budget_usd}")
+        raise DispatchError(f"budget_usd must be above 0 US dollars and finite, got {budget_usd}")
     return budget_usd
 
 
