@@ -60,6 +60,7 @@ _EXPORTS = {
     "TaskTimeLimit": "agentfleet.errors",
     "DeadLetterNotFound": "agentfleet.errors",
     "CompensationFailed": "agentfleet.errors",
+    "AggregateFailed": "agentfleet.errors",
     "SpendLedger": "agentfleet.spend",
 }
 
@@ -69,6 +70,7 @@ _SUBMODULES = frozenset({"merge", "testing"})
 __all__ = [
     "AgentResult",
     "AgentfleetError",
+    "AggregateFailed",
     "AuthError",
     "BadRequest",
     "BudgetExceeded",
@@ -125,6 +127,7 @@ if TYPE_CHECKING:
     from agentfleet.dlq import DeadLetter, DLQFilter, DLQStats
     from agentfleet.errors import (
         AgentfleetError,
+        AggregateFailed,
         AuthError,
         BadRequest,
         BudgetExceeded,

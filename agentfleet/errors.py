@@ -30,7 +30,9 @@
         ├── LoopDetected        an agent repeated the same tool call too often
         ├── ForbiddenDestination the SSRF guard or a credential's domain list refused a request
         ├── PoisonMessage       the task killed its worker too many times
-        └── CompensationFailed  a succeeded item's compensation failed for good
+        ├── CompensationFailed  a succeeded item's compensation failed for good
+        └── AggregateFailed     a run's aggregate raised, exited, returned what cannot be
+                                stored, kept killing its worker, or is not allowed there
 
 Every error carries a short machine ``category`` (``"rate_limited"``, ``"bad_request"``...) used
 by the dead-letter queue, and optionally the HTTP ``status_code`` and the ``downstream`` it came
@@ -47,6 +49,7 @@ from typing import Any, ClassVar
 
 __all__ = [
     "AgentfleetError",
+    "AggregateFailed",
     "AuthError",
     "BadRequest",
     "BrokerUnavailable",
@@ -318,6 +321,14 @@ class CompensationFailed(PermanentError):
     names the error it raised. Dead-lettered in its own category."""
 
     category = "compensation"
+
+
+class AggregateFailed(PermanentError):
+    """A run's aggregate ended without a value: it raised (``SystemExit`` included), returned
+    what JSON cannot hold, killed its worker too often, or names a function its worker may not
+    run. Recorded once for the run and dead-lettered in its own category."""
+
+    category = "aggregate"
 
 
 _RETRYABLE_STATUS = {408, 409, 425, 429, 529}

@@ -18,7 +18,7 @@ from agentfleet.service import create_app
 
 pytestmark = pytest.mark.slow
 
-TOKEN = "integration-token"
+TOKEN = "integration-token-" + "0" * 32
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 STALE_AFTER_S = 2
 

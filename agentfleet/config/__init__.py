@@ -37,7 +37,6 @@ from agentfleet.config.sections import (
     DLQSettings,
     FanoutSpec,
     FetchSettings,
-    FlowerSettings,
     LimiterSettings,
     LimitSpec,
     LLMSettings,
@@ -45,11 +44,11 @@ from agentfleet.config.sections import (
     QueueSettings,
     RetrySettings,
     ScheduleSpec,
-    ServiceSettings,
     TenantBudget,
     WorkerSettings,
     split_csv,
 )
+from agentfleet.config.surfaces import FlowerSettings, ServiceSettings
 from agentfleet.errors import ConfigError
 from agentfleet.redaction import Redactor
 from agentfleet.redis_client import RedisTarget, mask_url

@@ -26,7 +26,6 @@ __all__ = [
     "DeliverySettings",
     "FanoutSpec",
     "FetchSettings",
-    "FlowerSettings",
     "LLMSettings",
     "LimitSpec",
     "LimiterSettings",
@@ -34,7 +33,6 @@ __all__ = [
     "QueueSettings",
     "RetrySettings",
     "ScheduleSpec",
-    "ServiceSettings",
     "TenantBudget",
     "WorkerSettings",
     "split_csv",
@@ -438,52 +436,3 @@ class BeatSettings(_Section):
                 "second beat would start sending too. Raise AGENTFLEET_BEAT__LOCK_TIMEOUT_S."
             )
         return self
-
-
-class ServiceSettings(_Section):
-    """``agentfleet serve``: the health, metrics and webhook-trigger service.
-
-    ``token`` is the bearer token ``POST /runs`` requires (the trigger is off without one).
-    ``/health`` says ``stale`` when work is queued and no item has completed for
-    ``stale_after_s`` seconds. ``/health`` and ``/metrics`` read state the workers keep in
-    Redis, waiting at most ``probe_timeout_s`` seconds for it.
-    ``max_inputs`` caps the inputs one ``POST /runs`` may carry, ``max_body_bytes`` its body
-    (a larger one answers 413) and ``max_json_depth`` how deeply its JSON may nest (422).
-    The console at ``/console`` signs in with the same token; a session lasts
-    ``console_session_s`` seconds.
-    """
-
-    host: str = "127.0.0.1"
-    port: int = Field(default=8080, ge=1, le=65535)
-    token: SecretStr | None = None
-    stale_after_s: float = Field(default=300.0, gt=0)
-    probe_timeout_s: float = Field(default=0.5, gt=0)
-    max_inputs: int = Field(default=10_000, ge=1)
-    max_body_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
-    max_json_depth: int = Field(default=64, ge=3, le=500)
-    console_session_s: float = Field(default=8 * 3600.0, ge=60)
-
-
-class FlowerSettings(_Section):
-    """Flower, however it is started: basic auth as ``user:password``; binds ``host`` (loopback).
-
-    Without ``basic_auth`` (nor auth given to Flower itself) Flower refuses to start unless
-    ``insecure`` is true.
-    """
-
-    host: str = "127.0.0.1"
-    port: int = Field(default=5555, ge=1, le=65535)
-    basic_auth: SecretStr | None = None
-    insecure: bool = False
-
-    @field_validator("basic_auth")
-    @classmethod
-    def _user_password(cls, value: SecretStr | None) -> SecretStr | None:
-        if value is None:
-            return None
-        user, sep, password = value.get_secret_value().partition(":")
-        if not sep or not user or not password:
-            raise ValueError("must be user:password, both non-empty")
-        if "," in value.get_secret_value():
-            raise ValueError("must be one user:password without commas (Flower splits the list on commas)")
-        return value

@@ -28,7 +28,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 from celery import Celery
@@ -37,6 +37,7 @@ from celery.canvas import Signature
 from agentfleet.config import Settings
 from agentfleet.errors import BrokerUnavailable, DispatchError
 from agentfleet.idempotency import canonical_json, text_hash
+from agentfleet.orchestration.options import checked_key, no_secret, run_label
 from agentfleet.orchestration.priority import prioritized
 from agentfleet.redaction import SHOWN_REPR_MAX_CHARS, Redactor
 from agentfleet.runs import RunStore
@@ -149,8 +150,13 @@ class Dispatcher:
         ``dispatch.chunk_items``) at a time; the number of items. ``signatures`` makes the
         messages of a chunk unless ``plan.fast`` lets them be stamped."""
         knobs = self.settings.dispatch
+        plan = self._named(plan)
         chunks = _chunks(inputs, chunk_items or knobs.chunk_items)
         first = admit(next(chunks, []), 0)
+        if plan.key is not None:
+            # A key refused in the first chunk is refused before the run exists.
+            for item in first:
+                checked_key(str(plan.key(item)), self.redactor)
         self._patiently_open(plan)
         seen: set[str] = set()
         # Items recorded so far, and of those the ones whose messages went out.
@@ -182,6 +188,13 @@ class Dispatcher:
 
     # Recording ---------------------------------------------------------------------------
 
+    def _named(self, plan: RunPlan) -> RunPlan:
+        """``plan`` with its name as stored (redacted, bounded), its tenant checked."""
+        tenant = plan.shared.get("tenant")
+        if tenant is not None:
+            no_secret(str(tenant), "tenant", self.redactor)
+        return replace(plan, label=run_label(plan.label, self.redactor))
+
     def _patiently_open(self, plan: RunPlan) -> None:
         self.patiently(
             lambda: self.record.open(
@@ -206,7 +219,7 @@ class Dispatcher:
         items = []
         for i, (item, text) in enumerate(zip(chunk, texts, strict=True), start):
             if plan.key is not None:
-                key = str(plan.key(item))
+                key = checked_key(str(plan.key(item)), self.redactor)
                 if key in seen:
                     raise DispatchError(f"key= returned {key!r} for two inputs of one run")
                 seen.add(key)

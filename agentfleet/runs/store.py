@@ -5,7 +5,8 @@ the braces are Redis Cluster hash tags, see ``runs/keys.py``). Every key expires
 ``ttl_s`` seconds unless noted:
 
 - ``p:run:{<id>}``          hash: name, kind, task names, queues, totals, status, times, the
-                            counters, the aggregate's path and result; and as they apply:
+                            counters, the aggregate's path, result and deliveries
+                            (``aggregate_attempts``, ``tasks/fanin.py``); and as they apply:
                             budgets (``budgets.py``), graphs (``graph.py``), compensation
                             (``undo.py``), ``tenant``, ``batch_size``, ``priority``
 - ``p:run:{<id>}:items``    hash: item index -> ``[task_id, idempotency key, item key]``
@@ -270,6 +271,14 @@ class RunStore:
         stored, _ = pipe.execute()
         self.deactivate(run_id)
         return bool(stored)
+
+    def reopen_aggregate(self, run_id: str) -> None:
+        """Forget a failed aggregate (its result and deliveries) so it runs again; the run is
+        active again until it is stored."""
+        pipe = self.client.pipeline(transaction=False)
+        pipe.hdel(self.run_key(run_id), "aggregate_result", "aggregate_attempts", "aggregate_started_at")
+        pipe.sadd(self.keys.active, run_id)
+        pipe.execute()
 
     def get_aggregate(self, run_id: str) -> dict[str, Any] | None:
         raw = self.client.hget(self.run_key(run_id), "aggregate_result")
