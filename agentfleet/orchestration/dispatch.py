@@ -39,6 +39,7 @@ from agentfleet.errors import BrokerUnavailable, DispatchError
 from agentfleet.idempotency import canonical_json, text_hash
 from agentfleet.orchestration.priority import prioritized
 from agentfleet.redaction import SHOWN_REPR_MAX_CHARS, Redactor
+from agentfleet.redis_handles import BrokerRedis
 from agentfleet.runs import RunStore
 from agentfleet.runs.dispatching import DispatchRecord
 from agentfleet.tasks.meta import META_KWARG, ItemMeta
@@ -121,7 +122,7 @@ class Dispatcher:
         settings: Settings,
         app: Celery,
         store: RunStore,
-        broker: Any,
+        broker: BrokerRedis,
         redactor: Redactor,
         patiently: Callable[[Callable[[], Any]], Any],
     ) -> None:

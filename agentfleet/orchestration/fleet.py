@@ -25,7 +25,7 @@ from agentfleet.orchestration.priority import run_priority
 from agentfleet.orchestration.run import Run
 from agentfleet.outages import patient, ride_out
 from agentfleet.redaction import Redactor
-from agentfleet.redis_client import connect
+from agentfleet.redis_client import broker_client, state_client
 from agentfleet.references import callable_path
 from agentfleet.registry import TaskInfo, WorkerRegistry
 from agentfleet.runs import RunStore
@@ -65,9 +65,9 @@ class Fleet:
             settings = settings.model_copy(update={"broker_url": broker_url, "result_backend": None})
         self.settings = settings
         self.app = make_app(settings, main="agentfleet", app_cls=dispatch_app_class())
-        self.store = RunStore.from_settings(settings, connect(settings.redis_target()))
+        self.store = RunStore.from_settings(settings, state_client(settings))
         # The broker's own Redis (its queues), which ``state_url`` may put apart from the store.
-        self.broker = connect(settings.broker_target())
+        self.broker = broker_client(settings)
 
     # Public API ----------------------------------------------------------------------------
 

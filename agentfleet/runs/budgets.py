@@ -33,6 +33,7 @@ from typing import Any, Protocol
 import redis
 
 from agentfleet.lua import ScriptSet
+from agentfleet.redis_handles import StateRedis
 from agentfleet.runs.keys import RunKeys
 from agentfleet.runs.tally import StatsTally
 
@@ -131,7 +132,7 @@ class BudgetLedger:
 
     def __init__(
         self,
-        client: redis.Redis,
+        client: StateRedis,
         keys: SpendKeys,
         *,
         prefix: str = "af",

@@ -99,12 +99,14 @@ class DispatchRecord:
         )
         for part in ("items", "inputs"):
             pipe.expire(store.run_key(run_id, part), store.ttl_s)
-        fields = {
-            "tasks_total": start + len(items),
-            "sent": sent,
-            "dispatching": repr(time.time() + promise_s),
-        }
-        pipe.hset(store.run_key(run_id), mapping=fields)
+        pipe.hset(
+            store.run_key(run_id),
+            mapping={
+                "tasks_total": start + len(items),
+                "sent": sent,
+                "dispatching": repr(time.time() + promise_s),
+            },
+        )
         pipe.execute()
 
     def close(self, run_id: str, total: int) -> FinishState:

@@ -59,7 +59,8 @@ import redis
 from agentfleet.config import Settings
 from agentfleet.lua import ScriptSet
 from agentfleet.models import RunSummary, TaskOutcome
-from agentfleet.redis_client import connect
+from agentfleet.redis_client import state_client
+from agentfleet.redis_handles import StateRedis
 from agentfleet.runs.delivery import BeginState, DeliveryScripts, FinishState, outcome_kind
 from agentfleet.runs.keys import RunKeys
 from agentfleet.runs.summary import CompletionStats, summary_from_record
@@ -76,9 +77,11 @@ class RunStore:
     """Run records and item outcomes in Redis (a single Redis, or a Redis Cluster). Safe to
     share between threads."""
 
-    def __init__(self, client: redis.Redis, *, prefix: str = "af", ttl_s: int = 7 * 86400) -> None:
-        # redis-py's reply types are unions of every RESP shape; this store knows each reply.
-        self.client: Any = client
+    def __init__(self, client: StateRedis, *, prefix: str = "af", ttl_s: int = 7 * 86400) -> None:
+        # The handle, for what shares this Redis; commands go through ``_redis``: redis-py's
+        # reply types are unions of every RESP shape, and this store knows each reply.
+        self.client = client
+        self._redis: Any = client
         self.prefix = prefix
         self.ttl_s = ttl_s
         self.keys = RunKeys(prefix)
@@ -88,9 +91,9 @@ class RunStore:
         self.tally = StatsTally(client, self.keys.stats, self.keys.done_bucket)
 
     @classmethod
-    def from_settings(cls, settings: Settings, client: redis.Redis | None = None) -> RunStore:
+    def from_settings(cls, settings: Settings, client: StateRedis | None = None) -> RunStore:
         return cls(
-            client or connect(settings.redis_target()),
+            client or state_client(settings),
             prefix=settings.key_prefix,
             ttl_s=settings.result_ttl_s,
         )
@@ -111,7 +114,7 @@ class RunStore:
 
     def _mget(self, keys: Sequence[str]) -> list[Any]:
         # A cluster answers one slot per command: its client splits the read by slot.
-        return list(self.client.mget_nonatomic(keys) if self.clustered else self.client.mget(keys))
+        return list(self._redis.mget_nonatomic(keys) if self.clustered else self._redis.mget(keys))
 
     # Runs ----------------------------------------------------------------------------------
 
@@ -160,7 +163,7 @@ class RunStore:
             record["ended_at"] = repr(created)
         # Fleet-wide first: a run in the active set with no record yet is dropped by the
         # reconciler, while a record the reconciler never hears of would never be recovered.
-        shared = self.client.pipeline(transaction=False)
+        shared = self._redis.pipeline(transaction=False)
         shared.zadd(self.keys.runs, {run_id: created})
         # Records expire after ttl_s; their ids go from the index as new runs arrive.
         shared.zremrangebyscore(self.keys.runs, "-inf", f"({created - self.ttl_s!r}")
@@ -170,7 +173,7 @@ class RunStore:
         if not items and not open_:
             shared.hincrby(self.keys.stats, "runs_finished", 1)
         shared.execute()
-        pipe = self.client.pipeline(transaction=True)
+        pipe = self._redis.pipeline(transaction=True)
         pipe.hset(self.run_key(run_id), mapping=record)
         pipe.expire(self.run_key(run_id), self.ttl_s)
         for part, rows in (("items", items), ("inputs", inputs)):
@@ -182,29 +185,29 @@ class RunStore:
 
     def get_run(self, run_id: str) -> dict[str, str]:
         """The run's hash, or ``{}`` when there is no such run."""
-        return dict(self.client.hgetall(self.run_key(run_id)))
+        return dict(self._redis.hgetall(self.run_key(run_id)))
 
     def items(self, run_id: str, indices: Sequence[int] | None = None) -> dict[int, tuple[str, str, str]]:
         """Item index -> ``(task_id, idempotency key, item key)``, for ``indices`` or every item."""
         key = self.run_key(run_id, "items")
         if indices is None:
-            raw = self.client.hgetall(key)
+            raw = self._redis.hgetall(key)
             return {int(k): tuple(json.loads(v)) for k, v in raw.items()}
         if not indices:
             return {}
-        values = self.client.hmget(key, [str(i) for i in indices])
+        values = self._redis.hmget(key, [str(i) for i in indices])
         return {i: tuple(json.loads(v)) for i, v in zip(indices, values, strict=True) if v is not None}
 
     def done_indices(self, run_id: str) -> set[int]:
-        return {int(k) for k in self.client.hkeys(self.run_key(run_id, "done"))}
+        return {int(k) for k in self._redis.hkeys(self.run_key(run_id, "done"))}
 
     def summary(self, run_id: str, *, timed_out_ids: Sequence[str] = ()) -> RunSummary:
         return summary_from_record(run_id, self.get_run(run_id), timed_out_ids=timed_out_ids)
 
     def list_runs(self, limit: int = 20) -> list[RunSummary]:
         """The newest ``limit`` runs that still exist, newest first."""
-        ids = self.client.zrevrange(self.keys.runs, 0, max(0, limit - 1))
-        pipe = self.client.pipeline(transaction=False)
+        ids = self._redis.zrevrange(self.keys.runs, 0, max(0, limit - 1))
+        pipe = self._redis.pipeline(transaction=False)
         for run_id in ids:
             pipe.hgetall(self.run_key(run_id))
         records = pipe.execute()
@@ -216,26 +219,26 @@ class RunStore:
             else:
                 stale.append(run_id)
         if stale:
-            self.client.zrem(self.keys.runs, *stale)
+            self._redis.zrem(self.keys.runs, *stale)
         return summaries
 
     def fail_fast(self, run_id: str) -> None:
         """Mark the run failed: deliveries that start from now on do not run, nor its aggregate."""
-        self.client.hset(self.run_key(run_id), "status", "failed")
+        self._redis.hset(self.run_key(run_id), "status", "failed")
 
     def cancel(self, run_id: str) -> None:
         """Mark the run cancelled: deliveries that start from now on do not run."""
-        self.client.hset(self.run_key(run_id), "status", "cancelled")
+        self._redis.hset(self.run_key(run_id), "status", "cancelled")
 
     def incr(self, run_id: str, field: str, amount: int = 1) -> None:
         """Add ``amount`` to a run counter (``retries``, ``deferrals``...)."""
-        self.client.hincrby(self.run_key(run_id), field, amount)
+        self._redis.hincrby(self.run_key(run_id), field, amount)
 
     def events(
         self, run_id: str, last_id: str = "0-0", *, block_ms: int | None = None, count: int = 500
     ) -> list[tuple[str, dict[str, str]]]:
         """Events after ``last_id`` (``outcome`` or ``end``), waiting up to ``block_ms`` ms."""
-        reply = self.client.xread({self.run_key(run_id, "events"): last_id}, count=count, block=block_ms)
+        reply = self._redis.xread({self.run_key(run_id, "events"): last_id}, count=count, block=block_ms)
         if not reply:
             return []
         return [(entry_id, fields) for entry_id, fields in reply[0][1]]
@@ -257,14 +260,14 @@ class RunStore:
 
     def mark_aggregate_started(self, run_id: str, at: float | None = None) -> None:
         """Note when the fan-in callback started (seconds since the epoch)."""
-        self.client.hset(
+        self._redis.hset(
             self.run_key(run_id), "aggregate_started_at", repr(time.time() if at is None else at)
         )
 
     def set_aggregate(self, run_id: str, *, ok: bool, value: Any = None, error: str = "") -> bool:
         """Store the aggregate's result (the first one stored wins); the run is then done."""
         body = json.dumps({"ok": ok, "value": value, "error": error})
-        pipe = self.client.pipeline(transaction=True)
+        pipe = self._redis.pipeline(transaction=True)
         pipe.hsetnx(self.run_key(run_id), "aggregate_result", body)
         pipe.xadd(self.run_key(run_id, "events"), {"kind": "aggregate"})
         stored, _ = pipe.execute()
@@ -272,7 +275,7 @@ class RunStore:
         return bool(stored)
 
     def get_aggregate(self, run_id: str) -> dict[str, Any] | None:
-        raw = self.client.hget(self.run_key(run_id), "aggregate_result")
+        raw = self._redis.hget(self.run_key(run_id), "aggregate_result")
         return json.loads(raw) if raw else None
 
     # Items ---------------------------------------------------------------------------------
@@ -331,7 +334,7 @@ class RunStore:
         groups: dict[int, list[str]] = {}
         for key in held:
             # One script per cluster slot (one for all on a single Redis).
-            slot = self.client.keyslot(self.claim_key(key)) if self.clustered else 0
+            slot = self._redis.keyslot(self.claim_key(key)) if self.clustered else 0
             groups.setdefault(slot, []).append(key)
         kept: dict[str, bool] = {}
         for keys in groups.values():
@@ -358,7 +361,7 @@ class RunStore:
         flush_tallies()
         second = int(time.time() if now is None else now)
         buckets = self._mget([self.keys.done_bucket(second - i) for i in range(window_s)])
-        raw = self.client.hgetall(self.keys.stats)
+        raw = self._redis.hgetall(self.keys.stats)
         totals = {k: float(v) for k, v in raw.items() if k != "last_done_at"}
         last = raw.get("last_done_at")
         return CompletionStats(
@@ -370,7 +373,7 @@ class RunStore:
 
     def clear_deliveries(self, task_id: str, key: str) -> None:
         """Forget unfinished deliveries of a task id of item ``key`` (it ended an attempt normally)."""
-        self.client.delete(self.keys.deliveries(key, task_id))
+        self._redis.delete(self.keys.deliveries(key, task_id))
 
     def reopen(
         self, run_id: str, index: int, key: str, *, was_ok: bool, was_dead: bool, input_json: str = ""
@@ -380,8 +383,8 @@ class RunStore:
         ``input_json`` (a stage-0 input) is kept again, for the reconciler, until the item's
         next outcome; the run becomes active again.
         """
-        self.client.sadd(self.keys.active, run_id)
-        self.client.delete(self.outcome_key(key))
+        self._redis.sadd(self.keys.active, run_id)
+        self._redis.delete(self.outcome_key(key))
         reopened = self._scripts["reopen"](
             keys=[
                 self.run_key(run_id),
@@ -397,28 +400,28 @@ class RunStore:
 
     def active_runs(self) -> list[str]:
         """Runs that are running or waiting for their aggregate."""
-        return sorted(self.client.smembers(self.keys.active))
+        return sorted(self._redis.smembers(self.keys.active))
 
     def deactivate(self, run_id: str) -> None:
         """The run needs no more reconciling (it ended, or its record expired)."""
-        self.client.srem(self.keys.active, run_id)
+        self._redis.srem(self.keys.active, run_id)
 
     def item_inputs(self, run_id: str, indices: Sequence[int]) -> dict[int, dict[str, Any]]:
         """The stage-0 inputs still kept for ``indices`` (an item's is dropped at its outcome)."""
         if not indices:
             return {}
-        raw = self.client.hmget(self.run_key(run_id, "inputs"), [str(i) for i in indices])
+        raw = self._redis.hmget(self.run_key(run_id, "inputs"), [str(i) for i in indices])
         return {i: json.loads(r) for i, r in zip(indices, raw, strict=True) if r is not None}
 
     def suspects(self, run_id: str) -> dict[int, float]:
         """Items found with no outcome, claim or message, and since when (epoch seconds)."""
-        return {int(k): float(v) for k, v in self.client.hgetall(self.run_key(run_id, "suspect")).items()}
+        return {int(k): float(v) for k, v in self._redis.hgetall(self.run_key(run_id, "suspect")).items()}
 
     def mark_suspects(self, run_id: str, first_seen: Mapping[int, float], cleared: Iterable[int]) -> None:
         """Note newly suspect items (first sighting kept) and forget ones seen alive again."""
         key = self.run_key(run_id, "suspect")
         gone = [str(i) for i in cleared]
-        pipe = self.client.pipeline(transaction=False)
+        pipe = self._redis.pipeline(transaction=False)
         if gone:
             pipe.hdel(key, *gone)
         for idx, at in first_seen.items():
@@ -428,14 +431,14 @@ class RunStore:
 
     def add_attempt_error(self, key: str, error: dict[str, Any]) -> None:
         """Append one failed attempt (type, message, time...) to the item's history."""
-        pipe = self.client.pipeline(transaction=False)
+        pipe = self._redis.pipeline(transaction=False)
         pipe.rpush(self.keys.item("errs", key), json.dumps(error))
         pipe.ltrim(self.keys.item("errs", key), -50, -1)
         pipe.expire(self.keys.item("errs", key), self.ttl_s)
         pipe.execute()
 
     def attempt_errors(self, key: str) -> list[dict[str, Any]]:
-        return [json.loads(x) for x in self.client.lrange(self.keys.item("errs", key), 0, -1)]
+        return [json.loads(x) for x in self._redis.lrange(self.keys.item("errs", key), 0, -1)]
 
     def stored_outcomes(self, keys: Iterable[str]) -> list[TaskOutcome | None]:
         keys = list(keys)

@@ -38,7 +38,8 @@ from celery import Celery
 from agentfleet.config import Settings
 from agentfleet.idempotency import stage_key
 from agentfleet.models import TaskOutcome
-from agentfleet.redis_client import connect
+from agentfleet.redis_client import broker_client
+from agentfleet.redis_handles import BrokerRedis
 from agentfleet.runs import RunStore, new_claim_token
 from agentfleet.runs.dispatching import DispatchRecord, dispatch_deadline
 from agentfleet.tasks.batch import batch_task_id
@@ -99,14 +100,14 @@ class Reconciler:
         store: RunStore,
         *,
         node: str = "reconciler",
-        broker: Any = None,
+        broker: BrokerRedis | None = None,
     ) -> None:
         self.settings = settings
         self.app = app
         self.store = store
         # kombu's queues and unacknowledged messages live on the broker, which may not be
         # where the run store is (``state_url``).
-        self.broker: Any = broker if broker is not None else connect(settings.broker_target())
+        self.broker = broker if broker is not None else broker_client(settings)
         self.token = new_claim_token(node)
 
     # The lock ------------------------------------------------------------------------------
@@ -243,7 +244,7 @@ class Reconciler:
             log.warning("run %s: sent its aggregate again (its message was lost)", run_id)
             return
         if candidate.index == _COMPENSATION:
-            forget_stale(self.store.client, stale)
+            forget_stale(self.broker, stale)
             compensation_signature(self.app, run_id, self.settings.queues.fanin).apply_async()
             report.compensations += 1
             log.warning("run %s: sent its compensation again (its message was lost)", run_id)
@@ -282,7 +283,7 @@ class Reconciler:
             self.store.finish(cancelled_outcome(meta, meta.task_id), store=False)
             report.cancelled += 1
             return
-        forget_stale(self.store.client, stale)
+        forget_stale(self.broker, stale)
         if recover_graph_item(self.settings, self.app, self.store, meta) is None:
             self.store.incr(candidate.run_id, "recovered")
             report.recovered.append(meta.task_id)
