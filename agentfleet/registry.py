@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentfleet.config import Settings
+from agentfleet.outages import repeatable
 from agentfleet.redis_client import state_client
 from agentfleet.redis_handles import StateRedis
 
@@ -133,6 +134,7 @@ class WorkerRegistry:
         pipe.zrem(self._index_key(), node)
         pipe.execute()
 
+    @repeatable
     def live(self) -> list[WorkerRecord]:
         """The workers whose heartbeat has not expired, by node name.
 

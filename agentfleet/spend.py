@@ -27,6 +27,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from agentfleet.config import Settings
+from agentfleet.outages import repeatable
 from agentfleet.redis_client import state_client
 from agentfleet.redis_handles import StateRedis
 
@@ -84,6 +85,7 @@ class SpendLedger:
     def budget_key(self, run_id: str) -> str:
         return f"{self.prefix}:budget:{{{run_id}}}"
 
+    @repeatable
     def set_budget(self, run_id: str, usd: float) -> None:
         """Give run ``run_id`` a budget of its own, in US dollars."""
         self.client.set(self.budget_key(run_id), repr(float(usd)), ex=self.run_ttl_s)

@@ -17,14 +17,18 @@ the braces are Redis Cluster hash tags, see ``runs/keys.py``). Every key expires
                             ``aggregate`` once the aggregate is stored
 - ``p:run:{<id>}:suspect``  hash: item index -> epoch seconds the reconciler first found it
                             with no outcome, no claim and no message (``tasks/reconciler.py``)
+- ``p:run:{<id>}:counted``  hash: ``<counter> <event id>`` -> 1 for each event ``incr`` counted,
+                            so that an event is counted once
 - ``p:out:{<tag>}...``      an item's stored outcome, under its idempotency key
 - ``p:mem:{<tag>}...``      the item's steps, checkpoints and spending (``runs/memory.py``);
                             set to expire with the outcome when the outcome is stored
 - ``p:claim:{<tag>}...``    string, the token of the delivery running the item; expires
                             ``claim_ttl_s`` after its last renewal (see ``runs/claims.py``)
-- ``p:errs:{<tag>}...``     list: every failed attempt of an item (type, message, time)
+- ``p:errs:{<tag>}...``     list: the last 50 failed attempts of an item (type, message, time)
 - ``p:deliv:{<tag>}...:<task id>``  deliveries of a task id that have not finished (poison
-                            detection); expires four visibility timeouts after the first
+                            detection); expires four visibility timeouts after the first;
+                            ``...:<task id>:<claim token>`` marks a delivery counted (it expires
+                            with the claim), so a start sent twice counts once
 - ``p:runs:active``         set: runs that are running or waiting for their aggregate (no
                             expiry; the reconciler drops runs that ended or expired)
 - ``p:runs``                sorted set: run ids by creation time; ids older than ``ttl_s``
@@ -40,9 +44,12 @@ An item's ``<tag>`` is its run id for a default idempotency key (the item lives 
 slot) and the key itself for one given with ``key=``.
 
 Nothing here reads, changes and writes back: counters move by ``HINCRBY`` inside Lua
-scripts (``runs/scripts/``), so any number of workers can record outcomes of one run at once,
-and every script can run twice (a retried call after a dropped connection) without counting
-twice.
+scripts (``runs/scripts/``), so any number of workers can record outcomes of one run at once.
+Every public method is ``@repeatable`` (``agentfleet.outages``): sent again after a dropped
+connection, it counts nothing twice. Outcomes are counted once per item, counters once per
+event id, attempts once per record, deliveries once per claim token, a run's start once per
+run id. A repeat that finds its work done does nothing more: a run that the first call ended
+is then left to the reconciler (its aggregate, its leaving the active runs).
 """
 
 from __future__ import annotations
@@ -59,6 +66,7 @@ import redis
 from agentfleet.config import Settings
 from agentfleet.lua import ScriptSet
 from agentfleet.models import RunSummary, TaskOutcome
+from agentfleet.outages import repeatable
 from agentfleet.redis_client import state_client
 from agentfleet.redis_handles import StateRedis
 from agentfleet.runs.delivery import BeginState, DeliveryScripts, FinishState, outcome_kind
@@ -86,7 +94,9 @@ class RunStore:
         self.ttl_s = ttl_s
         self.keys = RunKeys(prefix)
         self.clustered = isinstance(client, redis.RedisCluster)
-        self._scripts = RUNS_LUA.register(client, "reopen", "release", "renew")
+        self._scripts = RUNS_LUA.register(
+            client, "reopen", "release", "renew", "count_event", "attempt_error"
+        )
         self._delivery = DeliveryScripts(client, self.keys, ttl_s=ttl_s, clustered=self.clustered)
         self.tally = StatsTally(client, self.keys.stats, self.keys.done_bucket)
 
@@ -100,15 +110,19 @@ class RunStore:
 
     # Keys ----------------------------------------------------------------------------------
 
+    @repeatable
     def run_key(self, run_id: str, part: str = "") -> str:
         return self.keys.run(run_id, part)
 
+    @repeatable
     def outcome_key(self, key: str) -> str:
         return self.keys.item("out", key)
 
+    @repeatable
     def claim_key(self, key: str) -> str:
         return self.keys.item("claim", key)
 
+    @repeatable
     def active_key(self) -> str:
         return self.keys.active
 
@@ -118,6 +132,7 @@ class RunStore:
 
     # Runs ----------------------------------------------------------------------------------
 
+    @repeatable
     def create_run(
         self,
         run_id: str,
@@ -138,7 +153,8 @@ class RunStore:
         """Record a new run: its items (``(task_id, idempotency key, item key)`` each), their
         inputs, the queue of each stage (what a lost message is rebuilt from), ``extra`` fields.
         With ``dispatching_until`` (epoch seconds) the run is open for more items (see
-        ``runs/dispatching.py``)."""
+        ``runs/dispatching.py``). Sent again (before any item's message is out), it writes the
+        same record and counts the run as started once."""
         created = time.time() if created_at is None else created_at
         open_ = dispatching_until is not None
         record = {
@@ -169,10 +185,13 @@ class RunStore:
         shared.zremrangebyscore(self.keys.runs, "-inf", f"({created - self.ttl_s!r}")
         if items or aggregate or open_:
             shared.sadd(self.keys.active, run_id)
-        shared.hincrby(self.keys.stats, "runs_started", 1)
-        if not items and not open_:
-            shared.hincrby(self.keys.stats, "runs_finished", 1)
-        shared.execute()
+        if shared.execute()[0]:
+            # Counted by the call that put the run in the index, never by one sent again.
+            counts = self._redis.pipeline(transaction=False)
+            counts.hincrby(self.keys.stats, "runs_started", 1)
+            if not items and not open_:
+                counts.hincrby(self.keys.stats, "runs_finished", 1)
+            counts.execute()
         pipe = self._redis.pipeline(transaction=True)
         pipe.hset(self.run_key(run_id), mapping=record)
         pipe.expire(self.run_key(run_id), self.ttl_s)
@@ -183,10 +202,12 @@ class RunStore:
             pipe.expire(self.run_key(run_id, part), self.ttl_s)
         pipe.execute()
 
+    @repeatable
     def get_run(self, run_id: str) -> dict[str, str]:
         """The run's hash, or ``{}`` when there is no such run."""
         return dict(self._redis.hgetall(self.run_key(run_id)))
 
+    @repeatable
     def items(self, run_id: str, indices: Sequence[int] | None = None) -> dict[int, tuple[str, str, str]]:
         """Item index -> ``(task_id, idempotency key, item key)``, for ``indices`` or every item."""
         key = self.run_key(run_id, "items")
@@ -198,12 +219,15 @@ class RunStore:
         values = self._redis.hmget(key, [str(i) for i in indices])
         return {i: tuple(json.loads(v)) for i, v in zip(indices, values, strict=True) if v is not None}
 
+    @repeatable
     def done_indices(self, run_id: str) -> set[int]:
         return {int(k) for k in self._redis.hkeys(self.run_key(run_id, "done"))}
 
+    @repeatable
     def summary(self, run_id: str, *, timed_out_ids: Sequence[str] = ()) -> RunSummary:
         return summary_from_record(run_id, self.get_run(run_id), timed_out_ids=timed_out_ids)
 
+    @repeatable
     def list_runs(self, limit: int = 20) -> list[RunSummary]:
         """The newest ``limit`` runs that still exist, newest first."""
         ids = self._redis.zrevrange(self.keys.runs, 0, max(0, limit - 1))
@@ -222,18 +246,25 @@ class RunStore:
             self._redis.zrem(self.keys.runs, *stale)
         return summaries
 
+    @repeatable
     def fail_fast(self, run_id: str) -> None:
         """Mark the run failed: deliveries that start from now on do not run, nor its aggregate."""
         self._redis.hset(self.run_key(run_id), "status", "failed")
 
+    @repeatable
     def cancel(self, run_id: str) -> None:
         """Mark the run cancelled: deliveries that start from now on do not run."""
         self._redis.hset(self.run_key(run_id), "status", "cancelled")
 
-    def incr(self, run_id: str, field: str, amount: int = 1) -> None:
-        """Add ``amount`` to a run counter (``retries``, ``deferrals``...)."""
-        self._redis.hincrby(self.run_key(run_id), field, amount)
+    @repeatable
+    def incr(self, run_id: str, field: str, amount: int = 1, *, event: str) -> bool:
+        """Add ``amount`` to a run counter (``retries``, ``deferrals``...) for ``event``, an id
+        of what is counted (a delivery's attempt, a recovery): an event already counted is not
+        counted again. True when this call counted it."""
+        keys = [self.run_key(run_id), self.run_key(run_id, "counted")]
+        return bool(self._scripts["count_event"](keys=keys, args=[field, amount, event, self.ttl_s]))
 
+    @repeatable
     def events(
         self, run_id: str, last_id: str = "0-0", *, block_ms: int | None = None, count: int = 500
     ) -> list[tuple[str, dict[str, str]]]:
@@ -243,6 +274,7 @@ class RunStore:
             return []
         return [(entry_id, fields) for entry_id, fields in reply[0][1]]
 
+    @repeatable
     def outcomes(self, run_id: str) -> dict[int, TaskOutcome]:
         """The latest outcome of each finished item, by index."""
         found: dict[int, TaskOutcome] = {}
@@ -258,14 +290,18 @@ class RunStore:
 
     # Aggregates ----------------------------------------------------------------------------
 
+    @repeatable
     def mark_aggregate_started(self, run_id: str, at: float | None = None) -> None:
         """Note when the fan-in callback started (seconds since the epoch)."""
         self._redis.hset(
             self.run_key(run_id), "aggregate_started_at", repr(time.time() if at is None else at)
         )
 
+    @repeatable
     def set_aggregate(self, run_id: str, *, ok: bool, value: Any = None, error: str = "") -> bool:
-        """Store the aggregate's result (the first one stored wins); the run is then done."""
+        """Store the aggregate's result (the first one stored wins); the run is then done. Sent
+        again, it stores nothing more and adds a second ``aggregate`` event (readers take any
+        as the signal to read the result)."""
         body = json.dumps({"ok": ok, "value": value, "error": error})
         pipe = self._redis.pipeline(transaction=True)
         pipe.hsetnx(self.run_key(run_id), "aggregate_result", body)
@@ -274,21 +310,25 @@ class RunStore:
         self.deactivate(run_id)
         return bool(stored)
 
+    @repeatable
     def get_aggregate(self, run_id: str) -> dict[str, Any] | None:
         raw = self._redis.hget(self.run_key(run_id), "aggregate_result")
         return json.loads(raw) if raw else None
 
     # Items ---------------------------------------------------------------------------------
 
+    @repeatable
     def begin(
         self, run_id: str, key: str, task_id: str, *, deliveries_ttl_s: int, token: str, claim_ttl_s: float
     ) -> BeginState:
         """Start a delivery: read run status and any stored outcome; claim the item for
-        ``claim_ttl_s`` seconds under ``token``; count the delivery (one round trip)."""
+        ``claim_ttl_s`` seconds under ``token``; count the delivery, once per ``token`` however
+        often this is sent (one round trip)."""
         return self._delivery.begin(
             run_id, key, task_id, deliveries_ttl_s=deliveries_ttl_s, token=token, claim_ttl_s=claim_ttl_s
         )
 
+    @repeatable
     def finish(
         self, outcome: TaskOutcome, *, store: bool = True, record: bool = True, token: str = ""
     ) -> FinishState:
@@ -318,15 +358,18 @@ class RunStore:
 
     # Claims --------------------------------------------------------------------------------
 
+    @repeatable
     def release_claim(self, key: str, token: str) -> bool:
         """Give up the claim on ``key`` if ``token`` holds it."""
         return bool(self._scripts["release"](keys=[self.claim_key(key)], args=[token, "exact"]))
 
+    @repeatable
     def release_claim_of(self, key: str, owner_prefix: str) -> bool:
         """Give up the claim on ``key`` if a token starting with ``owner_prefix`` holds it (the
         worker's main process releasing the claim of a pool process that died)."""
         return bool(self._scripts["release"](keys=[self.claim_key(key)], args=[owner_prefix, "prefix"]))
 
+    @repeatable
     def renew_claims(self, held: Mapping[str, str], ttl_s: float) -> dict[str, bool]:
         """Extend each claim ``key -> token`` still held; which ones were (True) or were lost."""
         if not held:
@@ -345,12 +388,14 @@ class RunStore:
             kept.update((k, bool(v)) for k, v in zip(keys, reply, strict=True))
         return kept
 
+    @repeatable
     def live_claims(self, keys: Sequence[str]) -> list[bool]:
         """Whether each key has a live claim now."""
         if not keys:
             return []
         return [v is not None for v in self._mget([self.claim_key(k) for k in keys])]
 
+    @repeatable
     def completion_stats(self, window_s: int = 60, *, now: float | None = None) -> CompletionStats:
         """Items counted in the last ``window_s`` seconds (at most 120), the last one's time,
         and the cumulative counters (``succeeded``, ``failed``, ``cancelled``,
@@ -371,10 +416,12 @@ class RunStore:
             totals=totals,
         )
 
+    @repeatable
     def clear_deliveries(self, task_id: str, key: str) -> None:
         """Forget unfinished deliveries of a task id of item ``key`` (it ended an attempt normally)."""
         self._redis.delete(self.keys.deliveries(key, task_id))
 
+    @repeatable
     def reopen(
         self, run_id: str, index: int, key: str, *, was_ok: bool, was_dead: bool, input_json: str = ""
     ) -> bool:
@@ -398,14 +445,17 @@ class RunStore:
 
     # What the reconciler reads and marks ---------------------------------------------------
 
+    @repeatable
     def active_runs(self) -> list[str]:
         """Runs that are running or waiting for their aggregate."""
         return sorted(self._redis.smembers(self.keys.active))
 
+    @repeatable
     def deactivate(self, run_id: str) -> None:
         """The run needs no more reconciling (it ended, or its record expired)."""
         self._redis.srem(self.keys.active, run_id)
 
+    @repeatable
     def item_inputs(self, run_id: str, indices: Sequence[int]) -> dict[int, dict[str, Any]]:
         """The stage-0 inputs still kept for ``indices`` (an item's is dropped at its outcome)."""
         if not indices:
@@ -413,10 +463,12 @@ class RunStore:
         raw = self._redis.hmget(self.run_key(run_id, "inputs"), [str(i) for i in indices])
         return {i: json.loads(r) for i, r in zip(indices, raw, strict=True) if r is not None}
 
+    @repeatable
     def suspects(self, run_id: str) -> dict[int, float]:
         """Items found with no outcome, claim or message, and since when (epoch seconds)."""
         return {int(k): float(v) for k, v in self._redis.hgetall(self.run_key(run_id, "suspect")).items()}
 
+    @repeatable
     def mark_suspects(self, run_id: str, first_seen: Mapping[int, float], cleared: Iterable[int]) -> None:
         """Note newly suspect items (first sighting kept) and forget ones seen alive again."""
         key = self.run_key(run_id, "suspect")
@@ -429,17 +481,19 @@ class RunStore:
         pipe.expire(key, self.ttl_s)
         pipe.execute()
 
-    def add_attempt_error(self, key: str, error: dict[str, Any]) -> None:
-        """Append one failed attempt (type, message, time...) to the item's history."""
-        pipe = self._redis.pipeline(transaction=False)
-        pipe.rpush(self.keys.item("errs", key), json.dumps(error))
-        pipe.ltrim(self.keys.item("errs", key), -50, -1)
-        pipe.expire(self.keys.item("errs", key), self.ttl_s)
-        pipe.execute()
+    @repeatable
+    def add_attempt_error(self, key: str, error: dict[str, Any]) -> bool:
+        """Append one failed attempt to the item's history (the last 50 are kept). ``error``
+        names its attempt and the time it was made (``AttemptRecord``), which tell it apart:
+        the same record again is not appended again. True when this call appended it."""
+        keys = [self.keys.item("errs", key)]
+        return bool(self._scripts["attempt_error"](keys=keys, args=[json.dumps(error), self.ttl_s, 50]))
 
+    @repeatable
     def attempt_errors(self, key: str) -> list[dict[str, Any]]:
         return [json.loads(x) for x in self._redis.lrange(self.keys.item("errs", key), 0, -1)]
 
+    @repeatable
     def stored_outcomes(self, keys: Iterable[str]) -> list[TaskOutcome | None]:
         keys = list(keys)
         if not keys:

@@ -228,12 +228,14 @@ class Reconciler:
         fresh = {c.index: now for c in missing if c.index not in seen}
         for candidate in due:
             stale = [tag for t in candidate.task_ids for tag in view.stale.get(t, [])]
-            self._recover(candidate, stale, report)
+            self._recover(candidate, stale, report, now)
         self.store.mark_suspects(run_id, fresh, [*cleared, *(c.index for c in due)])
 
     # Sending again -------------------------------------------------------------------------
 
-    def _recover(self, candidate: _Candidate, stale: list[str], report: PassReport) -> None:
+    def _recover(self, candidate: _Candidate, stale: list[str], report: PassReport, now: float) -> None:
+        """Send ``candidate`` again in the pass at ``now`` (epoch seconds; with the item's task
+        id, the recovery counted once however often its count is sent)."""
         record, run_id = candidate.record, candidate.run_id
         if candidate.index == _AGGREGATE:
             forget_stale(self.broker, stale)
@@ -251,7 +253,7 @@ class Reconciler:
             return
         assert candidate.item is not None
         if record.get("kind") == "graph":
-            self._recover_graph(candidate, stale, report)
+            self._recover_graph(candidate, stale, report, now)
             return
         meta = self._meta(candidate, record)
         if record.get("status") in ("cancelled", "failed"):
@@ -263,13 +265,13 @@ class Reconciler:
             return
         forget_stale(self.broker, stale)
         signature.apply_async()
-        self.store.incr(run_id, "recovered")
+        self.store.incr(run_id, "recovered", event=f"{meta.task_id} {now!r}")
         report.recovered.append(meta.task_id)
         log.warning(
             "run %s: item %s had lost its message; sent it again from stage %d", run_id, meta.item, meta.stage
         )
 
-    def _recover_graph(self, candidate: _Candidate, stale: list[str], report: PassReport) -> None:
+    def _recover_graph(self, candidate: _Candidate, stale: list[str], report: PassReport, now: float) -> None:
         assert candidate.item is not None
         _, key, item_key = candidate.item
         meta = ItemMeta(
@@ -285,7 +287,7 @@ class Reconciler:
             return
         forget_stale(self.broker, stale)
         if recover_graph_item(self.settings, self.app, self.store, meta) is None:
-            self.store.incr(candidate.run_id, "recovered")
+            self.store.incr(candidate.run_id, "recovered", event=f"{meta.task_id} {now!r}")
             report.recovered.append(meta.task_id)
             log.warning(
                 "run %s: item %s had lost its open steps' messages; sent them again", meta.run, meta.item
