@@ -9,9 +9,10 @@ client:
 - has room for ``max_connections`` connections and, when all are busy, waits up to
   ``pool_timeout_s`` seconds for one instead of failing (a gevent worker with 1,000 busy
   slots may ask for 1,000 at once);
-- retries a command that met a dropped connection a few times with jittered backoff (the
-  reply of a command that did reach the server may be lost: agentfleet's own scripts are
-  safe to run twice), and checks idle connections before use;
+- sends a command that met a dropped connection again, a few times with jittered backoff,
+  and checks idle connections before use. The reply of a command that did reach the server
+  may be what was lost: the run store's writes count nothing twice when sent again (see
+  ``agentfleet.outages``);
 - returns ``str`` replies.
 
 Longer outages are for the caller to ride out (see ``agentfleet.outages``).
