@@ -26,6 +26,7 @@ from agentfleet.redis_client import RedisTarget, connect
 from agentfleet.redis_handles import StateRedis
 from agentfleet.runs import RunStore
 from agentfleet.runs.dispatching import DispatchRecord
+from agentfleet.tasks.batch import _claim_all
 
 # Who sends a command again after its reply was lost: redis-py's own retry (three, within about
 # a second), or, with that off, ``Patience``.
@@ -208,3 +209,13 @@ def test_every_public_method_of_the_run_store_is_repeatable() -> None:
     ]
     assert methods, "the run store has methods"
     assert [name for name in methods if not is_repeatable(getattr(RunStore, name))] == []
+
+
+def test_a_batch_claiming_its_items_twice_holds_them_all_and_no_one_elses(
+    redis_client: redis.Redis, key_prefix: str
+) -> None:
+    store = RunStore(StateRedis(redis_client), prefix=key_prefix)
+    keys = [f"{uuid.uuid4().hex[:16]}:{n}:ab12" for n in range(3)]
+    redis_client.set(store.claim_key(keys[2]), "other:1:x", px=20_000)
+    assert _claim_all(store, keys, "w:1:batch", 20.0) == keys[:2]
+    assert _claim_all(store, keys, "w:1:batch", 20.0) == keys[:2], "sent again, it still holds its own"
