@@ -9,19 +9,26 @@ client:
 - has room for ``max_connections`` connections and, when all are busy, waits up to
   ``pool_timeout_s`` seconds for one instead of failing (a gevent worker with 1,000 busy
   slots may ask for 1,000 at once);
-- retries a command that met a dropped connection a few times with jittered backoff (the
-  reply of a command that did reach the server may be lost: agentfleet's own scripts are
-  safe to run twice), and checks idle connections before use;
+- sends a command that met a dropped connection again, a few times with jittered backoff,
+  and checks idle connections before use. The reply of a command that did reach the server
+  may be what was lost: the run store's writes count nothing twice when sent again (see
+  ``agentfleet.outages``);
 - returns ``str`` replies.
 
-Longer outages are for the caller to ride out (see ``agentfleet.resilience``).
+Longer outages are for the caller to ride out (see ``agentfleet.outages``).
+
+agentfleet holds two kinds of client, typed apart (``agentfleet.redis_handles``) and made only
+here: ``broker_client(settings)`` on the broker's Redis (kombu's queues and unacknowledged
+messages) and ``state_client(settings)`` on the Redis of agentfleet's own state
+(``state_url``, else the broker's). ``connect`` gives an untyped client, for probes.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import unquote, urlsplit
 
 import redis
@@ -30,9 +37,19 @@ from redis.cluster import ClusterNode, RedisCluster
 from redis.retry import Retry
 from redis.sentinel import Sentinel
 
+from agentfleet.redis_handles import BrokerRedis, StateRedis
 from agentfleet.transport.pools import QuickBlockingPool, QuickConnection
 
-__all__ = ["RedisTarget", "cluster_nodes", "connect", "mask_url", "reset_connections", "sentinel_hosts"]
+__all__ = [
+    "RedisTarget",
+    "broker_client",
+    "cluster_nodes",
+    "connect",
+    "mask_url",
+    "reset_connections",
+    "sentinel_hosts",
+    "state_client",
+]
 
 # Connection-level retries for one command; outages longer than this are the caller's.
 _RETRIES = 3
@@ -193,6 +210,34 @@ def connect(target: RedisTarget | str) -> redis.Redis:
                 client = _url_client(target)
             _clients[target] = client
         return client
+
+
+class Targets(Protocol):
+    """Where the broker and the state live (``agentfleet.config.Settings`` is one)."""
+
+    def broker_target(self) -> RedisTarget: ...
+
+    def redis_target(self) -> RedisTarget: ...
+
+
+def _probing(target: RedisTarget, probe_timeout_s: float | None) -> RedisTarget:
+    if probe_timeout_s is None:
+        return target
+    wait_s = probe_timeout_s
+    return dataclasses.replace(target, connect_timeout_s=wait_s, socket_timeout_s=wait_s, retries=0)
+
+
+def broker_client(settings: Targets, *, probe_timeout_s: float | None = None) -> BrokerRedis:
+    """The process's shared client on the broker's Redis: kombu's queues and unacknowledged
+    messages. With ``probe_timeout_s`` (seconds), one of its own that gives up after that long
+    to connect or to answer, without retries (for health probes)."""
+    return BrokerRedis(connect(_probing(settings.broker_target(), probe_timeout_s)))
+
+
+def state_client(settings: Targets, *, probe_timeout_s: float | None = None) -> StateRedis:
+    """The process's shared client on agentfleet's own state (``state_url``, else the broker's
+    Redis). ``probe_timeout_s`` as for ``broker_client``."""
+    return StateRedis(connect(_probing(settings.redis_target(), probe_timeout_s)))
 
 
 def reset_connections() -> None:

@@ -25,15 +25,14 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-import redis
-
 from agentfleet.config import Settings
 from agentfleet.dlq.filters import DLQFilter
 from agentfleet.dlq.fingerprint import normalise_message
 from agentfleet.dlq.model import DeadLetter
 from agentfleet.dlq.stats import NO_DOWNSTREAM, DLQStats, FingerprintCount, stats_of_entries
 from agentfleet.lua import ScriptSet
-from agentfleet.redis_client import connect
+from agentfleet.redis_client import state_client
+from agentfleet.redis_handles import StateRedis
 
 __all__ = ["DLQ_LUA", "NO_DOWNSTREAM", "DLQStore"]
 
@@ -48,7 +47,7 @@ def _stream_ms(entry_id: str) -> float:
 class DLQStore:
     """Dead letters in Redis. Safe to share between threads; every change is atomic."""
 
-    def __init__(self, client: redis.Redis, *, prefix: str = "af") -> None:
+    def __init__(self, client: StateRedis, *, prefix: str = "af") -> None:
         # redis-py's reply types are unions of every RESP shape; this store knows each reply.
         self.client: Any = client
         self.prefix = f"{{{prefix}:dlq}}"
@@ -56,8 +55,8 @@ class DLQStore:
         self._add, self._remove = scripts["add"], scripts["remove"]
 
     @classmethod
-    def from_settings(cls, settings: Settings, client: redis.Redis | None = None) -> DLQStore:
-        return cls(client or connect(settings.redis_target()), prefix=settings.key_prefix)
+    def from_settings(cls, settings: Settings, client: StateRedis | None = None) -> DLQStore:
+        return cls(client or state_client(settings), prefix=settings.key_prefix)
 
     # Keys ----------------------------------------------------------------------------------
 

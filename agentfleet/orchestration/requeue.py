@@ -243,7 +243,7 @@ def requeue_entry(
         if stored is not None:
             runs.finish(stored)
             if reopened:
-                runs.incr(entry.run_id, "redelivered", -1)
+                runs.incr(entry.run_id, "redelivered", -1, event=f"refused {entry.id} {entry.requeues}")
         return result.model_copy(update={"action": "failed", "reason": f"the broker refused it: {exc}"})
     dlq.remove([entry.id], generation=entry.requeues)
     return result

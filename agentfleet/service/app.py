@@ -35,7 +35,6 @@ that holds no detail.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import hmac
 import logging
 from collections.abc import AsyncIterator, Sequence
@@ -55,7 +54,7 @@ from agentfleet.config import Settings
 from agentfleet.errors import ConfigError, DispatchError, InvalidInput
 from agentfleet.orchestration import Fleet
 from agentfleet.orchestration.named import start_named
-from agentfleet.redis_client import connect
+from agentfleet.redis_client import broker_client, state_client
 from agentfleet.registry import WorkerRecord, WorkerRegistry
 from agentfleet.runs import RunStore
 from agentfleet.service.collectors import DEFAULT_COLLECTORS, Collected, Collector, collect
@@ -83,18 +82,11 @@ class ServiceState:
         self.collectors = tuple(collectors)
         self.clock = PendingClock()
         wait_s = settings.service.probe_timeout_s
-        probe = dataclasses.replace(
-            settings.redis_target(), connect_timeout_s=wait_s, socket_timeout_s=wait_s, retries=0
-        )
-        client = connect(probe)
+        client = state_client(settings, probe_timeout_s=wait_s)
         self.store = RunStore.from_settings(settings, client)
         self.registry = WorkerRegistry.from_settings(settings, client)
         # The broker's queues, which ``state_url`` may put apart from the store, probed alike.
-        self.broker = connect(
-            dataclasses.replace(
-                settings.broker_target(), connect_timeout_s=wait_s, socket_timeout_s=wait_s, retries=0
-            )
-        )
+        self.broker = broker_client(settings, probe_timeout_s=wait_s)
 
     def live_workers(self) -> list[WorkerRecord]:
         return self.registry.live()

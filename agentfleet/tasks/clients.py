@@ -31,7 +31,7 @@ from agentfleet.llm.vendors import vendors_for
 from agentfleet.models import TokenUsage
 from agentfleet.ratelimit import Permit
 from agentfleet.ratelimit.names import pool_downstream
-from agentfleet.redis_client import connect
+from agentfleet.redis_client import state_client
 from agentfleet.tasks.budgets import budget_hooks
 from agentfleet.tasks.shared import limiter, per_process
 from agentfleet.tools.audit import AuditLog
@@ -80,9 +80,7 @@ def http_pools(settings: Settings, module: ModuleType) -> TransportPools:
 
 
 def _audit(settings: Settings) -> AuditLog:
-    return per_process(
-        "audit", settings, lambda: AuditLog(connect(settings.redis_target()), settings.key_prefix)
-    )
+    return per_process("audit", settings, lambda: AuditLog(state_client(settings), settings.key_prefix))
 
 
 def llm_endpoint(settings: Settings) -> tuple[str, str | None]:

@@ -33,9 +33,8 @@ import functools
 import logging
 import time
 import traceback
-from collections.abc import Callable
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from celery.exceptions import Reject, SoftTimeLimitExceeded
 
@@ -50,7 +49,7 @@ from agentfleet.errors import (
     TaskTimeLimit,
 )
 from agentfleet.models import TaskOutcome
-from agentfleet.outages import patient, ride_out
+from agentfleet.outages import Patience
 from agentfleet.redaction import Redactor
 from agentfleet.runs import FinishState, claim_renewer, new_claim_token
 from agentfleet.tasks import clients, failures
@@ -84,7 +83,6 @@ if TYPE_CHECKING:
 __all__ = ["cancelled_outcome", "execute"]
 
 log = logging.getLogger("agentfleet.task")
-T = TypeVar("T")
 
 
 class _Rescheduled(Exception):
@@ -117,9 +115,8 @@ class _Delivery:
         self.settings: Settings = get_settings()
         # ``runs`` is the process's run store; ``store`` is the same, riding out Redis outages.
         self.runs = run_store(self.settings)
-        self.store = patient(
-            self.runs, budget_s=self.settings.delivery.redis_retry_s, url=self.settings.broker_url
-        )
+        self.patience = Patience(self.settings.delivery.redis_retry_s, self.settings.broker_url)
+        self.store = self.patience.wrap(self.runs)
         self.kwargs = dict(kwargs)
         own_id = task_id or (request.id if request is not None else task.request.id) or None
         self.meta = meta_for(self.kwargs, own_id)
@@ -150,11 +147,11 @@ class _Delivery:
             scoped = outcome.model_copy(update={"idempotency_key": self.key})
         if store and outcome.ok and self.task.compensate is not None:
             noted = (self.settings, self.task, self.meta, self.key, self.kwargs, outcome.result)
-            self._patiently(lambda: note_success(*noted))
+            self.patience.call(note_success, *noted)
         state = self.store.finish(scoped, store=store, record=final, token=self.token)
         if self.meta.node:
-            step = (self.settings, self.task.app, self.store, self.meta, scoped)
-            state = self._patiently(lambda: finish_step(*step)) or state
+            step = (self.settings, self.task.app, self.runs, self.meta, scoped)
+            state = self.patience.call(finish_step, *step) or state
         if state.run_ended and state.aggregate:
             self._send_aggregate(state)
         return outcome.model_dump(mode="json")
@@ -167,9 +164,6 @@ class _Delivery:
         except Exception:
             # The run stays active without its aggregate: the reconciler sends it.
             log.exception("could not send the aggregate of run %s; the reconciler will", self.meta.run)
-
-    def _patiently(self, call: Callable[[], T]) -> T:
-        return ride_out(call, budget_s=self.settings.delivery.redis_retry_s, url=self.settings.broker_url)
 
     def _stop_renewing(self) -> None:
         if self.token:
@@ -193,6 +187,12 @@ class _Delivery:
             requeues=self.meta.requeues,
         )
         self.store.add_attempt_error(self.key, record)
+
+    def _event(self) -> str:
+        """What this delivery counts is its message's own: the same task id, requeue, attempt
+        and deferral (a copy redelivered after its worker died) counts once."""
+        meta = self.meta
+        return f"{self.task_id} {meta.requeues}:{meta.attempt}:{meta.deferrals}"
 
     def _queue(self) -> str:
         return getattr(self.task, "queue", None) or self.settings.queues.agents
@@ -241,14 +241,14 @@ class _Delivery:
             stage_tasks=self._stage_tasks(),
             cost_usd=self.carried[2] + cost,
         )
-        if self._patiently(lambda: failures.on_final_failure(self.settings, entry, client=self.runs.client)):
+        if self.patience.call(failures.on_final_failure, self.settings, entry, client=self.runs.client):
             outcome = outcome.model_copy(update={"dead_lettered": True})
         finished = self._finish(outcome)
         if self.store.get_run(self.meta.run).get("fail_fast") == "1":
             # Fail-fast: the first final failure cancels every item that has not started.
             self.store.fail_fast(self.meta.run)
             undo, fanin = undo_log(self.settings), self.settings.queues.fanin
-            self._patiently(lambda: request_compensation(undo, self.task.app, self.meta.run, fanin))
+            self.patience.call(request_compensation, undo, self.task.app, self.meta.run, fanin)
         return finished
 
     # The delivery --------------------------------------------------------------------------
@@ -324,7 +324,7 @@ class _Delivery:
             )
         if self.meta.node and not self.kwargs:
             graph = graph_state(self.settings)
-            self.kwargs = self._patiently(lambda: step_inputs(self.runs, graph, self.task, self.meta))
+            self.kwargs = self.patience.call(step_inputs, self.runs, graph, self.task, self.meta)
         try:
             values = validate_input(self.task, self.kwargs)
         except InvalidInput as err:
@@ -402,7 +402,7 @@ class _Delivery:
         downstream = (ctx.last_downstream if ctx is not None else None) or err.downstream
         if isinstance(err, Deferred):
             self.store.clear_deliveries(self.task_id, self.key)
-            self.store.incr(self.meta.run, "deferrals")
+            self.store.incr(self.meta.run, "deferrals", event=self._event())
             countdown = cap_countdown(deferral_s(err.wait_s), self.settings.max_countdown_s)
             nxt = self.meta.model_copy(
                 update={"deferrals": self.meta.deferrals + 1, "elapsed_s": spent_s, "cost_usd": cost}
@@ -412,7 +412,7 @@ class _Delivery:
         retries_left = self.meta.attempt < self.task.fleet_max_retries
         if isinstance(err, RetryableError) and retries_left:
             self.store.clear_deliveries(self.task_id, self.key)
-            self.store.incr(self.meta.run, "retries")
+            self.store.incr(self.meta.run, "retries", event=self._event())
             countdown = cap_countdown(
                 backoff_s(
                     self.meta.attempt,

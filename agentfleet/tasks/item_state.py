@@ -14,7 +14,7 @@ from typing import Any
 
 from agentfleet.config import Settings
 from agentfleet.log_filter import RedactingAdapter
-from agentfleet.outages import ride_out
+from agentfleet.outages import Patience
 from agentfleet.redaction import Redactor
 from agentfleet.runs import Spend
 from agentfleet.tasks import clients
@@ -84,7 +84,6 @@ def item_state(settings: Settings, task: FleetTask, meta: ItemMeta, key: str, to
     capped = [state[name] for name in ("budget_usd", "budget_tokens", "budget_turns", "budget_wall_s")]
     if any(cap is not None for cap in capped):
         ledger = budget_ledger(settings)
-        state["prior"] = ride_out(
-            lambda: ledger.item(key), budget_s=settings.delivery.redis_retry_s, url=settings.broker_url
-        )
+        patience = Patience(settings.delivery.redis_retry_s, settings.broker_url)
+        state["prior"] = patience.call(ledger.item, key)
     return state

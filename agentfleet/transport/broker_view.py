@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from agentfleet.redis_handles import BrokerRedis
 from agentfleet.transport.layout import UNACKED, UNACKED_INDEX, queue_keys
 
 __all__ = ["BrokerView", "forget_stale", "read_broker"]
@@ -47,7 +48,7 @@ def _eta(headers: dict[str, Any]) -> float | None:
         return None
 
 
-def _read_queues(client: Any, queues: Iterable[str], view: BrokerView, max_scan: int) -> None:
+def _read_queues(client: BrokerRedis, queues: Iterable[str], view: BrokerView, max_scan: int) -> None:
     keys = queue_keys(*queues)
     pipe = client.pipeline(transaction=False)
     for key in keys:
@@ -58,11 +59,11 @@ def _read_queues(client: Any, queues: Iterable[str], view: BrokerView, max_scan:
         return
     for key, length in zip(keys, lengths, strict=True):
         for start in range(0, length, _CHUNK):
-            chunk = client.lrange(key, start, start + _CHUNK - 1)
+            chunk: Any = client.lrange(key, start, start + _CHUNK - 1)
             view.waiting.update(_TASK_ID.findall("\n".join(chunk)))
 
 
-def _read_unacked(client: Any, view: BrokerView, *, grace_s: float, now: float) -> None:
+def _read_unacked(client: BrokerRedis, view: BrokerView, *, grace_s: float, now: float) -> None:
     pipe = client.pipeline(transaction=False)
     pipe.hgetall(UNACKED)
     pipe.zrange(UNACKED_INDEX, 0, -1, withscores=True)
@@ -84,7 +85,7 @@ def _read_unacked(client: Any, view: BrokerView, *, grace_s: float, now: float) 
 
 
 def read_broker(
-    client: Any, queues: Iterable[str], *, grace_s: float, max_scan: int, now: float
+    client: BrokerRedis, queues: Iterable[str], *, grace_s: float, max_scan: int, now: float
 ) -> BrokerView:
     """Read every message of ``queues`` and every unacknowledged one (times in epoch seconds).
 
@@ -97,7 +98,7 @@ def read_broker(
     return view
 
 
-def forget_stale(client: Any, tags: Iterable[str]) -> None:
+def forget_stale(client: BrokerRedis, tags: Iterable[str]) -> None:
     """Drop unacknowledged copies nobody works on, so the visibility timeout does not bring them
     back after the reconciler has sent the item again."""
     tags = list(tags)

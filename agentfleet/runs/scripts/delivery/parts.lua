@@ -13,6 +13,10 @@ local function claim_item(outkey, deliv, claim, deliveries_ttl, token, claim_ms,
     if redis.call('GET', claim) ~= token then return {'', 0, 'busy', redis.call('PTTL', claim)} end
     redis.call('PEXPIRE', claim, claim_ms)
   end
+  -- A delivery counts once however often its start is sent: its mark lives as long as its claim.
+  if not redis.call('SET', deliv .. ':' .. token, 1, 'NX', 'PX', claim_ms) then
+    return {'', tonumber(redis.call('GET', deliv) or '1'), 'claimed', 0}
+  end
   -- The first delivery sets the counter with its expiry in one command.
   local n = 1
   if not redis.call('SET', deliv, 1, 'EX', deliveries_ttl, 'NX') then n = redis.call('INCR', deliv) end
