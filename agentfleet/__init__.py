@@ -60,6 +60,7 @@ _EXPORTS = {
     "TaskTimeLimit": "agentfleet.errors",
     "DeadLetterNotFound": "agentfleet.errors",
     "CompensationFailed": "agentfleet.errors",
+    "MalformedMessage": "agentfleet.errors",
     "SpendLedger": "agentfleet.spend",
 }
 
@@ -92,6 +93,7 @@ __all__ = [
     "Limiter",
     "LocalCluster",
     "LoopDetected",
+    "MalformedMessage",
     "MockMessagesServer",
     "Node",
     "Overloaded",
@@ -138,6 +140,7 @@ if TYPE_CHECKING:
         ForbiddenDestination,
         InvalidInput,
         LoopDetected,
+        MalformedMessage,
         Overloaded,
         PermanentError,
         PoisonMessage,

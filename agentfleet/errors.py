@@ -30,7 +30,8 @@
         ├── LoopDetected        an agent repeated the same tool call too often
         ├── ForbiddenDestination the SSRF guard or a credential's domain list refused a request
         ├── PoisonMessage       the task killed its worker too many times
-        └── CompensationFailed  a succeeded item's compensation failed for good
+        ├── CompensationFailed  a succeeded item's compensation failed for good
+        └── MalformedMessage    a queue entry that cannot be decoded or delivered as a task
 
 Every error carries a short machine ``category`` (``"rate_limited"``, ``"bad_request"``...) used
 by the dead-letter queue, and optionally the HTTP ``status_code`` and the ``downstream`` it came
@@ -62,6 +63,7 @@ __all__ = [
     "ForbiddenDestination",
     "InvalidInput",
     "LoopDetected",
+    "MalformedMessage",
     "MockRequestInvalid",
     "MockServerError",
     "MockSetupInvalid",
@@ -318,6 +320,14 @@ class CompensationFailed(PermanentError):
     names the error it raised. Dead-lettered in its own category."""
 
     category = "compensation"
+
+
+class MalformedMessage(PermanentError):
+    """A queue entry a worker could not decode or deliver as a task (not JSON, not kombu's
+    envelope, a body that does not decode, a content type refused, a task no worker has). It is
+    taken out of its queue and dead-lettered in its own category; it cannot be requeued."""
+
+    category = "malformed"
 
 
 _RETRYABLE_STATUS = {408, 409, 425, 429, 529}

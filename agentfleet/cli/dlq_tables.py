@@ -30,8 +30,12 @@ def _failure(entry: DeadLetter) -> Text:
     stage = f" stage {entry.stage + 1}/{entry.stages}" if entry.stages > 1 else ""
     tries = f"{entry.attempts} {'try' if entry.attempts == 1 else 'tries'}"
     where = f" @ {entry.downstream}" if entry.downstream else ""
+    if entry.raw_message:
+        # A malformed queue entry: where it was found, not how often it ran (it never did).
+        tries = f"taken out of {entry.queue or 'its queue'}"
+    item = f" #{entry.item_key}" if entry.item_key else ""
     return Text.assemble(
-        (f"{entry.task_name}{stage} #{entry.item_key}", "bold"),
+        (f"{entry.task_name or '(no task named)'}{stage}{item}", "bold"),
         "\n",
         (f"{entry.category}{where}, {tries}", "dim"),
         "\n",
@@ -80,6 +84,7 @@ def entry_view(entry: DeadLetter) -> RenderableType:
         ("last failure", _when(entry.last_failure_at)),
         ("dead-lettered", _when(entry.dead_lettered_at)),
         ("worker", entry.worker or "-"),
+        ("queue", entry.queue or "-"),
         ("requeued before", str(entry.requeues)),
         ("redacted input", ", ".join(entry.redacted) or "-"),
         ("requeue", entry.requeue_blocker or "possible"),
@@ -99,6 +104,10 @@ def entry_view(entry: DeadLetter) -> RenderableType:
             f"{a.duration_s:.2f}",
             Text(a.message[:500]),
         )
+    if entry.raw_message:
+        # A malformed queue entry has no input and never ran: the entry itself is the evidence.
+        found = Panel(Text(entry.raw_message), title="the entry as found in its queue (secrets redacted)")
+        return Group(fields, found)
     inputs = Panel(Text(json.dumps(entry.inputs, indent=2, default=str)), title="input")
     trace = Panel(
         Text(entry.traceback.rstrip() or "(no traceback: the task body did not raise)"), title="traceback"
