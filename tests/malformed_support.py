@@ -90,6 +90,10 @@ def bad_entries(queue: str, task: str) -> dict[str, tuple[bytes, str]]:
             "not Celery's [args, kwargs, options]",
         ),
         "no Celery headers": (encoded({**good, "headers": {}}), "Celery headers missing"),
+        "time limits that are not [hard, soft]": (
+            encoded({**good, "headers": {**good["headers"], "timelimit": 30}}),
+            "timelimit header is not [hard, soft] seconds",
+        ),
         "a task no worker has": (
             encoded(envelope("tests.no_such_task", queue=queue)),
             "this worker has no task named 'tests.no_such_task'",

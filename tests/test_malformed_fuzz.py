@@ -1,6 +1,8 @@
 """Fuzz: a thousand bad entries among a run's messages stop no worker and lose no item.
 
-Two real workers (threads pool, windows of four: both reading paths) take a queue holding the
+Two real workers (windows of four: both reading paths; on the threads pool, the prefork pool,
+which hands a task to its processes later from its event loop, and gevent, whose loop has no
+event hub) take a queue holding the
 200 messages of a real ``Fleet.map`` run, shuffled among 1,000 bad entries: random byte strings
 and real task messages (another run's, as dispatch makes them) mutated field by field
 (``malformed_fuzz_support``). Every item of the run ends ok, both workers are alive, the queue
@@ -75,7 +77,8 @@ def _wait(predicate: object, timeout_s: float, what: str) -> None:
 
 
 @pytest.mark.timeout(600)
-def test_a_thousand_bad_entries_among_a_runs_messages_stop_no_worker(redis_url: str) -> None:
+@pytest.mark.parametrize("pool", ["threads", "prefork", "gevent"])
+def test_a_thousand_bad_entries_among_a_runs_messages_stop_no_worker(redis_url: str, pool: str) -> None:
     seed = int(os.environ.get("AGENTFLEET_FUZZ_SEED") or random.randrange(2**32))
     rng = random.Random(seed)
     prefix = f"z{uuid.uuid4().hex[:8]}"
@@ -88,7 +91,7 @@ def test_a_thousand_bad_entries_among_a_runs_messages_stop_no_worker(redis_url: 
     client = redis.Redis.from_url(redis_url)
     started = time.monotonic()
     with LocalCluster(
-        workers=0, concurrency=4, pool="threads", broker_url=redis_url, env=cluster_env(), settings=settings
+        workers=0, concurrency=4, pool=pool, broker_url=redis_url, env=cluster_env(), settings=settings
     ) as cluster:
         queue = settings.queues.agents
         fleet = cluster.fleet()
@@ -119,7 +122,8 @@ def test_a_thousand_bad_entries_among_a_runs_messages_stop_no_worker(redis_url: 
         assert taken_out >= len(random_ones), f"seed {seed}: {counts}"
         assert kept <= counts["dead_lettered"]
         print(
-            f"\nfuzz seed {seed}: {len(random_ones)} random byte strings, {len(mutations)} mutated messages, "
+            f"\nfuzz ({pool}) seed {seed}: {len(random_ones)} random byte strings, "
+            f"{len(mutations)} mutated messages, "
             f"{GOOD} good items (all ok); dead-lettered as malformed {counts['dead_lettered']} "
             f"({kept} distinct entries), dropped and counted {counts['dropped']}, "
             f"still tasks {BAD - taken_out}; {time.monotonic() - started:.0f} s"

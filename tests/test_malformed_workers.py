@@ -127,24 +127,26 @@ def test_bad_entries_among_a_runs_messages_leave_every_item_to_run_and_both_work
     # in the queue with them, and the next worker stopped on it too.
     with _cluster(redis_url, workers=0) as cluster:
         queue = cluster.settings.queues.agents
-        run = cluster.fleet().map(tt.echo, [{"n": n} for n in range(24)])
+        run = cluster.fleet().map(tt.echo, [{"n": n} for n in range(30)])
         good = []
         for key in queue_keys(queue):
             while (raw := redis_client.rpop(key)) is not None:
                 good.append(raw)
-        assert len(good) == 24
+        assert len(good) == 30
         bad = [raw for raw, _ in bad_entries(queue, TASK).values()]
+        # One of each kind, every other message (the rest of the window carries most).
         mixed: list[bytes | str] = []
         for n, message in enumerate(good):
             mixed.append(message)
-            if n % 2 == 1:
-                mixed.append(bad[(n // 2) % len(bad)])
+            if n % 2 == 1 and n // 2 < len(bad):
+                mixed.append(bad[n // 2])
+        assert len(good) // 2 >= len(bad)
         push(redis.Redis.from_url(cluster.broker_url), queue, *mixed)
         cluster.add_worker(wait=False)
         cluster.add_worker(wait=False)
         cluster.wait_ready()
         summary = run.wait(timeout_s=120)
-        assert summary.succeeded == 24 and summary.failed == 0
+        assert summary.succeeded == 30 and summary.failed == 0
         _wait_for(lambda: len(_malformed(cluster)) == len(bad), 30, "every bad entry's dead letter")
         assert _all_alive(cluster)
         _wait_drained(redis_client, queue)

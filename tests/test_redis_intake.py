@@ -118,11 +118,13 @@ def test_an_entry_without_a_delivery_tag_or_info_is_taken_unrecorded_and_handed_
         json.dumps(no_info),
         "[1]",
         control,
+        # A tag that is not ASCII: Python reads it otherwise, and would never find its record.
+        json.dumps({**good, "properties": {**good["properties"], "delivery_tag": "t\u00e9"}}),
     ]
     redis_client.lpush(lists[0], *entries)
     # Each in its place, those that cannot be recorded wrapped in a list of their own.
-    taken = take(keys=[*lists, index, unacked], args=[6, 1.0])
-    assert taken == [[entries[0]], [entries[1]], entries[2], [entries[3]], [entries[4]], [control]]
+    taken = take(keys=[*lists, index, unacked], args=[7, 1.0])
+    assert taken == [[entries[0]], [entries[1]], entries[2], *([entry] for entry in entries[3:])]
     assert "\x01" in control
     assert not redis_client.exists(lists[0])
     assert redis_client.zrange(index, 0, -1) == ["t1"]

@@ -9,7 +9,9 @@ does not decode is logged and acknowledged (``on_decode_error``), and gone.
 ``FleetConsumer`` is Celery's consumer, chosen by the documented ``worker_consumer`` setting,
 whose task handler hands such a message to the malformed receiver (``transport.malformed``)
 and acknowledges it, and whose ``on_decode_error`` does the same: on any transport, kombu's
-stock one included. What is not the message's fault (the connection broke, the worker is
+stock one included. A header Celery reads only when the pool takes the task (the time limits:
+a prefork worker may hand the task over later, from its event loop, where an error stops the
+worker) is checked on receipt. What is not the message's fault (the connection broke, the worker is
 shutting down) is raised as before.
 Celery's own refusals (an unknown task, a content type refused, an invalid task) reach the
 receiver through Celery's signals (``malformed.install``).
@@ -23,7 +25,7 @@ from typing import Any
 from celery.worker import state
 from celery.worker.consumer import Consumer
 
-from agentfleet.transport.malformed import hand_over, message_entry, not_the_entry
+from agentfleet.transport.malformed import hand_over, header_problem, message_entry, not_the_entry
 
 __all__ = ["FleetConsumer"]
 
@@ -47,6 +49,12 @@ class FleetConsumer(Consumer):
         errors = (*self.connection_errors, *self.channel_errors)
 
         def on_task_received(message: Any) -> Any:
+            problem = header_problem(message.headers)
+            if problem is not None:
+                # Read only when the pool takes the task, perhaps later, where nothing guards it.
+                hand_over(message_entry(message, None, fallback=problem))
+                message.ack()
+                return None
             try:
                 return handle(message)
             except Exception as exc:

@@ -43,6 +43,7 @@ __all__ = [
     "diagnose",
     "envelope_problem",
     "hand_over",
+    "header_problem",
     "install",
     "message_entry",
     "message_raw",
@@ -200,6 +201,20 @@ def _body_problem(body: Any, encoding: Any) -> str | None:
     return None
 
 
+def header_problem(headers: Any) -> str | None:
+    """What in Celery's headers Celery reads only once the task goes to the pool, away from the
+    message (a prefork worker's pool may take it later: an error there stops the worker), or
+    None: the time limits, ``[hard, soft]`` seconds or nothing. Cheap enough for every message."""
+    limits = headers.get("timelimit") if isinstance(headers, dict) else None
+    if not limits:
+        return None
+    if not (isinstance(limits, list | tuple) and len(limits) == 2):
+        return "its timelimit header is not [hard, soft] seconds"
+    if not all(limit is None or isinstance(limit, int | float) for limit in limits):
+        return "its timelimit header is not [hard, soft] seconds"
+    return None
+
+
 def _body_bytes(payload: dict[str, Any]) -> bytes:
     body = payload.get("body") or ""
     if payload["properties"].get("body_encoding") == "base64":
@@ -219,6 +234,9 @@ def _task_problem(payload: dict[str, Any], accept: Collection[str]) -> str | Non
     missing = [name for name in ("task", "id") if not isinstance(headers.get(name), str)]
     if missing:
         return f"Celery headers missing or not strings: {', '.join(missing)}"
+    problem = header_problem(headers)
+    if problem is not None:
+        return problem
     encoding = payload.get("content-encoding") or "utf-8"
     if not isinstance(encoding, str):
         return "its content encoding is not a string"
