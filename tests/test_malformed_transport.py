@@ -188,3 +188,19 @@ def test_the_reconcilers_view_reads_a_queue_and_records_holding_bytes_that_are_n
         raw_client.zrem("unacked_index", tag)
     assert view.complete
     assert {message["headers"]["id"], taken["headers"]["id"]} <= view.waiting
+
+
+def test_a_record_kombu_cannot_read_back_is_dropped_and_handed_over_not_restored_forever(
+    redis_url: str, queue: Queue, redis_client: redis.Redis, received: list[MalformedEntry]
+) -> None:
+    # What a worker killed between taking a malformed entry and taking it out leaves behind:
+    # kombu's restore (at the visibility timeout, or at close) raised on it every time.
+    tag = f"{queue.name}-unreadable"
+    entry = {"properties": {"delivery_tag": tag, "x": {"__type__": "datetime", "__value__": "?"}}}
+    redis_client.hset("unacked", tag, json.dumps([entry, queue.exchange.name, "k"]))
+    redis_client.zadd("unacked_index", {tag: 1.0})
+    with Connection(redis_url, transport=RedisTransport) as conn:
+        conn.channel().qos.restore_by_tag(tag)
+    assert not redis_client.hexists("unacked", tag) and redis_client.zscore("unacked_index", tag) is None
+    (found,) = received
+    assert "could not be read back" in found.reason and tag.encode() in found.raw

@@ -44,7 +44,7 @@ from kombu.utils.encoding import bytes_to_str
 from kombu.utils.json import dumps
 
 from agentfleet.lua import ScriptSet
-from agentfleet.transport.malformed import Taken, hand_over, not_the_entry, note_replies
+from agentfleet.transport.malformed import Taken, drop_record, hand_over, not_the_entry, note_replies
 
 __all__ = ["ACK_BATCH", "ACK_DELAY_S", "TAKE_MORE", "TRANSPORT_LUA", "BatchedAcks", "TakeMore"]
 
@@ -170,6 +170,18 @@ class BatchedAcks(kombu_redis.QoS):
             self._give_back(tags)
             raise
         virtual.QoS.append(self, message, delivery_tag)
+
+    def restore_by_tag(self, tag: str, client: Any = None, leftmost: bool = False) -> Any:
+        try:
+            return super().restore_by_tag(tag, client, leftmost)
+        except Exception as exc:
+            transport = self.channel.connection
+            if not_the_entry(exc, (*transport.connection_errors, *transport.channel_errors)):
+                raise
+            # A record kombu cannot read back (a malformed entry recorded by ``take.lua`` whose
+            # worker died before taking it out): out with it, or every restore would fail on it.
+            drop_record(self, tag, exc)
+            return None
 
     def restore_unacked(self, client: Any = None) -> Any:
         # At shutdown: the finished messages leave ``unacked`` before the rest go back.

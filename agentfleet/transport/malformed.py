@@ -41,6 +41,7 @@ __all__ = [
     "Receiver",
     "Taken",
     "diagnose",
+    "drop_record",
     "envelope_problem",
     "hand_over",
     "header_problem",
@@ -359,6 +360,21 @@ def note_replies(client: Any, command: str, note: Callable[[Any], None]) -> None
         return reply
 
     client.set_response_callback(command, noted)
+
+
+def drop_record(qos: Any, tag: str, exc: BaseException) -> None:
+    """Remove ``tag``'s unacknowledged record, which kombu could not read back (``exc``), and
+    hand the record over as a malformed entry."""
+    with qos.pipe_or_acquire() as pipe:
+        record, *_ = (
+            pipe.hget(qos.unacked_key, tag)
+            .zrem(qos.unacked_index_key, tag)
+            .hdel(qos.unacked_key, tag)
+            .execute()
+        )
+    if record:
+        reason = f"its unacknowledged record could not be read back ({_quoted(exc)})"
+        hand_over(MalformedEntry(as_bytes(record), reason))
 
 
 @dataclass
