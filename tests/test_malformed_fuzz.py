@@ -21,6 +21,7 @@ import os
 import random
 import time
 import uuid
+from collections.abc import Iterator
 
 import fleet_test_tasks as tt
 import pytest
@@ -32,12 +33,20 @@ from worker_env import cluster_env, own_queues
 from agentfleet import LocalCluster
 from agentfleet.config import load_settings
 from agentfleet.dlq import DLQFilter, DLQStore
+from agentfleet.embedded_redis import EmbeddedRedis
 from agentfleet.transport.layout import queue_keys
 
 pytestmark = pytest.mark.slow
 
 BAD = 1000
 GOOD = 200
+
+
+@pytest.fixture
+def private_redis() -> Iterator[str]:
+    """A Redis of the test's own: the bytes it pushes never meet other tests' scans."""
+    with EmbeddedRedis() as server:
+        yield server.url
 
 
 def _take_all(client: redis.Redis, queue: str) -> list[bytes]:
@@ -78,7 +87,8 @@ def _wait(predicate: object, timeout_s: float, what: str) -> None:
 
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("pool", ["threads", "prefork", "gevent"])
-def test_a_thousand_bad_entries_among_a_runs_messages_stop_no_worker(redis_url: str, pool: str) -> None:
+def test_a_thousand_bad_entries_among_a_runs_messages_stop_no_worker(private_redis: str, pool: str) -> None:
+    redis_url = private_redis
     seed = int(os.environ.get("AGENTFLEET_FUZZ_SEED") or random.randrange(2**32))
     rng = random.Random(seed)
     prefix = f"z{uuid.uuid4().hex[:8]}"
