@@ -20,7 +20,8 @@ from agentfleet.redaction import REDACTED, Redactor
 from agentfleet.tasks.malformed import DeadLetterReceiver
 from agentfleet.tasks.meta import META_KWARG, ItemMeta
 from agentfleet.transport import malformed
-from agentfleet.transport.malformed import MalformedEntry, diagnose, hand_over
+from agentfleet.transport.diagnosis import diagnose
+from agentfleet.transport.malformed import MalformedEntry, hand_over
 
 ACCEPT = {"application/json"}
 QUEUE = "tests.agents"

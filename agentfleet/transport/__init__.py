@@ -6,9 +6,9 @@
 - ``redis_channel``, ``intake``, ``scripts/``: the Redis and Sentinel transports (one shared
   client per channel, window-sized takes, batched acknowledgements, the quick poller);
 - ``pools``: redis-py pools and connections without per-call overhead;
-- ``malformed``, ``consumer``: queue entries a worker cannot decode or deliver, taken out and
-  handed to a receiver instead of stopping the worker (in the reads, in Celery's consumer,
-  through Celery's signals);
+- ``malformed``, ``consumer``, ``diagnosis``: queue entries a worker cannot decode or deliver,
+  taken out and handed to a receiver instead of stopping the worker (in the reads, in Celery's
+  consumer, through Celery's signals), with what is wrong with each in words;
 - ``stamping``: task messages stamped from one real message, for dispatch;
 - ``broker_view``: which task messages the broker holds, for the reconciler;
 - ``autoscale``, ``events``, ``result_repr``, ``request``: Celery's autoscaler, event

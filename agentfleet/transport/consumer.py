@@ -25,7 +25,8 @@ from typing import Any
 from celery.worker import state
 from celery.worker.consumer import Consumer
 
-from agentfleet.transport.malformed import hand_over, header_problem, message_entry, not_the_entry
+from agentfleet.transport.diagnosis import header_problem
+from agentfleet.transport.malformed import hand_over, message_entry, not_the_entry
 
 __all__ = ["FleetConsumer"]
 

@@ -38,8 +38,8 @@ import redis
 from kombu.transport import redis as kombu_redis
 
 from agentfleet.errors import MalformedMessage
+from agentfleet.transport.diagnosis import shape_problem
 from agentfleet.transport.intake import ACK_DELAY_S, BatchedAcks, TakeMore
-from agentfleet.transport.malformed import shape_problem
 from agentfleet.transport.pools import QuickConnection, QuickPool
 
 __all__ = ["FULL_WINDOW_POLL_S", "RedisTransport", "SentinelTransport"]
