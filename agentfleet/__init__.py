@@ -61,6 +61,7 @@ _EXPORTS = {
     "DeadLetterNotFound": "agentfleet.errors",
     "CompensationFailed": "agentfleet.errors",
     "AggregateFailed": "agentfleet.errors",
+    "MalformedMessage": "agentfleet.errors",
     "SpendLedger": "agentfleet.spend",
 }
 
@@ -94,6 +95,7 @@ __all__ = [
     "Limiter",
     "LocalCluster",
     "LoopDetected",
+    "MalformedMessage",
     "MockMessagesServer",
     "Node",
     "Overloaded",
@@ -141,6 +143,7 @@ if TYPE_CHECKING:
         ForbiddenDestination,
         InvalidInput,
         LoopDetected,
+        MalformedMessage,
         Overloaded,
         PermanentError,
         PoisonMessage,

@@ -23,7 +23,7 @@ from agentfleet.config import Settings
 from agentfleet.config.cron import cron_schedule
 from agentfleet.config.redis_url import url_password, without_password
 from agentfleet.redis_client import sentinel_hosts
-from agentfleet.transport import broker_transport, enabled
+from agentfleet.transport import broker_transport, consumer_class, enabled
 
 __all__ = [
     "BUILTIN_TASK_MODULES",
@@ -116,6 +116,14 @@ def _autoscaler() -> dict[str, Any]:
     return {"worker_autoscaler": "agentfleet.transport.autoscale:FleetAutoscaler"}
 
 
+def _consumer() -> dict[str, Any]:
+    """The worker consumer that takes out the messages it cannot take (dead letters of category
+    ``malformed``) instead of stopping, unless Celery's consumer no longer has what it
+    overrides (then Celery's own)."""
+    found = consumer_class()
+    return {"worker_consumer": found} if found else {}
+
+
 def _redbeat_options(settings: Settings) -> dict[str, Any]:
     """Where beat keeps its schedule and lock: the broker's Redis, through Sentinel if it is."""
     common = {"socket_connect_timeout": 5, "socket_keepalive": True, "health_check_interval": 30}
@@ -202,6 +210,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         },
         "worker_max_tasks_per_child": settings.worker.max_tasks_per_child,
         **_autoscaler(),
+        **_consumer(),
         "agentfleet_autoscale_keepalive_s": settings.worker.autoscale_keepalive_s,
         "worker_hijack_root_logger": False,
         "enable_utc": True,

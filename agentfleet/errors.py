@@ -31,8 +31,9 @@
         ├── ForbiddenDestination the SSRF guard or a credential's domain list refused a request
         ├── PoisonMessage       the task killed its worker too many times
         ├── CompensationFailed  a succeeded item's compensation failed for good
-        └── AggregateFailed     a run's aggregate raised, exited, returned what cannot be
+        ├── AggregateFailed     a run's aggregate raised, exited, returned what cannot be
                                 stored, kept killing its worker, or is not allowed there
+        └── MalformedMessage    a queue entry that cannot be decoded or delivered as a task
 
 Every error carries a short machine ``category`` (``"rate_limited"``, ``"bad_request"``...) used
 by the dead-letter queue, and optionally the HTTP ``status_code`` and the ``downstream`` it came
@@ -65,6 +66,7 @@ __all__ = [
     "ForbiddenDestination",
     "InvalidInput",
     "LoopDetected",
+    "MalformedMessage",
     "MockRequestInvalid",
     "MockServerError",
     "MockSetupInvalid",
@@ -329,6 +331,14 @@ class AggregateFailed(PermanentError):
     run. Recorded once for the run and dead-lettered in its own category."""
 
     category = "aggregate"
+
+
+class MalformedMessage(PermanentError):
+    """A queue entry a worker could not decode or deliver as a task (not JSON, not kombu's
+    envelope, a body that does not decode, a content type refused, a task no worker has). It is
+    taken out of its queue and dead-lettered in its own category; it cannot be requeued."""
+
+    category = "malformed"
 
 
 _RETRYABLE_STATUS = {408, 409, 425, 429, 529}

@@ -31,8 +31,12 @@ def _failure(entry: DeadLetter) -> Text:
     stage = f" stage {entry.stage + 1}/{entry.stages}" if entry.stages > 1 else ""
     tries = f"{entry.attempts} {'try' if entry.attempts == 1 else 'tries'}"
     where = f" @ {entry.downstream}" if entry.downstream else ""
+    if entry.raw_message:
+        # A malformed queue entry: where it was found, not how often it ran (it never did).
+        tries = f"taken out of {entry.queue or 'its queue'}"
+    item = f" #{entry.item_key}" if entry.item_key else ""
     return Text.assemble(
-        (visible(f"{entry.task_name}{stage} #{entry.item_key}"), "bold"),
+        (visible(f"{entry.task_name or '(no task named)'}{stage}{item}"), "bold"),
         "\n",
         (visible(f"{entry.category}{where}, {tries}"), "dim"),
         "\n",
@@ -81,6 +85,7 @@ def entry_view(entry: DeadLetter) -> RenderableType:
         ("last failure", _when(entry.last_failure_at)),
         ("dead-lettered", _when(entry.dead_lettered_at)),
         ("worker", entry.worker or "-"),
+        ("queue", entry.queue or "-"),
         ("requeued before", str(entry.requeues)),
         ("redacted input", ", ".join(entry.redacted) or "-"),
         ("requeue", entry.requeue_blocker or "possible"),
@@ -100,6 +105,10 @@ def entry_view(entry: DeadLetter) -> RenderableType:
             f"{a.duration_s:.2f}",
             shown(a.message[:500]),
         )
+    if entry.raw_message:
+        # A malformed queue entry has no input and never ran: the entry itself is the evidence.
+        found = Panel(shown(entry.raw_message), title="the entry as found in its queue (secrets redacted)")
+        return Group(fields, found)
     inputs = Panel(shown(json.dumps(entry.inputs, indent=2, default=str)), title="input")
     trace = Panel(
         shown(entry.traceback.rstrip() or "(no traceback: the task body did not raise)"), title="traceback"

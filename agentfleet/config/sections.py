@@ -182,7 +182,10 @@ class DLQSettings(_Section):
     (it holds the half-open circuit for at most ``circuit_probe_ttl_s``). The digest runs on
     ``digest_cron`` (UTC) and POSTs to ``webhook_url`` when the depth exceeds
     ``digest_threshold``, trying ``webhook_attempts`` times with ``webhook_timeout_s`` each.
-    ``redact_keys`` name input keys whose values never reach a dead letter.
+    ``redact_keys`` name input keys whose values never reach a dead letter. A malformed queue
+    entry (one no worker can decode or deliver) is kept as a dead letter of at most
+    ``malformed_keep_bytes`` bytes of text while fewer than ``malformed_max_entries`` malformed
+    entries wait; past that it is dropped and counted (a producer gone wrong cannot fill Redis).
     """
 
     max_deliveries: int = Field(default=3, ge=1)
@@ -197,6 +200,8 @@ class DLQSettings(_Section):
     webhook_attempts: int = Field(default=3, ge=1)
     webhook_timeout_s: float = Field(default=10.0, gt=0)
     redact_keys: Annotated[list[str], NoDecode] = Field(default_factory=lambda: list(DEFAULT_SECRET_KEYS))
+    malformed_keep_bytes: int = Field(default=4096, ge=256)
+    malformed_max_entries: int = Field(default=10_000, ge=0)
 
     @field_validator("redact_keys", mode="before")
     @classmethod

@@ -12,6 +12,8 @@ of it, all the dead-letter keys live in one slot):
   ``downstream``, ``fingerprint``
 - ``{p:dlq}:fp``                     hash: fingerprint -> a sample ``[error type, normalised
   message]``
+- ``{p:dlq}:malformed``              hash: ``dead_lettered`` and ``dropped`` -> how many malformed
+  queue entries workers kept as dead letters and dropped (counters, never reset)
 
 Every write and removal is one Lua script (``scripts/add.lua``, ``scripts/remove.lua``), so a
 worker that dies mid-write leaves either the whole entry or nothing; writing an id again (a
@@ -106,6 +108,36 @@ class DLQStore:
             gen = "" if generation is None else str(generation)
             removed.extend(self._remove(keys=[self.stream_key], args=[self.prefix, gen, *chunk]))
         return removed
+
+    # Malformed queue entries ---------------------------------------------------------------
+
+    @property
+    def malformed_key(self) -> str:
+        return f"{self.prefix}:malformed"
+
+    def keep_malformed(self, entry: DeadLetter, *, max_entries: int) -> bool:
+        """Store the dead letter of a malformed queue entry and count it, unless ``max_entries``
+        entries of its category wait already: then count it as dropped. True when stored.
+
+        The cap is checked before the write, not with it: workers writing at once may pass it
+        by a few entries.
+        """
+        waiting = int(self.client.hget(f"{self.prefix}:n:category", entry.category) or 0)
+        if waiting >= max_entries:
+            self.count_malformed("dropped")
+            return False
+        self.add(entry)
+        self.count_malformed("dead_lettered")
+        return True
+
+    def count_malformed(self, outcome: str) -> None:
+        """Count one malformed queue entry as ``dead_lettered`` or ``dropped``."""
+        self.client.hincrby(self.malformed_key, outcome, 1)
+
+    def malformed_counts(self) -> dict[str, int]:
+        """Malformed queue entries kept as dead letters and dropped, since the counters began."""
+        found = self.client.hgetall(self.malformed_key)
+        return {outcome: int(found.get(outcome, 0)) for outcome in ("dead_lettered", "dropped")}
 
     # Reading -------------------------------------------------------------------------------
 
