@@ -36,7 +36,8 @@ from pydantic import BaseModel
 
 from agentfleet.config import Settings
 from agentfleet.dlq import DeadLetter, DLQStore
-from agentfleet.errors import AggregateFailed, CompensationFailed
+from agentfleet.dlq.model import MALFORMED_BLOCKER
+from agentfleet.errors import AggregateFailed, CompensationFailed, MalformedMessage
 from agentfleet.idempotency import node_key, stage_key
 from agentfleet.models import TaskOutcome
 from agentfleet.orchestration.graph import requeue_step
@@ -209,7 +210,9 @@ def requeue_entry(
         return _requeue_aggregate(
             entry, result, app=app, runs=runs, dlq=dlq, settings=settings, workers=workers, dry_run=dry_run
         )
-    refused = task_refusal(entry, workers)
+    # What the entry itself holds decides first (a malformed entry names no task a worker has).
+    malformed = entry.category == MalformedMessage.category
+    refused = MALFORMED_BLOCKER if malformed else task_refusal(entry, workers)
     if refused is not None:
         return result.model_copy(update={"action": "skipped", "reason": refused})
     if entry.category == CompensationFailed.category:
