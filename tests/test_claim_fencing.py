@@ -159,6 +159,21 @@ def test_a_claim_another_delivery_took_is_lost_and_said_once(
     ]
 
 
+def test_a_claim_held_after_the_renewer_was_idle_is_renewed_in_time(runs: RunStore) -> None:
+    renewer = ClaimRenewer()
+    _begin(runs, A, ttl_s=1.5)
+    renewer.hold(runs, "k0", A, 1.5)
+    time.sleep(0.6)
+    renewer.drop(runs, "k0")
+    runs.release_claim("k0", A)
+    time.sleep(1.0)  # nothing held: the renewer is idle
+    _begin(runs, B, ttl_s=1.5)
+    claim = renewer.hold(runs, "k0", B, 1.5)
+    time.sleep(2.5)
+    assert runs.client.get(runs.claim_key("k0")) == B
+    assert not claim.lost
+
+
 def test_a_claim_no_renewal_confirmed_for_its_ttl_is_presumed_lost() -> None:
     claim = Claim("k0", A, 3.0, confirmed_at=time.monotonic() - 2.0)
     assert not claim.lost

@@ -102,6 +102,8 @@ class ClaimRenewer:
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
+        # ``time.monotonic()`` of the last renewal (or of the first claim held after none).
+        self._renewed_at = time.monotonic()
 
     def hold(
         self, store: ClaimStore, key: str, token: str, ttl_s: float, *, confirmed_at: float | None = None
@@ -110,7 +112,13 @@ class ClaimRenewer:
         that took it was sent (``time.monotonic()``, default now)."""
         claim = Claim(key, token, ttl_s, confirmed_at=confirmed_at)
         with self._lock:
+            shortest = min((held.ttl_s for _, held in self._held.values()), default=None)
             self._held[(id(store), key)] = (store, claim)
+            if shortest is None:
+                # The first claim after none: the renewer was idle; its turns start from now.
+                self._renewed_at = time.monotonic()
+            if shortest is None or ttl_s < shortest:
+                self._wake.set()
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._loop, name="agentfleet-claims", daemon=True)
                 self._thread.start()
@@ -129,10 +137,16 @@ class ClaimRenewer:
     def _loop(self) -> None:
         while True:
             with self._lock:
-                ttls = [claim.ttl_s for _, claim in self._held.values()]
-            period = min(ttls, default=30.0) / 3
-            self._wake.wait(period)
-            self._wake.clear()
+                shortest = min((claim.ttl_s for _, claim in self._held.values()), default=None)
+                wait_s = None if shortest is None else self._renewed_at + shortest / 3 - time.monotonic()
+            if wait_s is None or wait_s > 0:
+                # Idle until a claim is held, else until the next turn; a claim with a shorter
+                # TTL than any held wakes the loop to count its turn afresh.
+                self._wake.wait(wait_s)
+                self._wake.clear()
+                continue
+            with self._lock:
+                self._renewed_at = time.monotonic()
             self.renew_now()
 
     def renew_now(self) -> None:
