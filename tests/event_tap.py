@@ -18,6 +18,7 @@ class EventTap:
         self.flower = EventsState()
         self.lock = threading.Lock()
         self.seen: list[tuple[str, str]] = []  # (type, task id) of every task event
+        self.succeeded: list[tuple[str, str]] = []  # (task id, result repr) of each success
         self.receiver: Any = None
         self.ready = threading.Event()
         self.thread = threading.Thread(target=self._capture, daemon=True)
@@ -27,6 +28,8 @@ class EventTap:
             self.flower.event(event)
             if "uuid" in event:
                 self.seen.append((event["type"], event["uuid"]))
+            if event.get("type") == "task-succeeded":
+                self.succeeded.append((event["uuid"], str(event.get("result"))))
 
     def _capture(self) -> None:
         with self.app.connection_for_read() as connection:
@@ -43,6 +46,11 @@ class EventTap:
         an earlier test's may still arrive)."""
         with self.lock:
             return sum(1 for kind, task_id in self.seen if kind == event_type and task_id in task_ids)
+
+    def results_of(self, task_ids: set[str]) -> list[tuple[str, str]]:
+        """``(task id, result repr)`` of every ``task-succeeded`` event about ``task_ids``."""
+        with self.lock:
+            return [(task_id, result) for task_id, result in self.succeeded if task_id in task_ids]
 
     def result_of(self, task_id: str) -> str | None:
         """The result a task's ``task-succeeded`` event carried (its repr), as Flower shows it."""
