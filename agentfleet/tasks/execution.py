@@ -450,7 +450,8 @@ class _Delivery:
         if isinstance(err, ClaimLost) or (self.claim is not None and self.claim.lost):
             # Another delivery may be running the item: this one's error is no attempt of it.
             spent = self.meta.model_copy(update={"elapsed_s": spent_s, "cost_usd": cost})
-            self._hand_back(self.settings.delivery.claim_ttl_s, f"its claim is lost ({err})", spent)
+            after = "" if isinstance(err, ClaimLost) else f" (and then it raised {type(err).__name__})"
+            self._hand_back(self.settings.delivery.claim_ttl_s, f"its claim is lost{after}", spent)
         if isinstance(err, Deferred):
             self.store.clear_deliveries(self.task_id, self.key)
             self.store.incr(self.meta.run, "deferrals")
