@@ -122,8 +122,9 @@ def test_a_worker_cut_off_for_longer_than_its_claims_is_fenced(
 ) -> None:
     if fault == "silent" and (why := silent_drop_unavailable()):
         pytest.skip(why)
-    # Items 0 and 2 ask for their claim between slices of work; 1 and 3 make no fleet call.
-    inputs = [{"token": f"p{i}", "sleep_s": 8.0, "check": i % 2 == 0} for i in range(4)]
+    # Items 0 and 2 ask for their claim between slices of work; 1 and 3 make no fleet call, and
+    # last long enough that B still runs them when A's outcomes reach Redis.
+    inputs = [{"token": f"p{i}", "sleep_s": 12.0 - 4.0 * (i % 2 == 0), "check": i % 2 == 0} for i in range(4)]
     with cut_off_cluster(server, link, effects, tmp_path, TAKEOVER) as (cluster, worker_a):
         fleet = cluster.fleet()
         with EventTap(fleet.app) as tap:
@@ -147,11 +148,13 @@ def test_a_worker_cut_off_for_longer_than_its_claims_is_fenced(
             time.sleep(1.0)  # events of the copies that came back late
             reported = tap.results_of(ids)
         log_a = worker_a.log_text()
-        taken, stopped_n = len(tokens(effects, "start", node_b)), len(tokens(effects, "stopped", "nsA"))
+        stops = [float(f[3]) - cut_at for f in lines(effects, "stopped", "nsA")]
         print(
-            f"[{fault}] cut for {mended_at - cut_at:.1f} s; B ran again {taken} items; A stopped "
-            f"{stopped_n}, ran to the end {len(tokens(effects, 'end', 'nsA'))}; outcomes refused "
-            f"{log_a.count(REFUSED)}; lapsed warnings {log_a.count(LAPSED)}; success events {len(reported)}"
+            f"[{fault}] cut for {mended_at - cut_at:.1f} s; B ran again "
+            f"{len(tokens(effects, 'start', node_b))} items; A stopped {len(stops)} "
+            f"(the last {max(stops, default=-1.0):.1f} s after the cut), ran to the end "
+            f"{len(tokens(effects, 'end', 'nsA'))}; outcomes refused {log_a.count(REFUSED)}; "
+            f"lapsed warnings {log_a.count(LAPSED)}; success events {len(reported)}"
         )
         assert (summary.tasks_total, summary.succeeded, summary.failed) == (4, 4, 0)
         assert outcome_events(run) == {i: 1 for i in range(4)}
