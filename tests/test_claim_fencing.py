@@ -169,9 +169,12 @@ def test_a_claim_held_after_the_renewer_was_idle_is_renewed_in_time(runs: RunSto
     time.sleep(1.0)  # nothing held: the renewer is idle
     _begin(runs, B, ttl_s=1.5)
     claim = renewer.hold(runs, "k0", B, 1.5)
-    time.sleep(2.5)
-    assert runs.client.get(runs.claim_key("k0")) == B
-    assert not claim.lost
+    try:
+        time.sleep(2.5)
+        assert runs.client.get(runs.claim_key("k0")) == B
+        assert not claim.lost
+    finally:
+        renewer.drop(runs, "k0")
 
 
 def test_a_claim_no_renewal_confirmed_for_its_ttl_is_presumed_lost() -> None:
