@@ -22,7 +22,7 @@ from kombu import Queue
 from agentfleet.config import Settings
 from agentfleet.config.cron import cron_schedule
 from agentfleet.config.redis_url import url_password, without_password
-from agentfleet.redis_client import sentinel_hosts
+from agentfleet.redis_client import keepalive_options, sentinel_hosts
 from agentfleet.transport import broker_transport, consumer_class, enabled
 
 __all__ = [
@@ -148,6 +148,33 @@ def _redbeat_options(settings: Settings) -> dict[str, Any]:
     return {"redbeat_redis_url": "redis-sentinel://", "redbeat_redis_options": options}
 
 
+def _link_options(settings: Settings) -> dict[str, Any]:
+    """kombu's transport options that bound a call on a link that drops packets silently: a
+    reply waits ``delivery.redis_timeout_s``, a connection ``redis_connect_timeout_s``; TCP
+    keepalive and kombu's health checks (a PING before an idle connection's use, a pending
+    ``BRPOP`` dropped once its reply is ``redis_health_check_s`` overdue) find a dead idle one.
+    No retry on timeout: kombu then keeps publishing in batches."""
+    delivery = settings.delivery
+    return {
+        "socket_timeout": delivery.redis_timeout_s,
+        "socket_connect_timeout": delivery.redis_connect_timeout_s,
+        "socket_keepalive": True,
+        "socket_keepalive_options": keepalive_options(delivery.redis_health_check_s),
+        "health_check_interval": delivery.redis_health_check_s,
+    }
+
+
+def _backend_link_options(settings: Settings) -> dict[str, Any]:
+    """The same bounds for Celery's Redis result backend (which sets no keepalive timings)."""
+    delivery = settings.delivery
+    return {
+        "redis_socket_timeout": delivery.redis_timeout_s,
+        "redis_socket_connect_timeout": delivery.redis_connect_timeout_s,
+        "redis_socket_keepalive": True,
+        "redis_backend_health_check_interval": delivery.redis_health_check_s,
+    }
+
+
 def celery_config(settings: Settings) -> dict[str, Any]:
     """Celery settings for agentfleet's delivery semantics (see DESIGN.md)."""
     queues = settings.queues
@@ -159,8 +186,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "max_connections": settings.broker_max_connections,
         "unacked_restore_interval": settings.unacked_restore_interval_s,
         "unacked_restore_throttle": 1,
-        "socket_keepalive": True,
-        "health_check_interval": 30,
+        **_link_options(settings),
         **_sentinel_options(settings),
     }
     backend_options: dict[str, Any] = {"visibility_timeout": settings.visibility_timeout_s}
@@ -172,6 +198,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "result_backend": settings.backend_url,
         "broker_transport_options": transport_options,
         "result_backend_transport_options": backend_options,
+        **_backend_link_options(settings),
         "broker_connection_retry_on_startup": True,
         "task_serializer": "json",
         "result_serializer": "json",

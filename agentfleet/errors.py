@@ -12,6 +12,7 @@
     │   ├── MockRequestInvalid  a request the real API would refuse: the mock answers it 400
     │   └── MockSetupInvalid    a mock server option, setting or scripted reply is wrong
     ├── Deferred                not a failure: run again after ``wait_s`` (limits, open circuit)
+    ├── ClaimLost               not a failure: this execution no longer holds its item's claim
     ├── RetryableError          a later attempt may succeed
     │   ├── RateLimited         429 from a downstream, or a limiter said no (``retry_after_s``)
     │   ├── Overloaded          529 from an LLM provider
@@ -55,6 +56,7 @@ __all__ = [
     "BadRequest",
     "BrokerUnavailable",
     "BudgetExceeded",
+    "ClaimLost",
     "CompensationFailed",
     "ConfigError",
     "ConnectionFailed",
@@ -187,6 +189,20 @@ class Deferred(AgentfleetError):
         super().__init__(reason or f"deferred for {wait_s:.2f} s", downstream=downstream)
         self.wait_s = max(0.0, float(wait_s))
         self.reason = reason
+
+
+class ClaimLost(AgentfleetError):
+    """This execution no longer holds its item's claim: it lapsed (the worker was cut off from
+    Redis, or frozen, for longer than ``delivery.claim_ttl_s``) or another delivery holds it.
+
+    Not a failure, and never retried or dead-lettered: another delivery may be running the
+    item, so this one stops. The fleet's own calls (``ctx.step``, model and HTTP requests
+    through the fleet transport, agent tool calls, checkpoints) raise it once the claim is
+    gone; ``ctx.check_claim()`` raises it on demand. The delivery then hands the item back:
+    its message comes back later and returns the outcome the item ends with.
+    """
+
+    category = "claim_lost"
 
 
 class RetryableError(AgentfleetError):

@@ -111,6 +111,14 @@ class DeliverySettings(_Section):
     worker's own bookkeeping retries a Redis that does not answer before it hands the message
     back; ``client_outage_s`` is how long ``Run`` and ``Fleet`` calls ride out a broker outage
     before they raise; ``pool_timeout_s`` is how long a command waits for a free connection.
+
+    Every Redis connection (agentfleet's own, the broker's, the result backend's) gives up on a
+    reply after ``redis_timeout_s`` (above the 1 s the blocking reads wait) and on connecting
+    after ``redis_connect_timeout_s``, so a link that drops packets silently fails a call
+    within those bounds instead of hanging it. A connection idle for ``redis_health_check_s``
+    is checked (TCP keepalive probes every ``redis_health_check_s``, two unanswered close it;
+    a PING before its next use; the broker's pending ``BRPOP`` is dropped once its reply is
+    that much overdue).
     """
 
     claim_ttl_s: float = Field(default=20.0, ge=1)
@@ -120,6 +128,9 @@ class DeliverySettings(_Section):
     redis_retry_s: float = Field(default=30.0, ge=0)
     client_outage_s: float = Field(default=60.0, ge=0)
     pool_timeout_s: float = Field(default=20.0, gt=0)
+    redis_timeout_s: float = Field(default=5.0, ge=2)
+    redis_connect_timeout_s: float = Field(default=3.0, gt=0)
+    redis_health_check_s: int = Field(default=5, ge=1)
 
 
 class WorkerSettings(_Section):

@@ -343,9 +343,10 @@ class RunStore:
         self, outcome: TaskOutcome, *, store: bool = True, record: bool = True, token: str = ""
     ) -> FinishState:
         """Store an outcome under its key (first write wins), release the claim ``token``
-        holds, and count the outcome once for its run."""
+        holds, and count the outcome once for its run; nothing while another delivery holds
+        the item's claim (``FinishState.fenced``)."""
+        state = self._delivery.finish(outcome, store=store, record=record, token=token)
         now = time.time()
-        state = self._delivery.finish(outcome, store=store, record=record, token=token, now=now)
         if state.recorded:
             self.tally.add_outcome(
                 outcome_kind(outcome),

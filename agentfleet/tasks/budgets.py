@@ -176,7 +176,7 @@ def budget_hooks(state: ExecutionState, settings: Settings, hooks: FleetHooks) -
         reporter.report(spent, downstream=info.downstream, elapsed_s=state.elapsed_s())
 
     def gate() -> None:
-        state.check_budget()
+        state.gate()
         _check(reporter.standing(), state, reporter.caps, settings)
 
     return dataclasses.replace(hooks, gate=gate, on_usage=on_usage)

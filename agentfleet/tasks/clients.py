@@ -119,7 +119,8 @@ def accounting_hooks(
     state: ExecutionState, settings: Settings, vendors: Sequence[VendorAdapter]
 ) -> FleetHooks:
     """What every execution's transport does, Redis or not: note each downstream, read LLM
-    usage with its vendor's adapter, price it, and check the execution's budgets first."""
+    usage with its vendor's adapter, price it, and check the execution's claim and budgets
+    first."""
 
     def on_call(info: CallInfo) -> None:
         state.note_downstream(info.downstream)
@@ -131,7 +132,7 @@ def accounting_hooks(
         state.add_usage(cost_usd=spent, input_tokens=usage.total_input, output_tokens=usage.output_tokens)
 
     return FleetHooks(
-        gate=state.check_budget,
+        gate=state.gate,
         on_call=on_call,
         on_usage=on_usage,
         vendors=vendors,
