@@ -42,7 +42,7 @@ test-fast: $(STAMP)
 
 # kombu's and Celery's own Redis integration suites, run with kombu's stock transport and with
 # agentfleet's and compared test by test (docs/guarantees.md). Not part of `make test`: it takes
-# about half an hour. Its venv holds the same versions as .venv (constrained by its freeze).
+# about 21 minutes. Its venv holds the same versions as .venv (constrained by its freeze).
 UPSTREAM_VENV := .venv-upstream
 UPSTREAM_STAMP := $(UPSTREAM_VENV)/.installed
 
