@@ -40,6 +40,22 @@ test: lint system-deps
 test-fast: $(STAMP)
 	$(BIN)/pytest -q -m "not slow"
 
+# kombu's and Celery's own Redis integration suites, run with kombu's stock transport and with
+# agentfleet's and compared test by test (docs/guarantees.md). Not part of `make test`: it takes
+# about 21 minutes. Its venv holds the same versions as .venv (constrained by its freeze).
+UPSTREAM_VENV := .venv-upstream
+UPSTREAM_STAMP := $(UPSTREAM_VENV)/.installed
+
+$(UPSTREAM_STAMP): $(STAMP) tests/upstream/requirements.txt
+	test -x $(UPSTREAM_VENV)/bin/python || $(PYTHON) -m venv $(UPSTREAM_VENV)
+	$(BIN)/python -m pip freeze --exclude-editable > $(UPSTREAM_VENV)/constraints.txt
+	$(UPSTREAM_VENV)/bin/python -m pip install --quiet -e . -r tests/upstream/requirements.txt -c $(UPSTREAM_VENV)/constraints.txt
+	touch $(UPSTREAM_STAMP)
+
+.PHONY: test-upstream
+test-upstream: $(UPSTREAM_STAMP)
+	PYTHONPATH=tests $(UPSTREAM_VENV)/bin/python -m upstream.run_upstream
+
 # The console's screenshots in docs/img, taken by its browser test.
 screenshots: $(STAMP) system-deps
 	AGENTFLEET_SCREENSHOTS=docs/img $(BIN)/pytest -q tests/test_console_browser.py
