@@ -57,13 +57,13 @@ FLOORS := .venv-floors
 FLOOR_TESTS := tests/test_redis_transport.py tests/test_redis_intake.py tests/test_batched_acks.py \
 	tests/test_redis_ready.py tests/test_local_cluster.py tests/test_fleet_integration.py \
 	tests/test_agents_integration.py tests/test_gevent_intake.py tests/test_gevent_worker.py
-TEST_TOOLS := ^(pytest|pytest-timeout|iniconfig|pluggy|fakeredis|lupa|sortedcontainers)==
+TEST_TOOLS := ^(pytest|pytest-timeout|iniconfig|pluggy)==
 
 test-floors: $(STAMP)
 	rm -rf $(FLOORS)
 	$(UV) venv --quiet --python $(BIN)/python $(FLOORS)
 	$(UV) pip install --quiet --python $(FLOORS)/bin/python --resolution lowest-direct -e .
-	$(UV) pip freeze --python $(FLOORS)/bin/python --exclude-editable > $(FLOORS)/floors.txt
+	$(UV) pip freeze --quiet --python $(FLOORS)/bin/python --exclude-editable > $(FLOORS)/floors.txt
 	$(UV) export --quiet --frozen --extra dev --no-emit-project --no-hashes --no-header --no-annotate \
 	  | grep -E '$(TEST_TOOLS)' > $(FLOORS)/test-tools.txt
 	$(UV) pip install --quiet --python $(FLOORS)/bin/python -c $(FLOORS)/floors.txt -r $(FLOORS)/test-tools.txt

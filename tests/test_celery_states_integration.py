@@ -12,6 +12,7 @@ import fleet_test_tasks as tt
 import pytest
 import redis
 from celery import Celery
+from flower import options as _flower_options  # noqa: F401  (Flower's command defines its options first)
 from flower.events import EventsState
 
 from agentfleet import LocalCluster
