@@ -6,15 +6,19 @@ STAMP := $(VENV)/.installed
 # uv installs the lock; pip only brings uv itself into the venv (uv keeps it there on sync).
 UV_VERSION := 0.13.9
 UV := $(BIN)/uv
+UV_STAMP := $(VENV)/.uv-$(UV_VERSION)
 # uv uses the venv's interpreter ($(PYTHON)'s) and never fetches one of its own.
 export UV_PYTHON_DOWNLOADS := never
 export UV_PROJECT_ENVIRONMENT := $(VENV)
 
 .PHONY: demo test test-fast test-floors lint lock upgrade bench clean system-deps screenshots
 
-$(STAMP): pyproject.toml uv.lock
+$(UV_STAMP):
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet uv==$(UV_VERSION)
+	touch $(UV_STAMP)
+
+$(STAMP): pyproject.toml uv.lock $(UV_STAMP)
 	$(UV) sync --locked --extra dev
 	touch $(STAMP)
 
@@ -59,7 +63,7 @@ FLOOR_TESTS := tests/test_redis_transport.py tests/test_redis_intake.py tests/te
 	tests/test_agents_integration.py tests/test_gevent_intake.py tests/test_gevent_worker.py
 TEST_TOOLS := ^(pytest|pytest-timeout|iniconfig|pluggy)==
 
-test-floors: $(STAMP)
+test-floors: $(UV_STAMP)
 	rm -rf $(FLOORS)
 	$(UV) venv --quiet --python $(BIN)/python $(FLOORS)
 	$(UV) pip install --quiet --python $(FLOORS)/bin/python --resolution lowest-direct -e .
@@ -72,7 +76,7 @@ test-floors: $(STAMP)
 	$(FLOORS)/bin/python -m pytest -q -p no:cacheprovider $(FLOOR_TESTS)
 
 # Re-resolve uv.lock after an edit of pyproject.toml, moving nothing else.
-lock: $(STAMP)
+lock: $(UV_STAMP)
 	$(UV) lock
 
 # The suites a refreshed lock must pass before it is committed; kombu's and Celery's own suites
@@ -80,7 +84,7 @@ lock: $(STAMP)
 UPGRADE_SUITES := test
 
 # The newest releases pyproject.toml allows, installed and tested (docs/dependencies.md).
-upgrade: $(STAMP)
+upgrade: $(UV_STAMP)
 	$(UV) lock --upgrade
 	$(UV) sync --locked --extra dev
 	touch $(STAMP)
