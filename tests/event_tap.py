@@ -7,6 +7,7 @@ import time
 from typing import Any
 
 from celery import Celery
+from flower import options as _flower_options  # noqa: F401  (Flower's command defines its options first)
 from flower.events import EventsState
 
 
