@@ -13,10 +13,20 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 
+# The uv release that reads uv.lock (the Makefile's UV_VERSION).
+ARG UV_VERSION=0.13.9
+
 WORKDIR /srv/agentfleet
-COPY pyproject.toml README.md ./
+COPY pyproject.toml uv.lock README.md ./
 COPY agentfleet ./agentfleet
-RUN pip install . \
+# The versions uv.lock holds, each checked against its hashes; then agentfleet itself, whose
+# requirements those already are. uv only exports the lock and is not left in the image.
+RUN pip install "uv==${UV_VERSION}" \
+    && uv export --quiet --frozen --no-emit-project --format requirements-txt --output-file /tmp/requirements.txt \
+    && pip uninstall --yes uv \
+    && pip install --require-hashes --requirement /tmp/requirements.txt \
+    && pip install --no-deps . \
+    && rm /tmp/requirements.txt \
     && groupadd --gid 10001 agentfleet \
     && useradd --uid 10001 --gid 10001 --create-home --shell /usr/sbin/nologin agentfleet
 

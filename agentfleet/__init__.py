@@ -38,6 +38,7 @@ _EXPORTS = {
     "RetryableError": "agentfleet.errors",
     "PermanentError": "agentfleet.errors",
     "Deferred": "agentfleet.errors",
+    "ClaimLost": "agentfleet.errors",
     "ConfigError": "agentfleet.errors",
     "DispatchError": "agentfleet.errors",
     "RunError": "agentfleet.errors",
@@ -60,6 +61,8 @@ _EXPORTS = {
     "TaskTimeLimit": "agentfleet.errors",
     "DeadLetterNotFound": "agentfleet.errors",
     "CompensationFailed": "agentfleet.errors",
+    "AggregateFailed": "agentfleet.errors",
+    "MalformedMessage": "agentfleet.errors",
     "SpendLedger": "agentfleet.spend",
 }
 
@@ -69,10 +72,12 @@ _SUBMODULES = frozenset({"merge", "testing"})
 __all__ = [
     "AgentResult",
     "AgentfleetError",
+    "AggregateFailed",
     "AuthError",
     "BadRequest",
     "BudgetExceeded",
     "CircuitBreaker",
+    "ClaimLost",
     "CompensationFailed",
     "ConfigError",
     "ConnectionFailed",
@@ -92,6 +97,7 @@ __all__ = [
     "Limiter",
     "LocalCluster",
     "LoopDetected",
+    "MalformedMessage",
     "MockMessagesServer",
     "Node",
     "Overloaded",
@@ -125,9 +131,11 @@ if TYPE_CHECKING:
     from agentfleet.dlq import DeadLetter, DLQFilter, DLQStats
     from agentfleet.errors import (
         AgentfleetError,
+        AggregateFailed,
         AuthError,
         BadRequest,
         BudgetExceeded,
+        ClaimLost,
         CompensationFailed,
         ConfigError,
         ConnectionFailed,
@@ -138,6 +146,7 @@ if TYPE_CHECKING:
         ForbiddenDestination,
         InvalidInput,
         LoopDetected,
+        MalformedMessage,
         Overloaded,
         PermanentError,
         PoisonMessage,

@@ -5,7 +5,7 @@
 - ``check_broker(target)``: one ``PING`` with short timeouts and no retries; a refused or
   missing password raises ``ConfigError`` saying so, no answer raises ``BrokerUnavailable``;
 - ``credentials_refused(exc)``: whether a Redis error is an authentication failure, which no
-  amount of waiting cures (``ride_out`` gives up on it at once).
+  amount of waiting cures (``Patience.call`` gives up on it at once).
 
 Every message shows the URL through ``mask_url``.
 """

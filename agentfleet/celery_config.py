@@ -22,8 +22,8 @@ from kombu import Queue
 from agentfleet.config import Settings
 from agentfleet.config.cron import cron_schedule
 from agentfleet.config.redis_url import url_password, without_password
-from agentfleet.redis_client import sentinel_hosts
-from agentfleet.transport import broker_transport, enabled
+from agentfleet.redis_client import keepalive_options, sentinel_hosts
+from agentfleet.transport import broker_transport, consumer_class, enabled
 
 __all__ = [
     "BUILTIN_TASK_MODULES",
@@ -117,6 +117,14 @@ def _autoscaler() -> dict[str, Any]:
     return {"worker_autoscaler": "agentfleet.transport.autoscale:FleetAutoscaler"}
 
 
+def _consumer() -> dict[str, Any]:
+    """The worker consumer that takes out the messages it cannot take (dead letters of category
+    ``malformed``) instead of stopping, unless Celery's consumer no longer has what it
+    overrides (then Celery's own)."""
+    found = consumer_class()
+    return {"worker_consumer": found} if found else {}
+
+
 def _redbeat_options(settings: Settings) -> dict[str, Any]:
     """Where beat keeps its schedule and lock: the broker's Redis, through Sentinel if it is."""
     common = {"socket_connect_timeout": 5, "socket_keepalive": True, "health_check_interval": 30}
@@ -141,6 +149,33 @@ def _redbeat_options(settings: Settings) -> dict[str, Any]:
     return {"redbeat_redis_url": "redis-sentinel://", "redbeat_redis_options": options}
 
 
+def _link_options(settings: Settings) -> dict[str, Any]:
+    """kombu's transport options that bound a call on a link that drops packets silently: a
+    reply waits ``delivery.redis_timeout_s``, a connection ``redis_connect_timeout_s``; TCP
+    keepalive and kombu's health checks (a PING before an idle connection's use, a pending
+    ``BRPOP`` dropped once its reply is ``redis_health_check_s`` overdue) find a dead idle one.
+    No retry on timeout: kombu then keeps publishing in batches."""
+    delivery = settings.delivery
+    return {
+        "socket_timeout": delivery.redis_timeout_s,
+        "socket_connect_timeout": delivery.redis_connect_timeout_s,
+        "socket_keepalive": True,
+        "socket_keepalive_options": keepalive_options(delivery.redis_health_check_s),
+        "health_check_interval": delivery.redis_health_check_s,
+    }
+
+
+def _backend_link_options(settings: Settings) -> dict[str, Any]:
+    """The same bounds for Celery's Redis result backend (which sets no keepalive timings)."""
+    delivery = settings.delivery
+    return {
+        "redis_socket_timeout": delivery.redis_timeout_s,
+        "redis_socket_connect_timeout": delivery.redis_connect_timeout_s,
+        "redis_socket_keepalive": True,
+        "redis_backend_health_check_interval": delivery.redis_health_check_s,
+    }
+
+
 def celery_config(settings: Settings) -> dict[str, Any]:
     """Celery settings for agentfleet's delivery semantics (see DESIGN.md)."""
     queues = settings.queues
@@ -152,8 +187,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "max_connections": settings.broker_max_connections,
         "unacked_restore_interval": settings.unacked_restore_interval_s,
         "unacked_restore_throttle": 1,
-        "socket_keepalive": True,
-        "health_check_interval": 30,
+        **_link_options(settings),
         **_sentinel_options(settings),
     }
     backend_options: dict[str, Any] = {"visibility_timeout": settings.visibility_timeout_s}
@@ -165,6 +199,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "result_backend": settings.backend_url,
         "broker_transport_options": transport_options,
         "result_backend_transport_options": backend_options,
+        **_backend_link_options(settings),
         "broker_connection_retry_on_startup": True,
         "task_serializer": "json",
         "result_serializer": "json",
@@ -203,6 +238,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         },
         "worker_max_tasks_per_child": settings.worker.max_tasks_per_child,
         **_autoscaler(),
+        **_consumer(),
         "agentfleet_autoscale_keepalive_s": settings.worker.autoscale_keepalive_s,
         "worker_hijack_root_logger": False,
         "enable_utc": True,

@@ -12,6 +12,7 @@
     │   ├── MockRequestInvalid  a request the real API would refuse: the mock answers it 400
     │   └── MockSetupInvalid    a mock server option, setting or scripted reply is wrong
     ├── Deferred                not a failure: run again after ``wait_s`` (limits, open circuit)
+    ├── ClaimLost               not a failure: this execution no longer holds its item's claim
     ├── RetryableError          a later attempt may succeed
     │   ├── RateLimited         429 from a downstream, or a limiter said no (``retry_after_s``)
     │   ├── Overloaded          529 from an LLM provider
@@ -30,7 +31,10 @@
         ├── LoopDetected        an agent repeated the same tool call too often
         ├── ForbiddenDestination the SSRF guard or a credential's domain list refused a request
         ├── PoisonMessage       the task killed its worker too many times
-        └── CompensationFailed  a succeeded item's compensation failed for good
+        ├── CompensationFailed  a succeeded item's compensation failed for good
+        ├── AggregateFailed     a run's aggregate raised, exited, returned what cannot be
+                                stored, kept killing its worker, or is not allowed there
+        └── MalformedMessage    a queue entry that cannot be decoded or delivered as a task
 
 Every error carries a short machine ``category`` (``"rate_limited"``, ``"bad_request"``...) used
 by the dead-letter queue, and optionally the HTTP ``status_code`` and the ``downstream`` it came
@@ -47,10 +51,12 @@ from typing import Any, ClassVar
 
 __all__ = [
     "AgentfleetError",
+    "AggregateFailed",
     "AuthError",
     "BadRequest",
     "BrokerUnavailable",
     "BudgetExceeded",
+    "ClaimLost",
     "CompensationFailed",
     "ConfigError",
     "ConnectionFailed",
@@ -62,6 +68,7 @@ __all__ = [
     "ForbiddenDestination",
     "InvalidInput",
     "LoopDetected",
+    "MalformedMessage",
     "MockRequestInvalid",
     "MockServerError",
     "MockSetupInvalid",
@@ -182,6 +189,20 @@ class Deferred(AgentfleetError):
         super().__init__(reason or f"deferred for {wait_s:.2f} s", downstream=downstream)
         self.wait_s = max(0.0, float(wait_s))
         self.reason = reason
+
+
+class ClaimLost(AgentfleetError):
+    """This execution no longer holds its item's claim: it lapsed (the worker was cut off from
+    Redis, or frozen, for longer than ``delivery.claim_ttl_s``) or another delivery holds it.
+
+    Not a failure, and never retried or dead-lettered: another delivery may be running the
+    item, so this one stops. The fleet's own calls (``ctx.step``, model and HTTP requests
+    through the fleet transport, agent tool calls, checkpoints) raise it once the claim is
+    gone; ``ctx.check_claim()`` raises it on demand. The delivery then hands the item back:
+    its message comes back later and returns the outcome the item ends with.
+    """
+
+    category = "claim_lost"
 
 
 class RetryableError(AgentfleetError):
@@ -318,6 +339,22 @@ class CompensationFailed(PermanentError):
     names the error it raised. Dead-lettered in its own category."""
 
     category = "compensation"
+
+
+class AggregateFailed(PermanentError):
+    """A run's aggregate ended without a value: it raised (``SystemExit`` included), returned
+    what JSON cannot hold, killed its worker too often, or names a function its worker may not
+    run. Recorded once for the run and dead-lettered in its own category."""
+
+    category = "aggregate"
+
+
+class MalformedMessage(PermanentError):
+    """A queue entry a worker could not decode or deliver as a task (not JSON, not kombu's
+    envelope, a body that does not decode, a content type refused, a task no worker has). It is
+    taken out of its queue and dead-lettered in its own category; it cannot be requeued."""
+
+    category = "malformed"
 
 
 _RETRYABLE_STATUS = {408, 409, 425, 429, 529}

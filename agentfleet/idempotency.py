@@ -9,12 +9,13 @@ from typing import Any
 __all__ = ["canonical_json", "default_item_key", "node_key", "stable_hash", "stage_key", "text_hash"]
 
 
-def canonical_json(value: Any) -> str:
+def canonical_json(value: Any, *, finite: bool = False) -> str:
     """JSON with sorted keys and no spaces: the same value always gives the same text.
 
-    Raises ``TypeError`` for values JSON cannot hold.
+    Raises ``TypeError`` for values JSON cannot hold; with ``finite``, ``ValueError`` for NaN
+    and the infinities (which Python writes as ``NaN`` and ``Infinity``, outside JSON).
     """
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=not finite)
 
 
 def stable_hash(value: Any, *, length: int = 16) -> str:

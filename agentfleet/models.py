@@ -110,7 +110,9 @@ class RunSummary(BaseModel):
     label its budgets are counted under. ``compensation`` is ``requested`` once the run was
     told to undo its succeeded items, then ``done``; ``compensated`` and
     ``compensations_failed`` count them. ``steps`` counts, for a dependency graph, each step's
-    items by status (``succeeded``, ``failed``, ``skipped``).
+    items by status (``succeeded``, ``failed``, ``skipped``). ``aggregate`` is, for a run with
+    one, ``waiting`` until it is stored, then ``succeeded`` or ``failed`` (with
+    ``aggregate_error`` saying why); empty for a run without.
     """
 
     run_id: str
@@ -138,3 +140,5 @@ class RunSummary(BaseModel):
     compensated: int = 0
     compensations_failed: int = 0
     steps: dict[str, dict[str, int]] = Field(default_factory=dict)
+    aggregate: str = ""
+    aggregate_error: str | None = None

@@ -9,19 +9,33 @@ client:
 - has room for ``max_connections`` connections and, when all are busy, waits up to
   ``pool_timeout_s`` seconds for one instead of failing (a gevent worker with 1,000 busy
   slots may ask for 1,000 at once);
-- retries a command that met a dropped connection a few times with jittered backoff (the
-  reply of a command that did reach the server may be lost: agentfleet's own scripts are
-  safe to run twice), and checks idle connections before use;
+- retries a command that met a dropped connection a few times with jittered backoff, but
+  not one whose reply timed out: a silent link fails the call;
+- gives up on a reply after ``socket_timeout_s`` and on connecting after
+  ``connect_timeout_s``, so a link that drops packets silently (no reset, no refusal) fails a
+  call within ``socket_timeout_s`` on an open connection, ``connect_timeout_s`` on a new one;
+- checks connections idle for ``health_check_s``: TCP keepalive probes every
+  ``health_check_s`` (two unanswered close the connection, so a dead idle one is found within
+  three times that), and a PING before its next use;
 - returns ``str`` replies.
 
-Longer outages are for the caller to ride out (see ``agentfleet.resilience``).
+The reply of a command that did reach the server may be what was lost: the run store's writes
+count nothing twice when sent again (see ``agentfleet.outages``), which also rides out longer
+outages.
+
+agentfleet holds two kinds of client, typed apart (``agentfleet.redis_handles``) and made only
+here: ``broker_client(settings)`` on the broker's Redis (kombu's queues and unacknowledged
+messages) and ``state_client(settings)`` on the Redis of agentfleet's own state
+(``state_url``, else the broker's). ``connect`` gives an untyped client, for probes.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import socket
 import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import unquote, urlsplit
 
 import redis
@@ -30,9 +44,20 @@ from redis.cluster import ClusterNode, RedisCluster
 from redis.retry import Retry
 from redis.sentinel import Sentinel
 
+from agentfleet.redis_handles import BrokerRedis, StateRedis
 from agentfleet.transport.pools import QuickBlockingPool, QuickConnection
 
-__all__ = ["RedisTarget", "cluster_nodes", "connect", "mask_url", "reset_connections", "sentinel_hosts"]
+__all__ = [
+    "RedisTarget",
+    "broker_client",
+    "cluster_nodes",
+    "connect",
+    "keepalive_options",
+    "mask_url",
+    "reset_connections",
+    "sentinel_hosts",
+    "state_client",
+]
 
 # Connection-level retries for one command; outages longer than this are the caller's.
 _RETRIES = 3
@@ -47,9 +72,11 @@ class RedisTarget:
     ``sentinel_master`` is required for ``sentinel://`` URLs; ``sentinel_password`` is the
     Sentinels' own password when they have one (the master's is in the URL).
     ``pool_timeout_s`` is how long a command waits for a free connection, in seconds;
-    ``connect_timeout_s`` and ``socket_timeout_s`` bound connecting and each reply, in seconds,
-    and ``retries`` is how often a command that met a dropped connection is tried again (a
-    probe that must answer fast uses short timeouts and none).
+    ``connect_timeout_s`` and ``socket_timeout_s`` bound connecting and each reply, in seconds
+    (no command of agentfleet's blocks for more than a second), ``health_check_s`` is how long
+    a connection may sit idle before it is checked, in seconds, and ``retries`` is how often a
+    command that met a dropped connection is tried again (a probe that must answer fast uses
+    short timeouts and none).
     """
 
     url: str
@@ -57,8 +84,9 @@ class RedisTarget:
     sentinel_password: str | None = None
     max_connections: int = 1000
     pool_timeout_s: float = 20.0
-    connect_timeout_s: float = 5.0
-    socket_timeout_s: float = 30.0
+    connect_timeout_s: float = 3.0
+    socket_timeout_s: float = 5.0
+    health_check_s: int = 5
     retries: int = _RETRIES
 
     @property
@@ -114,18 +142,31 @@ def mask_url(url: str) -> str:
     return ";".join(masked)
 
 
+def keepalive_options(idle_s: int) -> dict[int, int]:
+    """TCP keepalive options (``socket.TCP_KEEP*`` -> value) for redis-py's and kombu's
+    ``socket_keepalive_options``: the first probe after ``idle_s`` idle seconds, then one every
+    ``idle_s``; two unanswered close the connection. Options this platform lacks are left out."""
+    wanted = {"TCP_KEEPIDLE": idle_s, "TCP_KEEPINTVL": idle_s, "TCP_KEEPCNT": 2}
+    return {getattr(socket, name): value for name, value in wanted.items() if hasattr(socket, name)}
+
+
 def _common_kwargs(target: RedisTarget) -> dict[str, object]:
     return {
         "decode_responses": True,
-        "health_check_interval": 30,
+        "health_check_interval": target.health_check_s,
         "socket_keepalive": True,
+        "socket_keepalive_options": keepalive_options(target.health_check_s),
         "socket_connect_timeout": target.connect_timeout_s,
-        # No command of ours blocks for more than a few seconds: a silent peer is a dead one.
+        # No command of ours blocks for more than a second: a silent peer is a dead one.
         "socket_timeout": target.socket_timeout_s,
+        # A dropped connection is tried again; a timed-out reply is not (on a silent link each
+        # try would wait as long again, and the command may have run).
         "retry": Retry(
-            ExponentialWithJitterBackoff(base=_BACKOFF_BASE_S, cap=_BACKOFF_CAP_S), target.retries
+            ExponentialWithJitterBackoff(base=_BACKOFF_BASE_S, cap=_BACKOFF_CAP_S),
+            target.retries,
+            supported_errors=(redis.ConnectionError,),
         ),
-        "retry_on_error": [redis.ConnectionError, redis.TimeoutError],
+        "retry_on_error": [redis.ConnectionError],
     }
 
 
@@ -193,6 +234,34 @@ def connect(target: RedisTarget | str) -> redis.Redis:
                 client = _url_client(target)
             _clients[target] = client
         return client
+
+
+class Targets(Protocol):
+    """Where the broker and the state live (``agentfleet.config.Settings`` is one)."""
+
+    def broker_target(self) -> RedisTarget: ...
+
+    def redis_target(self) -> RedisTarget: ...
+
+
+def _probing(target: RedisTarget, probe_timeout_s: float | None) -> RedisTarget:
+    if probe_timeout_s is None:
+        return target
+    wait_s = probe_timeout_s
+    return dataclasses.replace(target, connect_timeout_s=wait_s, socket_timeout_s=wait_s, retries=0)
+
+
+def broker_client(settings: Targets, *, probe_timeout_s: float | None = None) -> BrokerRedis:
+    """The process's shared client on the broker's Redis: kombu's queues and unacknowledged
+    messages. With ``probe_timeout_s`` (seconds), one of its own that gives up after that long
+    to connect or to answer, without retries (for health probes)."""
+    return BrokerRedis(connect(_probing(settings.broker_target(), probe_timeout_s)))
+
+
+def state_client(settings: Targets, *, probe_timeout_s: float | None = None) -> StateRedis:
+    """The process's shared client on agentfleet's own state (``state_url``, else the broker's
+    Redis). ``probe_timeout_s`` as for ``broker_client``."""
+    return StateRedis(connect(_probing(settings.redis_target(), probe_timeout_s)))
 
 
 def reset_connections() -> None:

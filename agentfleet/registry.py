@@ -26,10 +26,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import redis
-
 from agentfleet.config import Settings
-from agentfleet.redis_client import connect
+from agentfleet.outages import repeatable
+from agentfleet.redis_client import state_client
+from agentfleet.redis_handles import StateRedis
 
 __all__ = ["TaskInfo", "WorkerRecord", "WorkerRegistry"]
 
@@ -97,15 +97,15 @@ class WorkerRecord:
 class WorkerRegistry:
     """Reads and writes worker heartbeats in Redis. ``ttl_s``: seconds a heartbeat lasts."""
 
-    def __init__(self, client: redis.Redis, *, prefix: str = "af", ttl_s: float = 15.0) -> None:
+    def __init__(self, client: StateRedis, *, prefix: str = "af", ttl_s: float = 15.0) -> None:
         self.client: Any = client
         self.prefix = prefix
         self.ttl_s = ttl_s
 
     @classmethod
-    def from_settings(cls, settings: Settings, client: redis.Redis | None = None) -> WorkerRegistry:
+    def from_settings(cls, settings: Settings, client: StateRedis | None = None) -> WorkerRegistry:
         return cls(
-            client or connect(settings.redis_target()),
+            client or state_client(settings),
             prefix=settings.key_prefix,
             ttl_s=settings.worker.heartbeat_ttl_s,
         )
@@ -134,6 +134,7 @@ class WorkerRegistry:
         pipe.zrem(self._index_key(), node)
         pipe.execute()
 
+    @repeatable
     def live(self) -> list[WorkerRecord]:
         """The workers whose heartbeat has not expired, by node name.
 

@@ -26,10 +26,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import redis
-
 from agentfleet.config import Settings
-from agentfleet.redis_client import connect
+from agentfleet.outages import repeatable
+from agentfleet.redis_client import state_client
+from agentfleet.redis_handles import StateRedis
 
 __all__ = ["DaySpend", "SpendLedger", "utc_day"]
 
@@ -59,7 +59,7 @@ class SpendLedger:
     """Spend in Redis. Safe to share between threads."""
 
     def __init__(
-        self, client: redis.Redis, *, prefix: str = "af", run_ttl_s: int = 7 * _DAY_S, keep_days: int = 35
+        self, client: StateRedis, *, prefix: str = "af", run_ttl_s: int = 7 * _DAY_S, keep_days: int = 35
     ) -> None:
         # redis-py's reply types are unions of every RESP shape; this ledger knows each reply.
         self.client: Any = client
@@ -68,9 +68,9 @@ class SpendLedger:
         self.keep_days = keep_days
 
     @classmethod
-    def from_settings(cls, settings: Settings, client: redis.Redis | None = None) -> SpendLedger:
+    def from_settings(cls, settings: Settings, client: StateRedis | None = None) -> SpendLedger:
         return cls(
-            client or connect(settings.redis_target()),
+            client or state_client(settings),
             prefix=settings.key_prefix,
             run_ttl_s=settings.result_ttl_s,
             keep_days=settings.budgets.ledger_days,
@@ -85,6 +85,7 @@ class SpendLedger:
     def budget_key(self, run_id: str) -> str:
         return f"{self.prefix}:budget:{{{run_id}}}"
 
+    @repeatable
     def set_budget(self, run_id: str, usd: float) -> None:
         """Give run ``run_id`` a budget of its own, in US dollars."""
         self.client.set(self.budget_key(run_id), repr(float(usd)), ex=self.run_ttl_s)

@@ -17,8 +17,8 @@ SECRETS = ("REDIS_PASSWORD", "FLOWER_BASIC_AUTH", "AGENTFLEET_API_TOKEN")
 # encode ('/', '+' and '=' all appear).
 FILLED_IN = {
     "REDIS_PASSWORD": "r3d1s/pa55+w0rd=" + "7" * 16,
-    "FLOWER_BASIC_AUTH": "admin:fl0wer-" + "8" * 16,
-    "AGENTFLEET_API_TOKEN": "t0ken-" + "9" * 24,
+    "FLOWER_BASIC_AUTH": "admin:fl0wer-" + "8" * 32,
+    "AGENTFLEET_API_TOKEN": "t0ken-" + "9" * 32,
 }
 
 

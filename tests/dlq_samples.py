@@ -10,6 +10,20 @@ from agentfleet.dlq import AttemptRecord, DeadLetter, dead_letter_id, error_fing
 from agentfleet.idempotency import stage_key
 from agentfleet.models import TaskOutcome
 from agentfleet.orchestration import Fleet
+from agentfleet.registry import TaskInfo, WorkerRecord, WorkerRegistry
+
+# The task names sample entries use: a live worker registers them (requeue sends only those).
+SAMPLE_TASKS = ("tests.fetch", "tests.extract", "tests.report")
+
+
+def register_worker(client: Any, prefix: str, queue: str, names: tuple[str, ...] = SAMPLE_TASKS) -> None:
+    """A live worker's heartbeat, registering ``names`` as fleet tasks (for ten minutes)."""
+    record = WorkerRecord(
+        node=f"sample-{uuid.uuid4().hex[:6]}@test",
+        queues=(queue,),
+        tasks={name: TaskInfo(fleet=True) for name in names},
+    )
+    WorkerRegistry(client, prefix=prefix, ttl_s=600).beat(record)
 
 
 def sample_entry(**overrides: Any) -> DeadLetter:
@@ -50,10 +64,14 @@ def sample_entry(**overrides: Any) -> DeadLetter:
     return DeadLetter(**fields)
 
 
-def dead_item(fleet: Fleet, **entry_fields: Any) -> DeadLetter:
-    """A one-item run whose item failed for good, with its dead letter."""
+def dead_item(fleet: Fleet, *, registered: bool = True, **entry_fields: Any) -> DeadLetter:
+    """A one-item run whose item failed for good, with its dead letter; with ``registered``, a
+    live worker has its task(s)."""
     run_id = uuid.uuid4().hex[:16]
     entry = sample_entry(run_id=run_id, **entry_fields)
+    if registered:
+        names = tuple(dict.fromkeys([*SAMPLE_TASKS, entry.task_name, *entry.stage_tasks]))
+        register_worker(fleet.store.client, fleet.settings.key_prefix, fleet.settings.queues.agents, names)
     fleet.store.create_run(
         run_id,
         name="t",

@@ -16,7 +16,8 @@ The rules, which the README and ``docs/`` are written to:
   Docker or another host) and which test covers it instead. Blocks in other languages
   (``text`` synopses, ``yaml``, ``json``) are not code to run.
 
-Every document gets a Redis of its own (password ``PASSWORD``) and the mock Messages API.
+Every document gets a Redis of its own (requiring the password ``PASSWORD`` when its examples
+give it) and the mock Messages API.
 Addresses the examples name for a reader's machine are mapped to those: ``localhost:6379``
 and ``redis.internal:6379`` to the document's Redis, port ``8765`` to a free port for the
 mock the example starts, and the service's and Flower's ports come from the environment.

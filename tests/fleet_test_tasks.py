@@ -112,3 +112,34 @@ def effect(ctx: TaskContext, token: str, sleep_s: float = 0.0) -> dict[str, Any]
     os.write(fd, token.encode())
     os.close(fd)
     return {"token": token, "applied": True}
+
+
+@fleet_task
+def paced(ctx: TaskContext, token: str, sleep_s: float, check: bool = False) -> dict[str, Any]:
+    """Sleeps ``sleep_s`` in slices of 0.1 s, asking ``ctx.check_claim()`` between them when
+    ``check``. Counts at the far end, in ``$AGENTFLEET_TEST_EFFECTS/paced``: one line per body
+    execution's ``start``, ``end`` (it returned) or ``stopped`` (its claim was lost), with the
+    token, the worker's node name and the time."""
+    from celery import current_task
+
+    from agentfleet import ClaimLost
+
+    node = str(current_task.request.hostname or "").split("@")[0]
+    path = Path(os.environ["AGENTFLEET_TEST_EFFECTS"]) / "paced"
+
+    def note(event: str) -> None:
+        with open(path, "a") as log:
+            log.write(f"{event} {token} {node} {time.time():.3f}\n")
+
+    note("start")
+    deadline = time.monotonic() + sleep_s
+    try:
+        while time.monotonic() < deadline:
+            if check:
+                ctx.check_claim()
+            time.sleep(0.1)
+    except ClaimLost:
+        note("stopped")
+        raise
+    note("end")
+    return {"token": token, "node": node}

@@ -132,16 +132,26 @@ def test_budget_alerts_and_spending_are_metrics(fleet: Fleet) -> None:
     run = fleet.map(dt.talker, [{"prompt": f"metrics\n{LONG}", "calls": 20}], tenant="acme")
     run.wait(timeout_s=60)
     budgets = BudgetSettings(tenants={"acme": TenantBudget(daily_usd=TENANT_CAP_USD)})
-    samples = collect_daily_budgets(
-        _Sources(fleet.settings.model_copy(update={"budgets": budgets}), fleet.store)
-    )
-    alerts = {
-        (s.labels["scope"], s.labels["level"]): s.value
-        for s in samples
-        if s.name == "agentfleet_budget_alerts_total"
-    }
+    sources = _Sources(fleet.settings.model_copy(update={"budgets": budgets}), fleet.store)
+
+    def figures() -> dict[str, dict[object, float]]:
+        found: dict[str, dict[object, float]] = {}
+        for s in collect_daily_budgets(sources):
+            label = (s.labels["scope"], s.labels["level"]) if "level" in s.labels else s.labels.get("tenant")
+            found.setdefault(s.name, {})[label] = s.value
+        return found
+
+    def counted() -> bool:
+        found = figures()
+        alerts = found["agentfleet_budget_alerts_total"]
+        spent = found["agentfleet_budget_spent_usd"].get(None, 0.0)
+        return spent >= TENANT_CAP_USD and alerts[("tenant", "soft")] >= 1 and alerts[("tenant", "hard")] >= 1
+
+    # Each worker process adds its spending and alerts to the fleet's figures about once a second.
+    wait_until(counted, 30, "the fleet's spending and alerts to be counted")
+    found = figures()
+    alerts = found["agentfleet_budget_alerts_total"]
     assert alerts[("tenant", "soft")] == alerts[("tenant", "hard")] == 1, "each alert is raised once a day"
-    spent = {s.labels.get("tenant"): s.value for s in samples if s.name == "agentfleet_budget_spent_usd"}
-    caps = {s.labels.get("tenant"): s.value for s in samples if s.name == "agentfleet_budget_cap_usd"}
+    spent, caps = found["agentfleet_budget_spent_usd"], found["agentfleet_budget_cap_usd"]
     assert spent["acme"] >= TENANT_CAP_USD and caps["acme"] == TENANT_CAP_USD
     assert spent[None] >= spent["acme"], "the fleet's spending includes the tenant's"

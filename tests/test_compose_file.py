@@ -134,8 +134,17 @@ def test_the_redis_password_travels_apart_from_the_url(services: dict[str, dict[
 def test_the_image_runs_the_package_as_a_non_root_user() -> None:
     dockerfile = (REPO / "Dockerfile").read_text()
     assert re.search(r"^ARG PYTHON_IMAGE=python:3\.11[.\w-]*$", dockerfile, re.M)
-    assert "pip install ." in dockerfile
     assert re.search(r"^USER (?!0\b|root)\d+:\d+$", dockerfile, re.M), "a numeric non-root user"
+
+
+def test_the_image_installs_the_locked_versions_checked_against_their_hashes() -> None:
+    dockerfile = (REPO / "Dockerfile").read_text()
+    assert "COPY pyproject.toml uv.lock README.md ./" in dockerfile
+    assert "uv export --quiet --frozen --no-emit-project" in dockerfile
+    assert "pip install --require-hashes --requirement /tmp/requirements.txt" in dockerfile
+    assert "pip install --no-deps ." in dockerfile, "agentfleet itself brings in nothing unlocked"
+    uv_version = re.search(r"^UV_VERSION := (\S+)$", (REPO / "Makefile").read_text(), re.M)
+    assert uv_version and f"ARG UV_VERSION={uv_version.group(1)}" in dockerfile, "one uv reads the lock"
 
 
 def _compose_schema() -> dict[str, Any]:

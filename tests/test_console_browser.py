@@ -28,7 +28,7 @@ from agentfleet.mock_llm import MockMessagesServer
 pytestmark = pytest.mark.slow
 
 
-TOKEN = "browser-test-token"
+TOKEN = "browser-test-token-" + "0" * 32
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--headless",

@@ -6,7 +6,7 @@ import re
 from collections.abc import Iterator
 
 import pytest
-from dlq_samples import sample_entry
+from dlq_samples import register_worker, sample_entry
 from starlette.testclient import TestClient
 
 from agentfleet.config import Settings, load_settings
@@ -15,7 +15,7 @@ from agentfleet.runs import RunStore
 from agentfleet.service import create_app
 from agentfleet.spend import SpendLedger
 
-TOKEN = "console-token-123"
+TOKEN = "console-token-123-" + "0" * 32
 SECRET = "sk-live-very-secret-value"
 HOST = "http://testserver"
 
@@ -178,6 +178,7 @@ def test_bulk_purge_by_fingerprint_lists_exactly_the_matching_entries(
 def test_a_requeue_preview_sends_nothing(client: TestClient, settings: Settings) -> None:
     entry = sample_entry()
     _store(settings).add(entry)
+    register_worker(_store(settings).client, settings.key_prefix, settings.queues.agents)
     _sign_in(client)
     page = client.get(f"/console/dlq/requeue?id={entry.id}")
     assert page.status_code == 200 and "would requeue" in page.text

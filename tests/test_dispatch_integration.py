@@ -23,7 +23,7 @@ from agentfleet.service import create_app
 
 pytestmark = pytest.mark.slow
 
-TOKEN = "dispatch-token"
+TOKEN = "dispatch-token-" + "0" * 32
 
 
 def _cli(cluster: LocalCluster, *args: str, timeout_s: float = 90) -> subprocess.CompletedProcess[str]:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import redis
-from dlq_samples import sample_entry
+from dlq_samples import register_worker, sample_entry
 from typer.testing import CliRunner, Result
 
 from agentfleet.cli.app import app
@@ -24,6 +24,7 @@ def env(redis_url: str, key_prefix: str) -> dict[str, str]:
 
 @pytest.fixture
 def entries(redis_client: redis.Redis, key_prefix: str) -> list[DeadLetter]:
+    register_worker(redis_client, key_prefix, "agentfleet.agents")
     store = DLQStore(redis_client, prefix=key_prefix)
     made = [
         sample_entry(index=0, traceback="Traceback (most recent call last):\n  ...\nValueError: boom"),

@@ -23,7 +23,9 @@ DOCUMENTS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 @pytest.mark.parametrize("document", DOCUMENTS, ids=lambda path: str(path.relative_to(REPO)))
 def test_every_example_runs_as_written(document: Path, tmp_path: Path) -> None:
     blocks = blocks_of(document.read_text())
-    with EmbeddedRedis() as redis, MockMessagesServer() as mock:
+    # A document whose examples give the password PASSWORD gets a Redis that requires it.
+    password = "PASSWORD" if any(":PASSWORD@" in block.text for block in blocks if block.runs) else None
+    with EmbeddedRedis(password=password) as redis, MockMessagesServer() as mock:
         run = DocumentRun(tmp_path, redis.url, mock.url)
         try:
             for block in blocks:

@@ -14,6 +14,8 @@ from agentfleet.config import load_settings
 from agentfleet.errors import ConfigError
 from agentfleet.tasks.flower_setup import apply_settings, in_flower
 
+OPS_AUTH = "ops:pw-1-" + "0" * 32
+
 
 @pytest.fixture
 def options() -> Iterator[Any]:
@@ -32,16 +34,16 @@ def options() -> Iterator[Any]:
 
 
 def test_settings_give_auth_address_and_port(options: Any) -> None:
-    settings = load_settings(flower={"basic_auth": "ops:pw-1", "host": "127.0.0.1", "port": 5601})
+    settings = load_settings(flower={"basic_auth": OPS_AUTH, "host": "127.0.0.1", "port": 5601})
     apply_settings(options, settings)
-    assert (options.basic_auth, options.address, options.port) == (["ops:pw-1"], "127.0.0.1", 5601)
+    assert (options.basic_auth, options.address, options.port) == ([OPS_AUTH], "127.0.0.1", 5601)
 
 
 def test_what_flower_was_told_itself_wins(options: Any) -> None:
     options.basic_auth = ["own:auth"]
     options.port = 7000
     options.address = "10.1.2.3"
-    apply_settings(options, load_settings(flower={"basic_auth": "ops:pw-1"}))
+    apply_settings(options, load_settings(flower={"basic_auth": OPS_AUTH}))
     assert (options.basic_auth, options.address, options.port) == (["own:auth"], "10.1.2.3", 7000)
 
 

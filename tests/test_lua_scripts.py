@@ -7,6 +7,7 @@ from importlib import resources
 import pytest
 import redis
 
+from agentfleet.access.throttle import ACCESS_LUA
 from agentfleet.dlq.store import DLQ_LUA
 from agentfleet.lua import ScriptSet, shared_library
 from agentfleet.ratelimit.circuit import CIRCUIT_LUA
@@ -14,7 +15,7 @@ from agentfleet.ratelimit.scripts import LIMITER_LUA
 from agentfleet.runs.store import RUNS_LUA
 from agentfleet.transport.intake import TRANSPORT_LUA
 
-SETS = [LIMITER_LUA, CIRCUIT_LUA, DLQ_LUA, RUNS_LUA, TRANSPORT_LUA]
+SETS = [LIMITER_LUA, CIRCUIT_LUA, DLQ_LUA, RUNS_LUA, TRANSPORT_LUA, ACCESS_LUA]
 
 
 def _script_names(scripts: ScriptSet) -> list[str]:

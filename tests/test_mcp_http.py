@@ -12,7 +12,7 @@ from agentfleet.errors import DispatchError
 from agentfleet.orchestration import Fleet
 from agentfleet.service.mcp_server import MCP_PATH, FleetTools, build_server, http_app
 
-TOKEN = "mcp-http-token"
+TOKEN = "mcp-http-token-" + "0" * 32
 INITIALIZE = {
     "jsonrpc": "2.0",
     "id": 1,
@@ -34,8 +34,11 @@ def fleet(redis_url: str, key_prefix: str) -> Iterator[Fleet]:
 
 @pytest.fixture
 def client(fleet: Fleet) -> Iterator[TestClient]:
-    server = build_server(FleetTools(fleet), http_base_url="http://127.0.0.1:8766")
-    with TestClient(http_app(server, host="127.0.0.1"), base_url="http://127.0.0.1:8766") as test_client:
+    tools = FleetTools(fleet)
+    server = build_server(tools, http_base_url="http://127.0.0.1:8766")
+    with TestClient(
+        http_app(server, host="127.0.0.1", tools=tools), base_url="http://127.0.0.1:8766"
+    ) as test_client:
         yield test_client
 
 

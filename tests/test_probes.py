@@ -19,7 +19,7 @@ from agentfleet.ratelimit import Limiter
 from agentfleet.registry import TaskInfo, WorkerRecord, WorkerRegistry
 from agentfleet.service import create_app
 
-TOKEN = "probe-token"
+TOKEN = "probe-token-" + "0" * 32
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 

@@ -3,7 +3,8 @@
 The broker stays a plain Redis (kombu has no cluster transport); ``state_url`` puts the run
 store, the dead-letter queue, the limiter and the circuit breakers on the cluster. Every key a
 script touches carries a hash tag, so no script is refused for crossing slots, and runs spread
-over the masters.
+over the masters. Lost messages of every kind come back, and the stale copies a dead worker
+left on the broker are dropped there (kombu's ``unacked`` keys are not on the cluster).
 """
 
 from __future__ import annotations
@@ -14,18 +15,23 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
+import fleet_test_tasks as tt
 import pytest
 import redis
 from cluster_support import RedisClusterGroup
-from worker_env import cluster_env
+from fault_support import Effects, fault_cluster, wait_until
+from stranded import KINDS, forget, lose, two_passes, waiting_ids
+from worker_env import cluster_env, own_queues
 
-from agentfleet import LocalCluster
+from agentfleet import LocalCluster, Node
 from agentfleet.config import LimitSpec, Settings, load_settings
 from agentfleet.dlq.filters import DLQFilter
 from agentfleet.dlq.model import DeadLetter
 from agentfleet.dlq.store import DLQStore
+from agentfleet.embedded_redis import EmbeddedRedis
 from agentfleet.idempotency import default_item_key
 from agentfleet.models import TaskOutcome
+from agentfleet.orchestration import Fleet
 from agentfleet.ratelimit import Limiter
 from agentfleet.ratelimit.circuit import OPEN, CircuitBreaker
 from agentfleet.redis_client import connect
@@ -42,6 +48,7 @@ from agentfleet.runs import (
     UndoLog,
 )
 from agentfleet.spend import SpendLedger
+from agentfleet.transport.layout import UNACKED, UNACKED_INDEX
 
 pytestmark = pytest.mark.slow
 
@@ -294,3 +301,55 @@ def test_memory_graphs_and_compensations_work_on_the_cluster(own: Settings, stat
     assert undo.settle(run_id, key, done=True)
     undo.finish(run_id)
     assert run_id not in store.active_runs()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_stale_copy_on_the_broker_is_dropped_there_with_state_on_the_cluster(
+    kind: str, redis_cluster: RedisClusterGroup, redis_url: str, redis_client: redis.Redis
+) -> None:
+    tag = uuid.uuid4().hex[:8]
+    settings = load_settings(
+        broker_url=redis_url,
+        state_url=redis_cluster.url,
+        key_prefix=f"cs{tag}",
+        queues=own_queues(f"cs{tag}"),
+        delivery={"reconcile_grace_s": 5.0},
+        dispatch={"require_workers": False},
+    )
+    with Fleet(settings) as fleet:
+        assert isinstance(fleet.store.client, redis.RedisCluster)
+        stranded = lose(kind, fleet, redis_client)
+        try:
+            assert stranded.recovered(two_passes(fleet))
+            assert waiting_ids(redis_client, stranded.queue) == [stranded.task_id], "sent again"
+            assert not redis_client.hexists(UNACKED, stranded.tag), "the stale copy is gone"
+            assert redis_client.zscore(UNACKED_INDEX, stranded.tag) is None
+        finally:
+            forget(redis_client, stranded.tag)
+
+
+@pytest.fixture
+def private_broker() -> Iterator[EmbeddedRedis]:
+    """A broker for one test alone: what is left unacknowledged on it is that test's."""
+    with EmbeddedRedis() as server:
+        yield server
+
+
+def test_a_graph_step_whose_worker_was_sigkilled_comes_back_with_state_on_the_cluster(
+    redis_cluster: RedisClusterGroup, private_broker: EmbeddedRedis, tmp_path: Any
+) -> None:
+    effects = Effects(tmp_path / "effects")
+    broker = redis.Redis.from_url(private_broker.url, decode_responses=True)
+    with fault_cluster(private_broker.url, effects, workers=1, state_url=redis_cluster.url) as cluster:
+        run = cluster.fleet().graph([Node("a", tt.effect)], [{"token": "g-0", "sleep_s": 3.0}])
+        wait_until(lambda: effects.executions()["g-0"] == 1, 60, "the step to start")
+        cluster.kill_worker(cluster.workers[0])
+        # The dead worker's copy waits on the broker for the visibility timeout (an hour).
+        (held,) = broker.hvals(UNACKED)
+        assert json.loads(held)[0]["headers"]["id"] == f"{run.id}-0-n-a"
+        cluster.add_worker()
+        summary = run.wait(timeout_s=120)
+        assert (summary.succeeded, summary.recovered) == (1, 1)
+        wait_until(lambda: broker.hlen(UNACKED) == 0, 30, "no unacknowledged copy left on the broker")
+    assert broker.zcard(UNACKED_INDEX) == 0
+    assert effects.executions()["g-0"] == 2 and effects.applied() == {"g-0": 1}

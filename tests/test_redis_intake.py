@@ -100,15 +100,37 @@ def test_the_script_moves_messages_from_the_queue_to_the_record_in_one_step(
     assert json.loads(redis_client.hget(unacked, "t1")) == [json.loads(messages[1]), "x", "k"]
 
 
-def test_a_message_without_a_delivery_tag_stays_for_kombus_own_reading(
+def test_an_entry_without_a_delivery_tag_or_info_is_taken_unrecorded_and_handed_back_apart(
     redis_client: redis.Redis, key_prefix: str
 ) -> None:
     take = TRANSPORT_LUA.register(redis_client, "take")["take"]
     lists, index, unacked = [f"{key_prefix}.q"], f"{key_prefix}.index", f"{key_prefix}.unacked"
-    redis_client.lpush(lists[0], "not json", json.dumps({"properties": {}}))
-    assert take(keys=[*lists, index, unacked], args=[5, 1.0, 1, 1, 1]) == [[], []]
-    assert redis_client.lrange(lists[0], 0, -1) == ['{"properties": {}}', "not json"]
-    assert not redis_client.exists(index, unacked)
+    no_info = {"properties": {"delivery_tag": "t2", "delivery_info": {"exchange": "x"}}}
+    good = {
+        "body": "1",
+        "properties": {"delivery_tag": "t1", "delivery_info": {"exchange": "x", "routing_key": "k"}},
+    }
+    # A control character in a string: cjson reads it, Python's JSON (and kombu) would not.
+    control = json.dumps({**good, "body": "a\x01b"}).replace("\\u0001", "\x01")
+    entries = [
+        "not json",
+        json.dumps({"properties": {}}),
+        json.dumps(good),
+        json.dumps(no_info),
+        "[1]",
+        control,
+        # A tag that is not ASCII: Python reads it otherwise, and would never find its record.
+        json.dumps({**good, "properties": {**good["properties"], "delivery_tag": "t\u00e9"}}),
+    ]
+    redis_client.lpush(lists[0], *entries)
+    # Each in its place, those that cannot be recorded wrapped in a list of their own.
+    origins, taken = take(keys=[*lists, index, unacked], args=[7, 1.0, 1, 1, 1])
+    assert taken == [[entries[0]], [entries[1]], entries[2], *([entry] for entry in entries[3:])]
+    assert origins == [1] * 7
+    assert "\x01" in control
+    assert not redis_client.exists(lists[0])
+    assert redis_client.zrange(index, 0, -1) == ["t1"]
+    assert list(redis_client.hgetall(unacked)) == ["t1"]
 
 
 def test_a_consumer_that_never_acknowledges_gets_one_message_per_look_and_no_record(
@@ -136,12 +158,12 @@ def test_messages_taken_but_not_handed_over_go_back_to_the_front_of_their_queue(
 
         def deliver(message: Any, to: str) -> None:
             if len(handed) == 2:
-                raise RuntimeError("the consumer broke on the third message")
+                raise redis.ConnectionError("the connection broke on the third message")
             handed.append(message)
             real(message, to)
 
         monkeypatch.setattr(transport, "_deliver", deliver)
-        with pytest.raises(RuntimeError):
+        with pytest.raises(redis.ConnectionError):
             take(conn, queue, prefetch=6, count=6)
         monkeypatch.setattr(transport, "_deliver", real)
         # The first two were handed over; the other four are back in their queue and out of

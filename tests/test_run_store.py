@@ -100,13 +100,13 @@ def test_a_second_delivery_finds_the_live_claim_and_does_not_claim(store: RunSto
     assert store.client.get(store.claim_key("k0")) == "w:1:first"
 
 
-def test_finish_releases_only_its_own_claim(store: RunStore) -> None:
+def test_finish_releases_only_its_own_claim_and_stores_nothing_under_another(store: RunStore) -> None:
     _create(store, 1)
     _begin(store, token="w:1:first")
-    store.finish(_outcome(0), token="w:2:other")
+    assert store.finish(_outcome(0), token="w:2:other").fenced
     assert store.live_claims(["k0"]) == [True]
-    store.client.delete(store.outcome_key("k0"))
-    store.finish(_outcome(0), token="w:1:first")
+    assert store.stored_outcomes(["k0"]) == [None]
+    assert store.finish(_outcome(0), token="w:1:first").recorded
     assert store.live_claims(["k0"]) == [False]
 
 

@@ -38,7 +38,7 @@ pytestmark = pytest.mark.slow
 
 SECRET = f"sk-live-{uuid.uuid4().hex}"
 PASSWORD = f"r/{uuid.uuid4().hex[:12]}+pw=="
-FLOWER_AUTH = ("ops", f"flower-{uuid.uuid4().hex[:12]}")
+FLOWER_AUTH = ("ops", f"flower-{uuid.uuid4().hex}")
 TASK = "secret_test_tasks.echo_credential"
 
 

@@ -11,8 +11,10 @@ from starlette.testclient import TestClient
 from agentfleet.config import Settings, load_settings
 from agentfleet.service import create_app
 
+RIGHT = "right-token-" + "0" * 32
+
 CAP = 1024 * 1024
-AUTH = {"Authorization": "Bearer right-token", "Content-Type": "application/json"}
+AUTH = {"Authorization": f"Bearer {RIGHT}", "Content-Type": "application/json"}
 
 
 @pytest.fixture
@@ -20,7 +22,7 @@ def settings(redis_url: str, key_prefix: str) -> Settings:
     return load_settings(
         broker_url=redis_url,
         key_prefix=key_prefix,
-        service={"token": "right-token", "max_body_bytes": CAP, "max_json_depth": 16},
+        service={"token": RIGHT, "max_body_bytes": CAP, "max_json_depth": 16},
         fanouts={"echoes": {"task": "fleet_test_tasks.echo"}},
     )
 

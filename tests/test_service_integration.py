@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from ops_support import wait_for
@@ -17,8 +18,9 @@ from agentfleet.service import create_app
 
 pytestmark = pytest.mark.slow
 
-TOKEN = "integration-token"
+TOKEN = "integration-token-" + "0" * 32
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
+STALE_AFTER_S = 2
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +36,7 @@ def cluster() -> Iterator[LocalCluster]:
 def settings(cluster: LocalCluster) -> Settings:
     return load_settings(
         broker_url=cluster.broker_url,
-        service={"token": TOKEN, "stale_after_s": 2},
+        service={"token": TOKEN, "stale_after_s": STALE_AFTER_S},
         fanouts={"echoes": {"task": "fleet_test_tasks.echo"}},
     )
 
@@ -45,28 +47,35 @@ def client(settings: Settings) -> Iterator[TestClient]:
         yield test_client
 
 
-def _status(client: TestClient, wanted: str) -> dict[str, object] | None:
-    health: dict[str, object] = client.get("/health").json()
-    return health if health["status"] == wanted else None
+def _status(client: TestClient, wanted: str, completed: int = 0) -> dict[str, Any] | None:
+    """/health's answer once it says ``wanted`` with at least ``completed`` completions counted."""
+    health: dict[str, Any] = client.get("/health").json()
+    return health if health["status"] == wanted and health["completed_last_minute"] >= completed else None
 
 
 def test_health_turns_stale_when_work_waits_and_ok_once_it_completes(
     cluster: LocalCluster, client: TestClient
 ) -> None:
+    sent = time.monotonic()
     run = cluster.fleet().map("fleet_test_tasks.echo", [{"n": i} for i in range(5)])
     first = client.get("/health").json()
-    assert first["status"] == "degraded", "no worker yet, and the work has waited less than 2 s"
+    if time.monotonic() - sent < STALE_AFTER_S:  # a loaded machine may take longer to get here
+        assert first["status"] == "degraded", "no worker yet, and the work has waited less than 2 s"
     assert first["queues"]["agentfleet.agents"] == 5
     assert first["workers_active"] == 0
     stale = wait_for(lambda: _status(client, "stale"), timeout_s=20, what="/health to say stale")
-    assert stale["queues"]["agentfleet.agents"] == 5  # type: ignore[index]
+    assert stale["queues"]["agentfleet.agents"] == 5
 
     cluster.add_worker()
     assert run.wait(timeout_s=60).succeeded == 5
-    healthy = wait_for(lambda: _status(client, "ok"), timeout_s=20, what="/health to say ok")
+    # Each process adds its completions to the shared count about once a second: wait for all 5.
+    healthy = wait_for(
+        lambda: _status(client, "ok", completed=5),
+        timeout_s=30,
+        what="/health to say ok with 5 completions counted",
+    )
     assert healthy["workers_active"] == 1
-    assert healthy["completed_last_minute"] >= 5  # type: ignore[operator]
-    assert 0 <= healthy["seconds_since_last_completion"] < 30  # type: ignore[operator]
+    assert 0 <= healthy["seconds_since_last_completion"] < 30
 
 
 def test_a_triggered_run_executes_on_the_cluster(cluster: LocalCluster, client: TestClient) -> None:

@@ -15,6 +15,8 @@ from agentfleet.service.collectors import DEFAULT_COLLECTORS, Collected, Sources
 from agentfleet.service.health import PendingClock, assess
 from agentfleet.service.prometheus import render
 
+RIGHT = "right-token-" + "0" * 32
+
 
 def _families(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:
     found: dict[str, list[tuple[dict[str, str], float]]] = {}
@@ -101,7 +103,7 @@ def settings(redis_url: str, key_prefix: str) -> Settings:
             "fanin": f"{key_prefix}.fanin",
             "maintenance": f"{key_prefix}.m",
         },
-        service={"token": "right-token"},
+        service={"token": RIGHT},
         fanouts={"echoes": {"task": "fleet_test_tasks.echo"}},
     )
 
@@ -117,7 +119,7 @@ def test_the_run_trigger_refuses_requests_without_the_bearer_token(client: TestC
     missing = client.post("/runs", json=body)
     assert missing.status_code == 401 and missing.headers["www-authenticate"].startswith("Bearer")
     assert client.post("/runs", json=body, headers={"Authorization": "Bearer wrong"}).status_code == 401
-    assert client.post("/runs", json=body, headers={"Authorization": "Basic right-token"}).status_code == 401
+    assert client.post("/runs", json=body, headers={"Authorization": f"Basic {RIGHT}"}).status_code == 401
     assert client.get("/runs/abc").status_code == 401
 
 
@@ -141,13 +143,13 @@ def test_the_run_trigger_is_off_without_a_configured_token(redis_url: str, key_p
 def test_the_run_trigger_explains_a_bad_request(
     client: TestClient, body: dict[str, object], status: int, fragment: str
 ) -> None:
-    response = client.post("/runs", json=body, headers={"Authorization": "Bearer right-token"})
+    response = client.post("/runs", json=body, headers={"Authorization": f"Bearer {RIGHT}"})
     assert response.status_code == status
     assert fragment in response.json()["error"]
 
 
 def test_an_unknown_run_is_404(client: TestClient) -> None:
-    response = client.get("/runs/doesnotexist", headers={"Authorization": "Bearer right-token"})
+    response = client.get("/runs/doesnotexist", headers={"Authorization": f"Bearer {RIGHT}"})
     assert response.status_code == 404
 
 

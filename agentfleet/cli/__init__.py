@@ -26,8 +26,11 @@ def _fail(message: str, code: int = 2) -> None:
     from rich.markup import escape
 
     from agentfleet.cli.output import err_console
+    from agentfleet.display import visible
 
-    err_console.print(f"[red]error:[/red] {escape(_redacted(message))}", highlight=False, soft_wrap=True)
+    err_console.print(
+        f"[red]error:[/red] {escape(visible(_redacted(message)))}", highlight=False, soft_wrap=True
+    )
     sys.exit(code)
 
 

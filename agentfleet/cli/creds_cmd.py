@@ -8,7 +8,7 @@ from agentfleet.cli.connect import require_broker
 from agentfleet.cli.output import audit_table, console, print_json
 from agentfleet.config import get_settings
 from agentfleet.dlq import parse_since
-from agentfleet.redis_client import connect
+from agentfleet.redis_client import state_client
 from agentfleet.tools.audit import AuditLog
 
 __all__ = ["creds_app"]
@@ -27,7 +27,7 @@ def audit(
     """Uses of credentials, oldest first: the latest --limit, or the first since --since."""
     start = parse_since(since) if since is not None else None
     require_broker()
-    audit = AuditLog(connect(get_settings().redis_target()), get_settings().key_prefix)
+    audit = AuditLog(state_client(get_settings()), get_settings().key_prefix)
     entries = audit.read(count=limit, since=start)
     if as_json:
         print_json([entry.model_dump(mode="json") for entry in entries])

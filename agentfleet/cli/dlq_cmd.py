@@ -11,6 +11,7 @@ from agentfleet.cli.connect import require_broker
 from agentfleet.cli.dlq_tables import entries_table, entry_view, requeue_table, stats_view
 from agentfleet.cli.output import console, err_console, print_json
 from agentfleet.dlq import DLQFilter
+from agentfleet.dlq.model import MALFORMED_BLOCKER
 from agentfleet.errors import ConfigError
 from agentfleet.orchestration import Fleet
 from agentfleet.orchestration.dead_letters import DeadLetterQueue
@@ -134,6 +135,13 @@ def requeue(
     done = sum(r.action in ("requeued", "would requeue") for r in results)
     verb = "would be requeued" if dry_run else "requeued"
     console.print(f"{done} of {len(results)} entries {verb}.")
+    malformed = sum(r.reason == MALFORMED_BLOCKER for r in results)
+    if malformed:
+        console.print(
+            f"{malformed} malformed {'entry' if malformed == 1 else 'entries'} cannot be requeued: a queue "
+            "entry no worker could decode or deliver names no task to run; purge it "
+            "(agentfleet dlq purge --category malformed)."
+        )
     if any(r.action == "failed" for r in results):
         raise typer.Exit(1)
 

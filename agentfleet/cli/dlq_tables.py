@@ -12,7 +12,8 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from agentfleet.cli.output import compact_table, shorten
+from agentfleet.cli.output import compact_table, shorten, shown
+from agentfleet.display import visible
 from agentfleet.dlq import DeadLetter, DLQStats
 from agentfleet.dlq.stats import format_age
 from agentfleet.orchestration.dead_letters import RequeueResult
@@ -30,12 +31,16 @@ def _failure(entry: DeadLetter) -> Text:
     stage = f" stage {entry.stage + 1}/{entry.stages}" if entry.stages > 1 else ""
     tries = f"{entry.attempts} {'try' if entry.attempts == 1 else 'tries'}"
     where = f" @ {entry.downstream}" if entry.downstream else ""
+    if entry.raw_message:
+        # A malformed queue entry: where it was found, not how often it ran (it never did).
+        tries = f"taken out of {entry.queue or 'its queue'}"
+    item = f" #{entry.item_key}" if entry.item_key else ""
     return Text.assemble(
-        (f"{entry.task_name}{stage} #{entry.item_key}", "bold"),
+        (visible(f"{entry.task_name or '(no task named)'}{stage}{item}"), "bold"),
         "\n",
-        (f"{entry.category}{where}, {tries}", "dim"),
+        (visible(f"{entry.category}{where}, {tries}"), "dim"),
         "\n",
-        shorten(f"{entry.error_type}: {entry.error}", 240),
+        visible(shorten(f"{entry.error_type}: {entry.error}", 240)),
     )
 
 
@@ -80,12 +85,13 @@ def entry_view(entry: DeadLetter) -> RenderableType:
         ("last failure", _when(entry.last_failure_at)),
         ("dead-lettered", _when(entry.dead_lettered_at)),
         ("worker", entry.worker or "-"),
+        ("queue", entry.queue or "-"),
         ("requeued before", str(entry.requeues)),
         ("redacted input", ", ".join(entry.redacted) or "-"),
         ("requeue", entry.requeue_blocker or "possible"),
     ]
     for name, value in rows:
-        fields.add_row(name, Text(value))
+        fields.add_row(name, shown(value))
     attempts = Table(title="attempts")
     for column in ("#", "at", "type", "status", "downstream", "seconds", "message"):
         attempts.add_column(column, overflow="fold" if column == "message" else "ellipsis")
@@ -97,11 +103,15 @@ def entry_view(entry: DeadLetter) -> RenderableType:
             str(a.status_code) if a.status_code is not None else "-",
             a.downstream or "-",
             f"{a.duration_s:.2f}",
-            Text(a.message[:500]),
+            shown(a.message[:500]),
         )
-    inputs = Panel(Text(json.dumps(entry.inputs, indent=2, default=str)), title="input")
+    if entry.raw_message:
+        # A malformed queue entry has no input and never ran: the entry itself is the evidence.
+        found = Panel(shown(entry.raw_message), title="the entry as found in its queue (secrets redacted)")
+        return Group(fields, found)
+    inputs = Panel(shown(json.dumps(entry.inputs, indent=2, default=str)), title="input")
     trace = Panel(
-        Text(entry.traceback.rstrip() or "(no traceback: the task body did not raise)"), title="traceback"
+        shown(entry.traceback.rstrip() or "(no traceback: the task body did not raise)"), title="traceback"
     )
     return Group(fields, inputs, attempts, trace)
 
@@ -111,7 +121,7 @@ def _counts(title: str, counts: dict[str, int]) -> Table:
     table.add_column(title.split(" ")[-1])
     table.add_column("entries", justify="right")
     for name, count in counts.items():
-        table.add_row(name, str(count))
+        table.add_row(shown(name), str(count))
     return table
 
 
@@ -132,7 +142,7 @@ def stats_view(stats: DLQStats) -> RenderableType:
         for column in ("fingerprint", "entries", "type", "message"):
             fps.add_column(column, overflow="fold" if column == "message" else "ellipsis")
         for fp in stats.top_fingerprints:
-            fps.add_row(fp.fingerprint, str(fp.count), fp.error_type, Text(fp.message))
+            fps.add_row(fp.fingerprint, str(fp.count), shown(fp.error_type), shown(fp.message))
         parts.append(fps)
     if stats.vendor_issues:
         issues = Table(title=f"vendor issues (last {stats.window_s:.0f} s)", style="red")
@@ -153,10 +163,10 @@ def requeue_table(results: Sequence[RequeueResult], *, dry_run: bool) -> Table:
         style = {"requeued": "green", "would requeue": "cyan", "skipped": "yellow", "failed": "red"}[r.action]
         table.add_row(
             r.id,
-            r.task_name,
-            r.task_id,
+            shown(r.task_name),
+            shown(r.task_id),
             str(r.stage + 1),
             f"[{style}]{r.action}[/{style}]",
-            r.reason or " -> ".join(r.stages_sent),
+            shown(r.reason or " -> ".join(r.stages_sent)),
         )
     return table

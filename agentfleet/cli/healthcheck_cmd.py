@@ -13,7 +13,7 @@ import typer
 
 from agentfleet.cli.output import console
 from agentfleet.config import get_settings
-from agentfleet.redis_client import connect
+from agentfleet.redis_client import broker_client
 
 __all__ = ["healthcheck_app"]
 
@@ -71,7 +71,7 @@ def beat() -> None:
     from agentfleet.celery_config import redbeat_key_prefix
 
     settings = get_settings()
-    ttl_ms = int(connect(settings.broker_target()).pttl(redbeat_key_prefix(settings) + ":lock"))
+    ttl_ms = int(broker_client(settings).pttl(redbeat_key_prefix(settings) + ":lock"))
     if ttl_ms <= 0:
         _down("no beat holds the schedule lock")
     console.print(f"a beat holds the schedule lock ({ttl_ms / 1000:.1f} s before it must renew)")

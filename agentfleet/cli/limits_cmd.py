@@ -9,7 +9,7 @@ from agentfleet.cli.limits_tables import limits_table, plan_view
 from agentfleet.cli.output import console, print_json
 from agentfleet.config import get_settings
 from agentfleet.ratelimit import FLEET, Limiter, concurrency_plan
-from agentfleet.redis_client import connect
+from agentfleet.redis_client import state_client
 
 __all__ = ["limits_app"]
 
@@ -35,7 +35,7 @@ def show(
     hour; with max_parallelism set, the fleet-wide ceiling is shown too.
     """
     require_broker()
-    limiter = Limiter.from_settings(get_settings(), connect(get_settings().redis_target()))
+    limiter = Limiter.from_settings(get_settings(), state_client(get_settings()))
     names = list(downstreams) if downstreams else limiter.known_downstreams()
     statuses = [limiter.status(name) for name in names]
     if limiter.max_parallelism is not None and not downstreams:

@@ -33,8 +33,9 @@ def mcp(
     """Serve fan_out_tasks, run_status, run_results and dlq_stats to MCP clients.
 
     Over stdio the MCP client starts this command itself; over HTTP (at /mcp) each request
-    needs Authorization: Bearer $AGENTFLEET_SERVICE__TOKEN. Workers must be running on the
-    configured Redis (AGENTFLEET_BROKER_URL).
+    needs Authorization: Bearer $AGENTFLEET_SERVICE__TOKEN (failed checks are throttled per
+    address). Clients see only runs of the allowed tasks, and may name only the operator's
+    aggregates. Workers must be running on the configured Redis (AGENTFLEET_BROKER_URL).
     """
     try:
         import mcp as _sdk  # noqa: F401
@@ -49,16 +50,21 @@ def mcp(
     allowed = ", ".join(allow_task) if allow_task else "any registered task"
     try:
         if transport is Transport.stdio:
-            err_console.print(f"agentfleet MCP server on stdio (tasks: {allowed})", highlight=False)
+            err_console.print(
+                f"agentfleet MCP server on stdio (tasks: {allowed}; aggregates: the operator's only)",
+                highlight=False,
+            )
             build_server(tools).run("stdio")
             return
-        import uvicorn
+        from agentfleet.cli.serve_cmd import service_server
 
         server = build_server(tools, http_base_url=f"http://{host}:{port}")
+        app = http_app(server, host=host, tools=tools)
         err_console.print(
-            f"agentfleet MCP server on http://{host}:{port}/mcp (bearer token required; tasks: {allowed})",
+            f"agentfleet MCP server on http://{host}:{port}/mcp (bearer token required, failed checks "
+            f"throttled per address; tasks: {allowed}; aggregates: the operator's only)",
             highlight=False,
         )
-        uvicorn.run(http_app(server, host=host), host=host, port=port, log_level="warning")
+        service_server(app, host=host, port=port, log_level="warning").run()
     finally:
         fleet.close()

@@ -1,4 +1,9 @@
-"""Printing for the CLI: tables, JSON documents and one-line errors. The only place that prints."""
+"""Printing for the CLI: tables, JSON documents and one-line errors. The only place that prints.
+
+Text someone else chose (run names, item keys, results, errors) goes into tables as ``shown``
+text: never read as rich markup, its control and direction characters written as ``\\uXXXX``
+(``display.visible``), so a name cannot restyle, clear or reorder the terminal.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +19,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from agentfleet.display import visible
 from agentfleet.models import RunSummary, TaskOutcome
 from agentfleet.tools.audit import AuditEntry
 
@@ -26,6 +32,7 @@ __all__ = [
     "print_json",
     "runs_table",
     "shorten",
+    "shown",
     "summary_table",
 ]
 
@@ -39,8 +46,13 @@ def print_json(document: Any) -> None:
     sys.stdout.flush()
 
 
+def shown(text: str) -> Text:
+    """``text`` as a table cell: not markup, control and direction characters escaped."""
+    return Text(visible(text))
+
+
 def summary_table(summary: RunSummary, *, title: str | None = None) -> Table:
-    table = Table(title=title or f"run {summary.run_id} ({summary.name})", show_header=False)
+    table = Table(title=shown(title or f"run {summary.run_id} ({summary.name})"), show_header=False)
     table.add_column("field", style="bold")
     table.add_column("value", justify="right")
     rows: Sequence[tuple[str, Any]] = [
@@ -61,11 +73,14 @@ def summary_table(summary: RunSummary, *, title: str | None = None) -> Table:
     ]
     if summary.tenant:
         rows = [*rows, ("tenant", summary.tenant)]
+    if summary.aggregate:
+        failed = f": {summary.aggregate_error}" if summary.aggregate_error else ""
+        rows = [*rows, ("aggregate", f"{summary.aggregate}{failed}")]
     if summary.compensation:
         undone = f"{summary.compensation}: {summary.compensated} done, {summary.compensations_failed} failed"
         rows = [*rows, ("compensation", undone)]
     for field, value in rows:
-        table.add_row(field, str(value))
+        table.add_row(field, shown(str(value)))
     return table
 
 
@@ -86,7 +101,7 @@ def steps_table(summary: RunSummary) -> Table:
     for column in ("step", "succeeded", "failed", "skipped"):
         table.add_column(column, justify="left" if column == "step" else "right")
     for name, counts in summary.steps.items():
-        table.add_row(name, *(str(counts.get(k, 0)) for k in ("succeeded", "failed", "skipped")))
+        table.add_row(shown(name), *(str(counts.get(k, 0)) for k in ("succeeded", "failed", "skipped")))
     return table
 
 
@@ -101,7 +116,7 @@ def runs_table(summaries: Iterable[RunSummary]) -> Table:
     for s in summaries:
         table.add_row(
             s.run_id,
-            s.name,
+            shown(s.name),
             s.status,
             str(s.tasks_total),
             f"{s.succeeded}/{s.failed}",
@@ -123,18 +138,18 @@ def outcomes_table(outcomes: Iterable[TaskOutcome], *, title: str = "outcomes", 
     for n, outcome in enumerate(outcomes):
         if n >= limit:
             break
-        shown = (
+        text = (
             json.dumps(outcome.result, default=str)
             if outcome.ok
             else f"{outcome.error_type}: {outcome.error}"
         )
         table.add_row(
             str(outcome.index),
-            outcome.item_key,
+            shown(outcome.item_key),
             "yes" if outcome.ok else "[red]no[/red]",
             str(outcome.attempts),
             f"{outcome.duration_s:.2f}",
-            Text(shorten(shown, 300)),
+            shown(shorten(text, 300)),
         )
     return table
 
@@ -146,5 +161,5 @@ def audit_table(entries: Iterable[AuditEntry]) -> Table:
         table.add_column(column)
     for entry in entries:
         when = datetime.fromtimestamp(entry.time, UTC).strftime("%Y-%m-%d %H:%M:%S")
-        table.add_row(when, entry.credential, entry.domain, entry.task_id)
+        table.add_row(when, shown(entry.credential), shown(entry.domain), shown(entry.task_id))
     return table

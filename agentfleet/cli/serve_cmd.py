@@ -1,4 +1,4 @@
-"""``agentfleet serve``: the health, metrics and run-trigger service (uvicorn)."""
+"""``agentfleet serve``: the health, metrics, run-trigger and console service (uvicorn)."""
 
 from __future__ import annotations
 
@@ -21,26 +21,24 @@ def serve(
     port: int | None = typer.Option(None, min=1, max=65535, help="Port (default service.port, 8080)."),
     log_level: str = typer.Option("warning", help="uvicorn's log level."),
 ) -> None:
-    """Serve GET /health, GET /metrics, POST /runs and GET /runs/{id}."""
+    """Serve GET /health, GET /metrics, POST /runs, GET /runs/{id} and the console."""
     from agentfleet.service import create_app
+    from agentfleet.service.server import banner
 
     settings = get_settings()
     bind_host = host or settings.service.host
     bind_port = port or settings.service.port
     app = create_app(settings)
-    trigger = "on" if settings.service.token else "off (set AGENTFLEET_SERVICE__TOKEN)"
-    console.print(
-        f"agentfleet service on http://{bind_host}:{bind_port} (/health, /metrics; run trigger {trigger})",
-        highlight=False,
-    )
+    console.print(banner(settings, host=bind_host, port=bind_port), highlight=False, soft_wrap=True)
     server = service_server(app, host=bind_host, port=bind_port, log_level=log_level)
     server.run()
 
 
 def service_server(app: Any, *, host: str, port: int, log_level: str) -> uvicorn.Server:
-    """The uvicorn server for ``app``, its log handlers (set up by its config) filtered for secrets."""
-    import uvicorn
+    """The uvicorn server for ``app`` with the settings' limits (``service/server.py``), its log
+    handlers (set up by its config) filtered for secrets."""
+    from agentfleet.service.server import service_server as hardened
 
-    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False)
+    server = hardened(app, get_settings().service, host=host, port=port, log_level=log_level)
     install_secret_filter()
-    return uvicorn.Server(config)
+    return server

@@ -37,7 +37,6 @@ from agentfleet.config.sections import (
     DLQSettings,
     FanoutSpec,
     FetchSettings,
-    FlowerSettings,
     LimiterSettings,
     LimitSpec,
     LLMSettings,
@@ -45,11 +44,11 @@ from agentfleet.config.sections import (
     QueueSettings,
     RetrySettings,
     ScheduleSpec,
-    ServiceSettings,
     TenantBudget,
     WorkerSettings,
     split_csv,
 )
+from agentfleet.config.surfaces import FlowerSettings, ServiceSettings
 from agentfleet.errors import ConfigError
 from agentfleet.redaction import Redactor
 from agentfleet.redis_client import RedisTarget, mask_url
@@ -256,6 +255,9 @@ class Settings(BaseSettings):
             sentinel_password=(self.sentinel_password.get_secret_value() if self.sentinel_password else None),
             max_connections=self.broker_max_connections,
             pool_timeout_s=self.delivery.pool_timeout_s,
+            connect_timeout_s=self.delivery.redis_connect_timeout_s,
+            socket_timeout_s=self.delivery.redis_timeout_s,
+            health_check_s=self.delivery.redis_health_check_s,
         )
 
     @property

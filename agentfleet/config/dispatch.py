@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic_settings import NoDecode
 
 __all__ = ["DispatchSettings"]
 
@@ -23,6 +26,10 @@ class DispatchSettings(BaseModel):
     every ``backpressure_poll_s`` seconds. A dispatch promises its next chunk within
     ``promise_s`` seconds: past that, the reconciler takes its run over (its process died).
     See ``orchestration/dispatch.py``.
+
+    ``allow_aggregates``: functions (``module:function``) that callers outside the process
+    (MCP clients, requeues) may name as an aggregate, besides ``agentfleet.merge``'s and the
+    named fan-outs' (see ``agentfleet/callables.py``); comma-separated in the environment.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -35,3 +42,20 @@ class DispatchSettings(BaseModel):
     max_queued: int = Field(default=50_000, ge=1)
     backpressure_poll_s: float = Field(default=0.5, gt=0)
     promise_s: float = Field(default=60.0, ge=1)
+    allow_aggregates: Annotated[list[str], NoDecode] = Field(default_factory=list)
+
+    @field_validator("allow_aggregates", mode="before")
+    @classmethod
+    def _names_csv(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+    @field_validator("allow_aggregates")
+    @classmethod
+    def _function_names(cls, value: list[str]) -> list[str]:
+        for name in value:
+            module, sep, function = name.replace(":", ".").rpartition(".")
+            if not sep or not module or not function or " " in name:
+                raise ValueError(f"{name!r} is not a function name; write each as module:function")
+        return value

@@ -26,7 +26,6 @@ __all__ = [
     "DeliverySettings",
     "FanoutSpec",
     "FetchSettings",
-    "FlowerSettings",
     "LLMSettings",
     "LimitSpec",
     "LimiterSettings",
@@ -34,7 +33,6 @@ __all__ = [
     "QueueSettings",
     "RetrySettings",
     "ScheduleSpec",
-    "ServiceSettings",
     "TenantBudget",
     "WorkerSettings",
     "split_csv",
@@ -113,6 +111,14 @@ class DeliverySettings(_Section):
     worker's own bookkeeping retries a Redis that does not answer before it hands the message
     back; ``client_outage_s`` is how long ``Run`` and ``Fleet`` calls ride out a broker outage
     before they raise; ``pool_timeout_s`` is how long a command waits for a free connection.
+
+    Every Redis connection (agentfleet's own, the broker's, the result backend's) gives up on a
+    reply after ``redis_timeout_s`` (above the 1 s the blocking reads wait) and on connecting
+    after ``redis_connect_timeout_s``, so a link that drops packets silently fails a call
+    within those bounds instead of hanging it. A connection idle for ``redis_health_check_s``
+    is checked (TCP keepalive probes every ``redis_health_check_s``, two unanswered close it;
+    a PING before its next use; the broker's pending ``BRPOP`` is dropped once its reply is
+    that much overdue).
     """
 
     claim_ttl_s: float = Field(default=20.0, ge=1)
@@ -122,6 +128,9 @@ class DeliverySettings(_Section):
     redis_retry_s: float = Field(default=30.0, ge=0)
     client_outage_s: float = Field(default=60.0, ge=0)
     pool_timeout_s: float = Field(default=20.0, gt=0)
+    redis_timeout_s: float = Field(default=5.0, ge=2)
+    redis_connect_timeout_s: float = Field(default=3.0, gt=0)
+    redis_health_check_s: int = Field(default=5, ge=1)
 
 
 class WorkerSettings(_Section):
@@ -184,7 +193,10 @@ class DLQSettings(_Section):
     (it holds the half-open circuit for at most ``circuit_probe_ttl_s``). The digest runs on
     ``digest_cron`` (UTC) and POSTs to ``webhook_url`` when the depth exceeds
     ``digest_threshold``, trying ``webhook_attempts`` times with ``webhook_timeout_s`` each.
-    ``redact_keys`` name input keys whose values never reach a dead letter.
+    ``redact_keys`` name input keys whose values never reach a dead letter. A malformed queue
+    entry (one no worker can decode or deliver) is kept as a dead letter of at most
+    ``malformed_keep_bytes`` bytes of text while fewer than ``malformed_max_entries`` malformed
+    entries wait; past that it is dropped and counted (a producer gone wrong cannot fill Redis).
     """
 
     max_deliveries: int = Field(default=3, ge=1)
@@ -199,6 +211,8 @@ class DLQSettings(_Section):
     webhook_attempts: int = Field(default=3, ge=1)
     webhook_timeout_s: float = Field(default=10.0, gt=0)
     redact_keys: Annotated[list[str], NoDecode] = Field(default_factory=lambda: list(DEFAULT_SECRET_KEYS))
+    malformed_keep_bytes: int = Field(default=4096, ge=256)
+    malformed_max_entries: int = Field(default=10_000, ge=0)
 
     @field_validator("redact_keys", mode="before")
     @classmethod
@@ -438,52 +452,3 @@ class BeatSettings(_Section):
                 "second beat would start sending too. Raise AGENTFLEET_BEAT__LOCK_TIMEOUT_S."
             )
         return self
-
-
-class ServiceSettings(_Section):
-    """``agentfleet serve``: the health, metrics and webhook-trigger service.
-
-    ``token`` is the bearer token ``POST /runs`` requires (the trigger is off without one).
-    ``/health`` says ``stale`` when work is queued and no item has completed for
-    ``stale_after_s`` seconds. ``/health`` and ``/metrics`` read state the workers keep in
-    Redis, waiting at most ``probe_timeout_s`` seconds for it.
-    ``max_inputs`` caps the inputs one ``POST /runs`` may carry, ``max_body_bytes`` its body
-    (a larger one answers 413) and ``max_json_depth`` how deeply its JSON may nest (422).
-    The console at ``/console`` signs in with the same token; a session lasts
-    ``console_session_s`` seconds.
-    """
-
-    host: str = "127.0.0.1"
-    port: int = Field(default=8080, ge=1, le=65535)
-    token: SecretStr | None = None
-    stale_after_s: float = Field(default=300.0, gt=0)
-    probe_timeout_s: float = Field(default=0.5, gt=0)
-    max_inputs: int = Field(default=10_000, ge=1)
-    max_body_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
-    max_json_depth: int = Field(default=64, ge=3, le=500)
-    console_session_s: float = Field(default=8 * 3600.0, ge=60)
-
-
-class FlowerSettings(_Section):
-    """Flower, however it is started: basic auth as ``user:password``; binds ``host`` (loopback).
-
-    Without ``basic_auth`` (nor auth given to Flower itself) Flower refuses to start unless
-    ``insecure`` is true.
-    """
-
-    host: str = "127.0.0.1"
-    port: int = Field(default=5555, ge=1, le=65535)
-    basic_auth: SecretStr | None = None
-    insecure: bool = False
-
-    @field_validator("basic_auth")
-    @classmethod
-    def _user_password(cls, value: SecretStr | None) -> SecretStr | None:
-        if value is None:
-            return None
-        user, sep, password = value.get_secret_value().partition(":")
-        if not sep or not user or not password:
-            raise ValueError("must be user:password, both non-empty")
-        if "," in value.get_secret_value():
-            raise ValueError("must be one user:password without commas (Flower splits the list on commas)")
-        return value

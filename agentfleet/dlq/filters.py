@@ -8,6 +8,7 @@ arguments, ``agentfleet dlq`` commands as ``--category``, ``--downstream``, ``--
 
 from __future__ import annotations
 
+import math
 import re
 import time
 from datetime import UTC, datetime
@@ -17,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, field_validator
 
 from agentfleet.errors import ConfigError
 
-__all__ = ["DLQFilter", "FilterFields", "parse_since"]
+__all__ = ["DLQFilter", "FilterFields", "checked_since", "parse_since"]
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
 _UNIT_S = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
@@ -26,21 +27,31 @@ _UNIT_S = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
 def parse_since(text: str, *, now: float | None = None) -> float:
     """A Unix time from ``"90s"``, ``"30m"``, ``"6h"``, ``"2d"``, ``"1w"`` (ago) or an ISO date.
 
-    An ISO date without a zone is taken as UTC. Raises ``ConfigError`` with the accepted forms.
+    An ISO date without a zone is taken as UTC. Raises ``ConfigError`` with the accepted forms,
+    and for a time before 1970 (a duration longer than the epoch is old).
     """
     now = time.time() if now is None else now
     match = _DURATION.match(text)
     if match:
-        return now - float(match.group(1)) * _UNIT_S[match.group(2)]
+        return checked_since(now - float(match.group(1)) * _UNIT_S[match.group(2)], text)
     try:
         when = datetime.fromisoformat(text.strip())
-    except ValueError:
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        return checked_since(when.timestamp(), text)
+    except (ValueError, OverflowError):
         raise ConfigError(
             f"--since {text!r}: use a duration such as 30m, 6h or 2d, or an ISO date such as 2025-01-31T08:00"
         ) from None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return when.timestamp()
+
+
+def checked_since(at: float, given: object) -> float:
+    """``at`` (a Unix time) when it is a finite time since 1970; else ``ConfigError``."""
+    if not math.isfinite(at) or at < 0:
+        raise ConfigError(
+            f"--since {given!r} reaches back before 1970; give a shorter duration or a later date"
+        )
+    return at
 
 
 class FilterFields(TypedDict, total=False):
@@ -71,7 +82,9 @@ class DLQFilter(BaseModel):
     @field_validator("since", mode="before")
     @classmethod
     def _since_text(cls, value: Any) -> Any:
-        return parse_since(value) if isinstance(value, str) else value
+        if isinstance(value, str):
+            return parse_since(value)
+        return checked_since(float(value), value) if isinstance(value, int | float) else value
 
     @classmethod
     def of(cls, flt: DLQFilter | None = None, **fields: Any) -> DLQFilter:

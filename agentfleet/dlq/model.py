@@ -7,9 +7,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from agentfleet.errors import MalformedMessage
 from agentfleet.idempotency import stable_hash
 
-__all__ = ["AttemptRecord", "DeadLetter", "PreviousStage", "dead_letter_id"]
+__all__ = ["MALFORMED_BLOCKER", "AttemptRecord", "DeadLetter", "PreviousStage", "dead_letter_id"]
+
+#: Why a dead letter of category ``malformed`` is never requeued.
+MALFORMED_BLOCKER = "it is a malformed message, with no task a worker could run (purge it instead)"
 
 
 def dead_letter_id(idempotency_key: str, stage: int = 0) -> str:
@@ -56,7 +60,11 @@ class DeadLetter(BaseModel):
     ``stage_tasks`` are a pipeline's stage task names (empty for a map). Times are Unix times.
     ``requeues`` counts how often the item was requeued before this failure. ``node`` is the
     step of a dependency graph that failed (``None`` for maps and pipelines); an entry of
-    category ``compensation`` is a succeeded item whose compensation failed.
+    category ``compensation`` is a succeeded item whose compensation failed. An entry of
+    category ``malformed`` is a queue entry no worker could decode or deliver as a task:
+    ``raw_message`` holds it as it was found, as text (secrets redacted, a base64 body shown
+    decoded, cut to ``dlq.malformed_keep_bytes``), ``error`` says what is wrong with it, and the
+    item fields are what it named of itself, if anything; it cannot be requeued.
     """
 
     model_config = ConfigDict(extra="ignore")
@@ -91,10 +99,13 @@ class DeadLetter(BaseModel):
     worker: str = ""
     requeues: int = 0
     cost_usd: float = 0.0
+    raw_message: str = ""
 
     @property
     def requeue_blocker(self) -> str | None:
         """Why this entry cannot be requeued as it is, or None when it can."""
+        if self.category == MalformedMessage.category:
+            return MALFORMED_BLOCKER
         if self.redacted:
             return "its input had secret values redacted (" + ", ".join(self.redacted[:3]) + ")"
         if self.stages > 1 and len(self.stage_tasks) != self.stages:

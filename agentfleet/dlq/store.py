@@ -12,6 +12,8 @@ of it, all the dead-letter keys live in one slot):
   ``downstream``, ``fingerprint``
 - ``{p:dlq}:fp``                     hash: fingerprint -> a sample ``[error type, normalised
   message]``
+- ``{p:dlq}:malformed``              hash: ``dead_lettered`` and ``dropped`` -> how many malformed
+  queue entries workers kept as dead letters and dropped (counters, never reset)
 
 Every write and removal is one Lua script (``scripts/add.lua``, ``scripts/remove.lua``), so a
 worker that dies mid-write leaves either the whole entry or nothing; writing an id again (a
@@ -25,15 +27,14 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-import redis
-
 from agentfleet.config import Settings
 from agentfleet.dlq.filters import DLQFilter
 from agentfleet.dlq.fingerprint import normalise_message
 from agentfleet.dlq.model import DeadLetter
 from agentfleet.dlq.stats import NO_DOWNSTREAM, DLQStats, FingerprintCount, stats_of_entries
 from agentfleet.lua import ScriptSet
-from agentfleet.redis_client import connect
+from agentfleet.redis_client import state_client
+from agentfleet.redis_handles import StateRedis
 
 __all__ = ["DLQ_LUA", "NO_DOWNSTREAM", "DLQStore"]
 
@@ -48,7 +49,7 @@ def _stream_ms(entry_id: str) -> float:
 class DLQStore:
     """Dead letters in Redis. Safe to share between threads; every change is atomic."""
 
-    def __init__(self, client: redis.Redis, *, prefix: str = "af") -> None:
+    def __init__(self, client: StateRedis, *, prefix: str = "af") -> None:
         # redis-py's reply types are unions of every RESP shape; this store knows each reply.
         self.client: Any = client
         self.prefix = f"{{{prefix}:dlq}}"
@@ -56,8 +57,8 @@ class DLQStore:
         self._add, self._remove = scripts["add"], scripts["remove"]
 
     @classmethod
-    def from_settings(cls, settings: Settings, client: redis.Redis | None = None) -> DLQStore:
-        return cls(client or connect(settings.redis_target()), prefix=settings.key_prefix)
+    def from_settings(cls, settings: Settings, client: StateRedis | None = None) -> DLQStore:
+        return cls(client or state_client(settings), prefix=settings.key_prefix)
 
     # Keys ----------------------------------------------------------------------------------
 
@@ -107,6 +108,36 @@ class DLQStore:
             gen = "" if generation is None else str(generation)
             removed.extend(self._remove(keys=[self.stream_key], args=[self.prefix, gen, *chunk]))
         return removed
+
+    # Malformed queue entries ---------------------------------------------------------------
+
+    @property
+    def malformed_key(self) -> str:
+        return f"{self.prefix}:malformed"
+
+    def keep_malformed(self, entry: DeadLetter, *, max_entries: int) -> bool:
+        """Store the dead letter of a malformed queue entry and count it, unless ``max_entries``
+        entries of its category wait already: then count it as dropped. True when stored.
+
+        The cap is checked before the write, not with it: workers writing at once may pass it
+        by a few entries.
+        """
+        waiting = int(self.client.hget(f"{self.prefix}:n:category", entry.category) or 0)
+        if waiting >= max_entries:
+            self.count_malformed("dropped")
+            return False
+        self.add(entry)
+        self.count_malformed("dead_lettered")
+        return True
+
+    def count_malformed(self, outcome: str) -> None:
+        """Count one malformed queue entry as ``dead_lettered`` or ``dropped``."""
+        self.client.hincrby(self.malformed_key, outcome, 1)
+
+    def malformed_counts(self) -> dict[str, int]:
+        """Malformed queue entries kept as dead letters and dropped, since the counters began."""
+        found = self.client.hgetall(self.malformed_key)
+        return {outcome: int(found.get(outcome, 0)) for outcome in ("dead_lettered", "dropped")}
 
     # Reading -------------------------------------------------------------------------------
 

@@ -101,8 +101,11 @@ def admit_inputs(
         if META_KWARG in item:
             raise DispatchError(f"input {i} uses the reserved key {META_KWARG}")
         try:
-            size = len(canonical_json(item).encode())
-        except (TypeError, ValueError) as exc:
+            size = len(canonical_json(item, finite=True).encode())
+        except ValueError as exc:
+            reason = "it holds NaN or Infinity, which JSON cannot carry" if "float" in str(exc) else str(exc)
+            raise DispatchError(f"input {i} is not JSON: {reason}") from None
+        except TypeError as exc:
             raise DispatchError(f"input {i} is not JSON: {exc}") from None
         if size > max_bytes:
             raise DispatchError(

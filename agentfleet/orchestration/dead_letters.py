@@ -25,6 +25,7 @@ from agentfleet.config import Settings
 from agentfleet.dlq import DeadLetter, DLQFilter, DLQStats, DLQStore, FilterFields, queue_stats
 from agentfleet.errors import ConfigError, DeadLetterNotFound
 from agentfleet.orchestration.requeue import RequeueResult, requeue_entry
+from agentfleet.orchestration.requeue_guard import live_workers
 from agentfleet.ratelimit.circuit import CircuitBreaker
 from agentfleet.runs import RunStore
 
@@ -137,14 +138,23 @@ class DeadLetterQueue:
     ) -> Results:
         """Send the selected entries' items again (same idempotency key, a fresh retry budget).
 
-        An entry is deleted only once the broker took its message. ``dry_run`` says what would
-        be sent and changes nothing.
+        An entry is deleted only once the broker took its message. Only fleet tasks the live
+        workers register are sent (``requeue_guard.py``). ``dry_run`` says what would be sent
+        and changes nothing.
         """
+        entries = self.select(ids, flt, everything=everything, **filters)
+        workers = live_workers(self.settings, self.runs) if entries else None
         return [
             requeue_entry(
-                entry, app=self.app, runs=self.runs, dlq=self.store, settings=self.settings, dry_run=dry_run
+                entry,
+                app=self.app,
+                runs=self.runs,
+                dlq=self.store,
+                settings=self.settings,
+                workers=workers,
+                dry_run=dry_run,
             )
-            for entry in self.select(ids, flt, everything=everything, **filters)
+            for entry in entries
         ]
 
     def purge(

@@ -28,7 +28,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 from celery import Celery
@@ -37,8 +37,11 @@ from celery.canvas import Signature
 from agentfleet.config import Settings
 from agentfleet.errors import BrokerUnavailable, DispatchError
 from agentfleet.idempotency import canonical_json, text_hash
+from agentfleet.orchestration.options import checked_key, no_secret, run_label
 from agentfleet.orchestration.priority import prioritized
+from agentfleet.outages import Patience, repeatable
 from agentfleet.redaction import SHOWN_REPR_MAX_CHARS, Redactor
+from agentfleet.redis_handles import BrokerRedis
 from agentfleet.runs import RunStore
 from agentfleet.runs.dispatching import DispatchRecord
 from agentfleet.tasks.meta import META_KWARG, ItemMeta
@@ -113,24 +116,59 @@ def _chunks(inputs: Iterable[Any], size: int) -> Iterator[list[Any]]:
         yield chunk
 
 
+# Sending, as ``Patience`` may send it twice: a task message sent twice is a redelivery, which
+# claims and stored outcomes make harmless (the delivery contract).
+
+
+@repeatable
+def _push(broker: BrokerRedis, key: str, raws: list[bytes]) -> None:
+    # LPUSH puts each value at the head in turn: the first item is the first taken.
+    broker.lpush(key, *raws)
+
+
+@repeatable
+def _publish(signature: Signature) -> None:
+    signature.apply_async()
+
+
+@repeatable
+def _publish_all(app: Celery, sigs: Sequence[Signature]) -> None:
+    publish_all(app, sigs)
+
+
+@repeatable
+def _message_template(app: Celery, probe: Signature) -> MessageTemplate:
+    # Captures the message ``probe`` would be; sends nothing.
+    return MessageTemplate.from_signature(app, probe)
+
+
+@repeatable
+def _queued_messages(broker: BrokerRedis, keys: Sequence[str]) -> int:
+    pipe = broker.pipeline(transaction=False)
+    for key in keys:
+        pipe.llen(key)
+    return sum(int(n) for n in pipe.execute())
+
+
 class Dispatcher:
-    """Sends runs through ``app`` to ``broker``, recording them in ``store``."""
+    """Sends runs through ``app`` to ``broker``, recording them in ``store``; every call rides
+    out a Redis outage of ``patience``."""
 
     def __init__(
         self,
         settings: Settings,
         app: Celery,
         store: RunStore,
-        broker: Any,
+        broker: BrokerRedis,
         redactor: Redactor,
-        patiently: Callable[[Callable[[], Any]], Any],
+        patience: Patience,
     ) -> None:
         self.settings = settings
         self.app = app
         self.store = store
         self.broker = broker
         self.redactor = redactor
-        self.patiently = patiently
+        self.patience = patience
         self.record = DispatchRecord(store)
         # The template of the run being dispatched (one run at a time per dispatcher).
         self._template_of: tuple[str, MessageTemplate] | None = None
@@ -149,8 +187,13 @@ class Dispatcher:
         ``dispatch.chunk_items``) at a time; the number of items. ``signatures`` makes the
         messages of a chunk unless ``plan.fast`` lets them be stamped."""
         knobs = self.settings.dispatch
+        plan = self._named(plan)
         chunks = _chunks(inputs, chunk_items or knobs.chunk_items)
         first = admit(next(chunks, []), 0)
+        if plan.key is not None:
+            # A key refused in the first chunk is refused before the run exists.
+            for item in first:
+                checked_key(str(plan.key(item)), self.redactor)
         self._patiently_open(plan)
         seen: set[str] = set()
         # Items recorded so far, and of those the ones whose messages went out.
@@ -182,20 +225,26 @@ class Dispatcher:
 
     # Recording ---------------------------------------------------------------------------
 
+    def _named(self, plan: RunPlan) -> RunPlan:
+        """``plan`` with its name as stored (redacted, bounded), its tenant checked."""
+        tenant = plan.shared.get("tenant")
+        if tenant is not None:
+            no_secret(str(tenant), "tenant", self.redactor)
+        return replace(plan, label=run_label(plan.label, self.redactor))
+
     def _patiently_open(self, plan: RunPlan) -> None:
-        self.patiently(
-            lambda: self.record.open(
-                plan.run_id,
-                name=plan.label,
-                kind=plan.kind,
-                task=",".join(plan.names),
-                queues=plan.queues,
-                aggregate=plan.aggregate,
-                fail_fast=plan.fail_fast,
-                max_in_flight=plan.max_in_flight,
-                extra={**plan.extra, "priority": plan.priority},
-                promise_s=self.settings.dispatch.promise_s,
-            )
+        self.patience.call(
+            self.record.open,
+            plan.run_id,
+            name=plan.label,
+            kind=plan.kind,
+            task=",".join(plan.names),
+            queues=plan.queues,
+            aggregate=plan.aggregate,
+            fail_fast=plan.fail_fast,
+            max_in_flight=plan.max_in_flight,
+            extra={**plan.extra, "priority": plan.priority},
+            promise_s=self.settings.dispatch.promise_s,
         )
 
     def _metas(
@@ -206,7 +255,7 @@ class Dispatcher:
         items = []
         for i, (item, text) in enumerate(zip(chunk, texts, strict=True), start):
             if plan.key is not None:
-                key = str(plan.key(item))
+                key = checked_key(str(plan.key(item)), self.redactor)
                 if key in seen:
                     raise DispatchError(f"key= returned {key!r} for two inputs of one run")
                 seen.add(key)
@@ -233,8 +282,8 @@ class Dispatcher:
     def _record(self, plan: RunPlan, start: int, texts: list[str], metas: list[_Item], pushed: int) -> None:
         rows = [(f"{plan.run_id}-{m.idx}", m.key, m.item_key) for m in metas]
         promise = self.settings.dispatch.promise_s
-        self.patiently(
-            lambda: self.record.append(plan.run_id, start, rows, texts, sent=pushed, promise_s=promise)
+        self.patience.call(
+            self.record.append, plan.run_id, start, rows, texts, sent=pushed, promise_s=promise
         )
 
     def _abandon(self, plan: RunPlan, sent: int) -> None:
@@ -242,11 +291,11 @@ class Dispatcher:
         self._close(plan, sent)
 
     def _close(self, plan: RunPlan, total: int) -> None:
-        state = self.patiently(lambda: self.record.close(plan.run_id, total))
+        state = self.patience.call(self.record.close, plan.run_id, total)
         if state.run_ended and state.aggregate:
             # Every item ended before the last was sent (or there were none): fan in now.
             fanin = aggregate_signature(self.app, plan.run_id, state.aggregate, self.settings.queues.fanin)
-            self.patiently(fanin.apply_async)
+            self.patience.call(_publish, fanin)
 
     # Sending -----------------------------------------------------------------------------
 
@@ -294,8 +343,7 @@ class Dispatcher:
                 kwargs_json = f'{text[:-1]},"{META_KWARG}":{meta_json}}}'
             shown = self.redactor.text(text)[:SHOWN_REPR_MAX_CHARS]
             raws.append(template.build(f"{plan.run_id}-{it.idx}", kwargs_json, shown, tags))
-        # LPUSH puts each value at the head in turn: the first item is the first taken.
-        self.patiently(lambda: self.broker.lpush(template.key, *raws))
+        self.patience.call(_push, self.broker, template.key, raws)
 
     def _template(self, plan: RunPlan, item: dict[str, Any], first: _Item) -> MessageTemplate:
         if self._template_of is None or self._template_of[0] != plan.run_id:
@@ -308,21 +356,18 @@ class Dispatcher:
                 redactor=self.redactor,
                 priority=plan.priority,
             )
-            template = self.patiently(lambda: MessageTemplate.from_signature(self.app, probe))
+            template = self.patience.call(_message_template, self.app, probe)
             self._template_of = (plan.run_id, template)
         return self._template_of[1]
 
     def _batch(self, sigs: Sequence[Signature]) -> None:
-        self.patiently(lambda: publish_all(self.app, sigs))
+        self.patience.call(_publish_all, self.app, sigs)
 
     # Backpressure ------------------------------------------------------------------------
 
     def _queued(self, plan: RunPlan) -> int:
         """Messages waiting in the run's first queue (every priority list of it)."""
-        pipe = self.broker.pipeline(transaction=False)
-        for key in queue_keys(plan.queues[0]):
-            pipe.llen(key)
-        return sum(int(n) for n in self.patiently(pipe.execute))
+        return self.patience.call(_queued_messages, self.broker, queue_keys(plan.queues[0]))
 
     def _wait_for_room(
         self, plan: RunPlan, sent: int, progress: Callable[[DispatchProgress], None] | None
@@ -332,9 +377,5 @@ class Dispatcher:
             if progress is not None:
                 progress(DispatchProgress(sent, queued, waiting=True))
             # Still here: keep the promise the reconciler goes by.
-            self.patiently(
-                lambda: self.store.client.hset(
-                    self.store.run_key(plan.run_id), "dispatching", repr(time.time() + knobs.promise_s)
-                )
-            )
+            self.patience.call(self.record.promise, plan.run_id, knobs.promise_s)
             time.sleep(knobs.backpressure_poll_s)

@@ -8,7 +8,7 @@ import logging
 import random
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence, Sized
-from typing import Any, TypeVar
+from typing import Any
 
 from celery.canvas import Signature
 
@@ -23,9 +23,9 @@ from agentfleet.orchestration.graph import Node, graph_spec
 from agentfleet.orchestration.options import batching, run_budget, tenancy
 from agentfleet.orchestration.priority import run_priority
 from agentfleet.orchestration.run import Run
-from agentfleet.outages import patient, ride_out
+from agentfleet.outages import Patience
 from agentfleet.redaction import Redactor
-from agentfleet.redis_client import connect
+from agentfleet.redis_client import broker_client, state_client
 from agentfleet.references import callable_path
 from agentfleet.registry import TaskInfo, WorkerRegistry
 from agentfleet.runs import RunStore
@@ -42,7 +42,6 @@ from agentfleet.transport.results import dispatch_app_class
 __all__ = ["Fleet", "Progress", "TaskRef"]
 
 log = logging.getLogger("agentfleet.fleet")
-T = TypeVar("T")
 TaskRef = Any  # a fleet task object, or a registered task name
 KeyFn = Callable[[Mapping[str, Any]], Any]
 Progress = Callable[[DispatchProgress], None]
@@ -65,9 +64,9 @@ class Fleet:
             settings = settings.model_copy(update={"broker_url": broker_url, "result_backend": None})
         self.settings = settings
         self.app = make_app(settings, main="agentfleet", app_cls=dispatch_app_class())
-        self.store = RunStore.from_settings(settings, connect(settings.redis_target()))
+        self.store = RunStore.from_settings(settings, state_client(settings))
         # The broker's own Redis (its queues), which ``state_url`` may put apart from the store.
-        self.broker = connect(settings.broker_target())
+        self.broker = broker_client(settings)
 
     # Public API ----------------------------------------------------------------------------
 
@@ -341,11 +340,7 @@ class Fleet:
         dispatch = self.settings.dispatch
         if not dispatch.require_workers:
             return {}
-        registry = patient(
-            WorkerRegistry.from_settings(self.settings, self.store.client),
-            budget_s=self.settings.delivery.client_outage_s,
-            url=self.settings.broker_url,
-        )
+        registry = self._patience.wrap(WorkerRegistry.from_settings(self.settings, self.store.client))
         wait = dispatch.wait_for_workers_s if wait_s is None else wait_s
         return require_workers(registry, stages, wait_s=wait)
 
@@ -368,7 +363,7 @@ class Fleet:
 
     @functools.cached_property
     def _dispatcher(self) -> Dispatcher:
-        return Dispatcher(self.settings, self.app, self.store, self.broker, self._redactor, self._patiently)
+        return Dispatcher(self.settings, self.app, self.store, self.broker, self._redactor, self._patience)
 
     def _sized(self, inputs: Iterable[Mapping[str, Any]], stagger_s: float) -> tuple[Iterable[Any], int]:
         """``inputs`` and how many there are, as far as the run's priority needs to know: a
@@ -402,8 +397,7 @@ class Fleet:
         return signatures
 
     def _run(self, run_id: str, name: str, total: int) -> Run:
-        outage_s = self.settings.delivery.client_outage_s
-        store = patient(self.store, budget_s=outage_s, url=self.settings.broker_url)
+        store = self._patience.wrap(self.store)
         return Run(
             run_id, store=store, app=self.app, total=total, name=name, fanin=self.settings.queues.fanin
         )
@@ -419,7 +413,9 @@ class Fleet:
         """Give the run its own dollar cap in the spend ledger, before any of its items runs."""
         if budget_usd is not None:
             ledger = SpendLedger.from_settings(self.settings, self.store.client)
-            self._patiently(lambda: ledger.set_budget(run_id, budget_usd))
+            self._patience.call(ledger.set_budget, run_id, budget_usd)
 
-    def _patiently(self, call: Callable[[], T]) -> T:
-        return ride_out(call, budget_s=self.settings.delivery.client_outage_s, url=self.settings.broker_url)
+    @property
+    def _patience(self) -> Patience:
+        """How long the client's calls ride out a Redis outage (``delivery.client_outage_s``)."""
+        return Patience(self.settings.delivery.client_outage_s, self.settings.broker_url)

@@ -3,7 +3,8 @@
 For one entry, in this order:
 
 1. refuse it when it cannot run as it was (secrets were redacted from its input, its run was
-   cancelled, a pipeline's stage names are unknown);
+   cancelled, a pipeline's stage names are unknown) or may not be sent at all (a task that is
+   not a fleet task a live worker registers: ``requeue_guard.py``);
 2. reopen the item in its run: its failed outcome is dropped and un-counted, and the run's
    ``redelivered`` counter goes up (without this the new delivery would find the stored
    failure and return it, as idempotency demands);
@@ -19,12 +20,14 @@ A requeued item keeps its steps and agent checkpoints (it resumes where it faile
 its spending over: its budgets count from the requeue on. A failed step of a dependency
 graph is sent again alone, its skipped dependents released once it succeeds
 (``orchestration/graph.py``); a dead-lettered compensation (category ``compensation``) runs
-again in its run's compensation.
+again in its run's compensation; a dead-lettered aggregate (category ``aggregate``) runs
+again, the one its run recorded, if its workers may run it.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from celery import Celery
@@ -33,13 +36,21 @@ from pydantic import BaseModel
 
 from agentfleet.config import Settings
 from agentfleet.dlq import DeadLetter, DLQStore
-from agentfleet.errors import CompensationFailed
+from agentfleet.dlq.model import MALFORMED_BLOCKER
+from agentfleet.errors import AggregateFailed, CompensationFailed, MalformedMessage
 from agentfleet.idempotency import node_key, stage_key
 from agentfleet.models import TaskOutcome
 from agentfleet.orchestration.graph import requeue_step
+from agentfleet.orchestration.requeue_guard import aggregate_refusal, task_refusal
+from agentfleet.registry import WorkerRecord
 from agentfleet.runs import MemoryStore, RunStore, UndoLog
 from agentfleet.tasks.meta import ItemMeta, run_meta_fields
-from agentfleet.tasks.redispatch import compensation_signature, item_signature, recorded_priority
+from agentfleet.tasks.redispatch import (
+    aggregate_signature,
+    compensation_signature,
+    item_signature,
+    recorded_priority,
+)
 
 __all__ = ["RequeueResult", "requeue_entry"]
 
@@ -148,6 +159,31 @@ def _requeue_compensation(
     return result
 
 
+def _requeue_aggregate(
+    entry: DeadLetter,
+    result: RequeueResult,
+    *,
+    app: Celery,
+    runs: RunStore,
+    dlq: DLQStore,
+    settings: Settings,
+    workers: Sequence[WorkerRecord] | None,
+    dry_run: bool,
+) -> RequeueResult:
+    """Run a failed aggregate again: the one its run recorded, if its workers may run it."""
+    recorded = runs.get_run(entry.run_id).get("aggregate", "")
+    reason = aggregate_refusal(recorded, settings, workers)
+    if reason is not None:
+        return result.model_copy(update={"action": "skipped", "reason": reason})
+    result.stages_sent = [f"{recorded} (aggregate)"]
+    if dry_run:
+        return result
+    runs.reopen_aggregate(entry.run_id)
+    aggregate_signature(app, entry.run_id, recorded, settings.queues.fanin).apply_async()
+    dlq.remove([entry.id], generation=entry.requeues)
+    return result
+
+
 def requeue_entry(
     entry: DeadLetter,
     *,
@@ -155,9 +191,13 @@ def requeue_entry(
     runs: RunStore,
     dlq: DLQStore,
     settings: Settings,
+    workers: Sequence[WorkerRecord] | None = None,
     dry_run: bool = False,
 ) -> RequeueResult:
-    """Requeue one entry (see the module docstring); with ``dry_run``, change nothing."""
+    """Requeue one entry (see the module docstring); with ``dry_run``, change nothing.
+
+    ``workers`` are the live workers' records (None: dispatch does not require workers).
+    """
     result = RequeueResult(
         id=entry.id,
         task_name=entry.task_name,
@@ -166,6 +206,15 @@ def requeue_entry(
         stage=entry.stage,
         action="would requeue" if dry_run else "requeued",
     )
+    if entry.category == AggregateFailed.category:
+        return _requeue_aggregate(
+            entry, result, app=app, runs=runs, dlq=dlq, settings=settings, workers=workers, dry_run=dry_run
+        )
+    # What the entry itself holds decides first (a malformed entry names no task a worker has).
+    malformed = entry.category == MalformedMessage.category
+    refused = MALFORMED_BLOCKER if malformed else task_refusal(entry, workers)
+    if refused is not None:
+        return result.model_copy(update={"action": "skipped", "reason": refused})
     if entry.category == CompensationFailed.category:
         return _requeue_compensation(
             entry, result, app=app, runs=runs, dlq=dlq, settings=settings, dry_run=dry_run
@@ -197,7 +246,7 @@ def requeue_entry(
         if stored is not None:
             runs.finish(stored)
             if reopened:
-                runs.incr(entry.run_id, "redelivered", -1)
+                runs.incr(entry.run_id, "redelivered", -1, event=f"refused {entry.id} {entry.requeues}")
         return result.model_copy(update={"action": "failed", "reason": f"the broker refused it: {exc}"})
     dlq.remove([entry.id], generation=entry.requeues)
     return result

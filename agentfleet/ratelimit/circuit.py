@@ -40,12 +40,11 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-import redis
-
 from agentfleet.config import DLQSettings, Settings
 from agentfleet.errors import Deferred
 from agentfleet.lua import ScriptSet
-from agentfleet.redis_client import connect
+from agentfleet.redis_client import state_client
+from agentfleet.redis_handles import StateRedis
 
 __all__ = ["CIRCUIT_LUA", "CLOSED", "HALF_OPEN", "OPEN", "CircuitBreaker", "CircuitStatus"]
 
@@ -78,7 +77,7 @@ class CircuitBreaker:
     """Per-downstream circuit breakers in Redis; see the module docstring for the states."""
 
     def __init__(
-        self, client: redis.Redis, *, prefix: str = "af", settings: DLQSettings | None = None
+        self, client: StateRedis, *, prefix: str = "af", settings: DLQSettings | None = None
     ) -> None:
         # redis-py's reply types are unions of every RESP shape; this class knows each reply.
         self.client: Any = client
@@ -88,8 +87,8 @@ class CircuitBreaker:
         self._before, self._record, self._release = scripts["before"], scripts["record"], scripts["release"]
 
     @classmethod
-    def from_settings(cls, settings: Settings, client: redis.Redis | None = None) -> CircuitBreaker:
-        client = client or connect(settings.redis_target())
+    def from_settings(cls, settings: Settings, client: StateRedis | None = None) -> CircuitBreaker:
+        client = client or state_client(settings)
         return cls(client, prefix=settings.key_prefix, settings=settings.dlq)
 
     def _key(self, downstream: str) -> str:

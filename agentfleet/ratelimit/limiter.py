@@ -16,8 +16,6 @@ import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-import redis
-
 from agentfleet.config import LimitSpec, Settings
 from agentfleet.errors import Deferred
 from agentfleet.ratelimit.bucket import Unit
@@ -27,6 +25,7 @@ from agentfleet.ratelimit.permit import Permit
 from agentfleet.ratelimit.renewer import LeaseRenewer, default_renewer
 from agentfleet.ratelimit.status import BucketStatus, LimitStatus
 from agentfleet.ratelimit.store import Admission, BucketGroup, RedisLimitStore
+from agentfleet.redis_handles import StateRedis
 
 __all__ = ["Limiter"]
 
@@ -82,7 +81,7 @@ class Limiter:
 
     def __init__(
         self,
-        client: redis.Redis,
+        client: StateRedis,
         *,
         prefix: str,
         limits: Mapping[str, LimitSpec],
@@ -105,12 +104,12 @@ class Limiter:
         self._plans: dict[tuple[str, ...], _Plan] = {}
 
     @classmethod
-    def from_settings(cls, settings: Settings, client: redis.Redis | None = None) -> Limiter:
-        """A limiter configured by ``settings``, on ``client`` or the broker's Redis."""
+    def from_settings(cls, settings: Settings, client: StateRedis | None = None) -> Limiter:
+        """A limiter configured by ``settings``, on ``client`` or the state's Redis."""
         if client is None:
-            from agentfleet.redis_client import connect
+            from agentfleet.redis_client import state_client
 
-            client = connect(settings.redis_target())
+            client = state_client(settings)
         return cls(
             client,
             prefix=settings.key_prefix,

@@ -18,6 +18,7 @@ from agentfleet.errors import ConfigError, ConnectionFailed, UnexpectedError
 from agentfleet.ratelimit.bucket import BucketSpec
 from agentfleet.ratelimit.keys import KeySpace
 from agentfleet.ratelimit.scripts import LimiterScripts
+from agentfleet.redis_handles import StateRedis
 
 __all__ = ["Admission", "BucketGroup", "Decision", "RedisLimitStore", "StoredState"]
 
@@ -89,7 +90,7 @@ class RedisLimitStore:
 
     def __init__(
         self,
-        client: redis.Redis,
+        client: StateRedis,
         *,
         prefix: str,
         idle_ttl_s: float = 3600.0,

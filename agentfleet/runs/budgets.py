@@ -33,6 +33,8 @@ from typing import Any, Protocol
 import redis
 
 from agentfleet.lua import ScriptSet
+from agentfleet.outages import repeatable
+from agentfleet.redis_handles import StateRedis
 from agentfleet.runs.keys import RunKeys
 from agentfleet.runs.tally import StatsTally
 
@@ -131,7 +133,7 @@ class BudgetLedger:
 
     def __init__(
         self,
-        client: redis.Redis,
+        client: StateRedis,
         keys: SpendKeys,
         *,
         prefix: str = "af",
@@ -157,13 +159,16 @@ class BudgetLedger:
     def _mem(self, key: str) -> str:
         return self._runs.item("mem", key)
 
+    @repeatable
     def item(self, key: str) -> Spend:
         """What item ``key`` spent over all its attempts so far."""
         usd, tokens, turns, secs = self.client.hmget(self._mem(key), ["$usd", "$tokens", "$turns", "$s"])
         return Spend(float(usd or 0), int(tokens or 0), int(turns or 0), float(secs or 0))
 
+    @repeatable
     def charge(self, report: Report, caps: Caps) -> tuple[Spend, list[Alert]]:
-        """Count ``report``; the item's totals after it, and the alerts it raised (each once)."""
+        """Count ``report``; the item's totals after it, and the alerts it raised (each once).
+        A report is counted once by its delivery token and number, however often it is sent."""
         spend, run_id, day = report.spend, report.run_id or "-", utc_date()
         item: list[Any] = [
             repr(spend.usd),
@@ -220,6 +225,7 @@ class BudgetLedger:
         usd, tokens, turns, secs = totals
         return Spend(float(usd), int(tokens), int(turns), float(secs)), alerts
 
+    @repeatable
     def standing(self, run_id: str, tenant: str | None) -> Standing:
         """What the run, its tenant today and the fleet today have spent, in one round trip."""
         day = utc_date()

@@ -2,7 +2,10 @@
 
 ``begin`` reads the run's status and any stored outcome, claims the item and counts the
 delivery; ``finish`` stores the outcome (first write wins), releases the claim and counts the
-outcome once for its run. Each is one script call (``runs/scripts/delivery/``) when the item's
+outcome once for its run, unless another delivery holds a live claim on an item that has no
+outcome yet (the finishing delivery's claim lapsed and was taken over): then it writes nothing
+and says so (``FinishState.fenced``). A run ends at Redis's clock, when its last outcome is
+stored. Each is one script call (``runs/scripts/delivery/``) when the item's
 keys live in its run's slot: always on a single Redis, and on a Redis Cluster for every item
 with a default idempotency key (see ``runs/keys.py``). An item whose key was given with
 ``key=`` may live in another slot of a cluster; then ``begin`` reads the run's status and runs
@@ -57,7 +60,12 @@ class BeginState:
 @dataclass(frozen=True)
 class FinishState:
     """Whether an outcome was counted for its run, the run's progress, and if it just ended (and
-    then, whether it stays active for its aggregate or compensations)."""
+    then, whether it stays active for its aggregate or compensations).
+
+    ``stood`` is the outcome that stands for the item when it is not the one given (another
+    delivery stored its own first), else None. ``fenced``: nothing was written because another
+    delivery holds a live claim on the item, for ``claim_left_s`` more seconds.
+    """
 
     recorded: bool
     done: int
@@ -65,6 +73,9 @@ class FinishState:
     run_ended: bool
     aggregate: str = ""
     stays_active: bool = False
+    stood: TaskOutcome | None = None
+    fenced: bool = False
+    claim_left_s: float = 0.0
 
 
 def outcome_kind(outcome: TaskOutcome) -> str:
@@ -120,11 +131,10 @@ class DeliveryScripts:
             claim_left_s=max(0.0, int(left_ms) / 1000),
         )
 
-    def finish(
-        self, outcome: TaskOutcome, *, store: bool, record: bool, token: str, now: float
-    ) -> FinishState:
+    def finish(self, outcome: TaskOutcome, *, store: bool, record: bool, token: str) -> FinishState:
         """Store ``outcome`` (unless ``store`` is false), release ``token``'s claim, and count
-        the outcome that stands for its run (when ``record``)."""
+        the outcome that stands for its run (when ``record``); nothing when another delivery
+        holds the item's claim (``fenced``)."""
         run_id, key = outcome.run_id, outcome.idempotency_key
         item_keys = [
             self.keys.item("out", key),
@@ -147,17 +157,34 @@ class DeliveryScripts:
         if self._together(run_id, key):
             reply = self._scripts["finish"](
                 keys=[*run_keys, *item_keys, inputs, memory],
-                args=[*counted, int(store), int(record), repr(now), token],
+                args=[*counted, int(store), int(record), token],
             )
-        else:
-            body = self._scripts["finish_item"](
-                keys=[*item_keys, memory], args=[body, token, int(store), self.ttl_s]
-            )
-            if not record:
-                return FinishState(False, 0, 0, False)
-            counted[1] = body
-            reply = self._scripts["finish_run"](keys=[*run_keys, inputs], args=[*counted, repr(now)])
-        recorded, done, total, ended, aggregate, stays = reply
-        return FinishState(
-            bool(recorded), int(done), int(total), bool(ended), str(aggregate or ""), bool(stays)
+            *head, stood, fenced, left_ms = reply
+            return _finish_state(head, body, str(stood or ""), bool(fenced), left_ms)
+        stood, left_ms = self._scripts["finish_item"](
+            keys=[*item_keys, memory], args=[body, token, int(store), self.ttl_s]
         )
+        if not stood:
+            return _finish_state([], body, "", True, left_ms)
+        counts: list[Any] = []
+        if record:
+            counted[1] = stood
+            counts = self._scripts["finish_run"](keys=[*run_keys, inputs], args=counted)
+        return _finish_state(counts, body, "" if stood == body else str(stood), False, 0)
+
+
+def _finish_state(head: list[Any], body: str, stood: str, fenced: bool, left_ms: Any) -> FinishState:
+    """A ``FinishState`` from a finish script's reply (``head``: its counting part, empty when
+    nothing was counted); ``body`` is the outcome given, ``stood`` the one that stands if not it."""
+    recorded, done, total, ended, aggregate, stays = head or (0, 0, 0, 0, "", 0)
+    return FinishState(
+        bool(recorded),
+        int(done),
+        int(total),
+        bool(ended),
+        str(aggregate or ""),
+        bool(stays),
+        stood=TaskOutcome.model_validate_json(stood) if stood and stood != body else None,
+        fenced=fenced,
+        claim_left_s=max(0.0, int(left_ms) / 1000) if fenced else 0.0,
+    )

@@ -24,6 +24,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from agentfleet.outages import repeatable
 from agentfleet.runs.delivery import DELIVERY_LUA, FinishState
 from agentfleet.runs.store import RunStore
 
@@ -38,12 +39,13 @@ def dispatch_deadline(record: Mapping[str, str]) -> float | None:
 
 
 class DispatchRecord:
-    """Opens, appends to and closes runs' records on ``store``."""
+    """Opens, appends to and closes runs' records on ``store``; each call is ``@repeatable``."""
 
     def __init__(self, store: RunStore) -> None:
         self.store = store
         self._end = DELIVERY_LUA.register(store.client, "end_dispatch")["end_dispatch"]
 
+    @repeatable
     def open(
         self,
         run_id: str,
@@ -75,6 +77,7 @@ class DispatchRecord:
             dispatching_until=created + promise_s,
         )
 
+    @repeatable
     def append(
         self,
         run_id: str,
@@ -99,18 +102,29 @@ class DispatchRecord:
         )
         for part in ("items", "inputs"):
             pipe.expire(store.run_key(run_id, part), store.ttl_s)
-        fields = {
-            "tasks_total": start + len(items),
-            "sent": sent,
-            "dispatching": repr(time.time() + promise_s),
-        }
-        pipe.hset(store.run_key(run_id), mapping=fields)
+        pipe.hset(
+            store.run_key(run_id),
+            mapping={
+                "tasks_total": start + len(items),
+                "sent": sent,
+                "dispatching": repr(time.time() + promise_s),
+            },
+        )
         pipe.execute()
 
+    @repeatable
+    def promise(self, run_id: str, promise_s: float) -> None:
+        """Still dispatching (waiting for room in the queues): promise the next chunk within
+        ``promise_s`` seconds."""
+        self.store.client.hset(self.store.run_key(run_id), "dispatching", repr(time.time() + promise_s))
+
+    @repeatable
     def close(self, run_id: str, total: int) -> FinishState:
         """Every item is recorded and sent: set the total. The run ends here when each of its
         items already has its outcome; the caller then sends its aggregate or drops it from
-        the active runs, as the last outcome's worker would."""
+        the active runs, as the last outcome's worker would. A record closed already is left
+        as it is (the run does not end twice; one that the first call ended is the
+        reconciler's to finish off)."""
         store = self.store
         ended, done, final, _, aggregate, stays = self._end(
             keys=[store.run_key(run_id), store.run_key(run_id, "events")], args=[total, repr(time.time())]

@@ -31,8 +31,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-import redis
-
+from agentfleet.redis_handles import StateRedis
 from agentfleet.runs.keys import RunKeys
 from agentfleet.runs.store import RUNS_LUA
 
@@ -46,7 +45,7 @@ class Refused(Exception):
 class MemoryStore:
     """Items' memories in Redis. Safe to share between threads."""
 
-    def __init__(self, client: redis.Redis, *, prefix: str = "af", ttl_s: int = 7 * 86400) -> None:
+    def __init__(self, client: StateRedis, *, prefix: str = "af", ttl_s: int = 7 * 86400) -> None:
         self.client: Any = client
         self.prefix = prefix
         self.ttl_s = ttl_s

@@ -71,7 +71,21 @@ def summary_from_record(
         compensated=_num(record, "compensated"),
         compensations_failed=_num(record, "compensations_failed"),
         steps=_steps(record),
+        **_aggregate(record),
     )
+
+
+def _aggregate(record: dict[str, str]) -> dict[str, Any]:
+    """The ``aggregate`` and ``aggregate_error`` fields of a run's summary."""
+    if not record.get("aggregate"):
+        return {}
+    raw = record.get("aggregate_result")
+    if not raw:
+        return {"aggregate": "waiting"}
+    stored = json.loads(raw)
+    if stored.get("ok"):
+        return {"aggregate": "succeeded"}
+    return {"aggregate": "failed", "aggregate_error": str(stored.get("error") or "")}
 
 
 def _steps(record: dict[str, str]) -> dict[str, dict[str, int]]:

@@ -19,17 +19,22 @@ only where those may. Both answer in milliseconds: they read what the workers ke
 (heartbeats, counters, limiter state) on a client that waits at most
 ``service.probe_timeout_s`` and never retries, and ping no worker.
 
+Every request that shows a token (or signs in to the console) passes the guard first
+(``guard.py``): after ``service.auth_free_failures`` failed checks from one address, that
+address is answered 429 with ``Retry-After``, for longer after each further failure. What
+the routes return passes the redactor (a run's name, say).
+
 Bad requests are refused with a JSON body ``{"error": "<one message>"}``, never a 500: a body
 over ``service.max_body_bytes`` answers 413 (before it is read, when its length is declared),
 JSON nested deeper than ``service.max_json_depth`` answers 422, and so does anything else
-wrong with the body. Unknown paths and methods answer 404 and 405 in the same shape; an
-unexpected failure is logged and answers 500 with a message that holds no detail.
+wrong with the body (``NaN`` and ``Infinity`` included). Unknown paths and methods answer 404
+and 405 in the same shape; an unexpected failure is logged and answers 500 with a message
+that holds no detail.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import hmac
 import logging
 from collections.abc import AsyncIterator, Sequence
@@ -39,19 +44,22 @@ import redis
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
 
+from agentfleet.access import AuthThrottle
 from agentfleet.config import Settings
 from agentfleet.errors import ConfigError, DispatchError, InvalidInput
 from agentfleet.orchestration import Fleet
 from agentfleet.orchestration.named import start_named
-from agentfleet.redis_client import connect
+from agentfleet.redis_client import broker_client, state_client
 from agentfleet.registry import WorkerRecord, WorkerRegistry
 from agentfleet.runs import RunStore
 from agentfleet.service.collectors import DEFAULT_COLLECTORS, Collected, Collector, collect
 from agentfleet.service.console import create_console
+from agentfleet.service.guard import AuthGuard, mark_authenticated
 from agentfleet.service.health import PendingClock, assess
 from agentfleet.service.prometheus import CONTENT_TYPE, render
 from agentfleet.service.request_body import read_json_body
@@ -74,18 +82,11 @@ class ServiceState:
         self.collectors = tuple(collectors)
         self.clock = PendingClock()
         wait_s = settings.service.probe_timeout_s
-        probe = dataclasses.replace(
-            settings.redis_target(), connect_timeout_s=wait_s, socket_timeout_s=wait_s, retries=0
-        )
-        client = connect(probe)
+        client = state_client(settings, probe_timeout_s=wait_s)
         self.store = RunStore.from_settings(settings, client)
         self.registry = WorkerRegistry.from_settings(settings, client)
         # The broker's queues, which ``state_url`` may put apart from the store, probed alike.
-        self.broker = connect(
-            dataclasses.replace(
-                settings.broker_target(), connect_timeout_s=wait_s, socket_timeout_s=wait_s, retries=0
-            )
-        )
+        self.broker = broker_client(settings, probe_timeout_s=wait_s)
 
     def live_workers(self) -> list[WorkerRecord]:
         return self.registry.live()
@@ -120,6 +121,7 @@ def _authorized(request: Request, settings: Settings) -> Response | None:
             status_code=401,
             headers={"WWW-Authenticate": 'Bearer realm="agentfleet"'},
         )
+    mark_authenticated(request.scope)
     return None
 
 
@@ -162,6 +164,7 @@ async def _unexpected(request: Request, exc: Exception) -> Response:
 def create_app(settings: Settings, *, collectors: Sequence[Collector] = DEFAULT_COLLECTORS) -> Starlette:
     """The service for ``settings``; ``collectors`` default to every built-in one."""
     state = ServiceState(settings, collectors=collectors)
+    redactor = settings.redactor()
 
     def health(request: Request) -> Response:
         try:
@@ -195,7 +198,9 @@ def create_app(settings: Settings, *, collectors: Sequence[Collector] = DEFAULT_
             summaries = state.fleet.runs(int(raw))
         except (redis.RedisError, OSError) as exc:
             return _unavailable(exc)
-        return JSONResponse({"runs": [summary.model_dump(mode="json") for summary in summaries]})
+        return JSONResponse(
+            {"runs": [redactor.value(summary.model_dump(mode="json")) for summary in summaries]}
+        )
 
     async def start_run(request: Request) -> Response:
         refused = _authorized(request, settings)
@@ -216,7 +221,12 @@ def create_app(settings: Settings, *, collectors: Sequence[Collector] = DEFAULT_
         except (redis.RedisError, OSError) as exc:
             return _error(f"Redis does not answer: {exc}", 503)
         return JSONResponse(
-            {"run_id": run.id, "fanout": name, "tasks": run.total, "summary_url": f"/runs/{run.id}"},
+            {
+                "run_id": run.id,
+                "fanout": redactor.text(name),
+                "tasks": run.total,
+                "summary_url": f"/runs/{run.id}",
+            },
             status_code=202,
         )
 
@@ -232,7 +242,7 @@ def create_app(settings: Settings, *, collectors: Sequence[Collector] = DEFAULT_
             return _error(str(exc), 404)
         except (redis.RedisError, OSError) as exc:
             return _error(f"Redis does not answer: {exc}", 503)
-        return JSONResponse(summary.model_dump(mode="json"))
+        return JSONResponse(redactor.value(summary.model_dump(mode="json")))
 
     @contextlib.asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
@@ -252,6 +262,9 @@ def create_app(settings: Settings, *, collectors: Sequence[Collector] = DEFAULT_
         ],
         lifespan=lifespan,
         exception_handlers={HTTPException: _http_error, Exception: _unexpected},
+        middleware=[
+            Middleware(AuthGuard, throttle=AuthThrottle.from_settings(settings, state.fleet.store.client))
+        ],
     )
     app.state.service = state
     return app

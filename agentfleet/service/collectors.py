@@ -9,7 +9,8 @@ listing it in ``DEFAULT_COLLECTORS``.
 Besides queues, workers, completions and outcomes:
 
 - dead-letter queue: ``agentfleet_dlq_depth{category}``; ``/health`` reports the sum as
-  ``dlq_depth``;
+  ``dlq_depth``; ``agentfleet_malformed_messages_total{outcome}``, the queue entries workers
+  could not decode or deliver, kept as dead letters (``dead_lettered``) or ``dropped``;
 - limiter, per known downstream: ``agentfleet_limiter_tokens{downstream,bucket}``,
   ``agentfleet_limiter_slots_in_use{downstream}``, ``agentfleet_limiter_slots_max{downstream}``,
   ``agentfleet_limiter_paused_seconds{downstream}``;
@@ -47,6 +48,7 @@ __all__ = [
     "collect_daily_budgets",
     "collect_dlq",
     "collect_limiter",
+    "collect_malformed",
     "collect_outcomes",
     "collect_queue_age",
     "collect_queues",
@@ -197,6 +199,25 @@ def collect_dlq(sources: Sources) -> list[Sample]:
     ]
 
 
+def collect_malformed(sources: Sources) -> list[Sample]:
+    """Malformed queue entries workers took out: kept as dead letters, or dropped (counters)."""
+    counts = DLQStore.from_settings(sources.settings, sources.store.client).malformed_counts()
+    help_text = (
+        "Queue entries workers could not decode or deliver as tasks and took out: kept as "
+        "dead letters (category malformed), or dropped when none could be kept."
+    )
+    return [
+        Sample(
+            "agentfleet_malformed_messages_total",
+            float(n),
+            {"outcome": outcome},
+            kind="counter",
+            help=help_text,
+        )
+        for outcome, n in counts.items()
+    ]
+
+
 def collect_limiter(sources: Sources) -> list[Sample]:
     """Per downstream the limiter knows: tokens left per bucket, slots in use and cap, pause."""
     limiter = Limiter.from_settings(sources.settings, sources.store.client)
@@ -261,6 +282,7 @@ DEFAULT_COLLECTORS: tuple[Collector, ...] = (
     collect_completions,
     collect_outcomes,
     collect_dlq,
+    collect_malformed,
     collect_limiter,
     collect_circuits,
     collect_queue_age,

@@ -6,15 +6,18 @@ Tools:
   registered fleet task over a list of keyword-input objects; returns the run id at once.
   ``max_in_flight`` caps the run's items executing at once across the cluster;
   ``budget_usd`` stops the run's items once the run has spent that many US dollars (recorded
-  with the run, before any item is sent);
+  with the run, before any item is sent): a finite amount, at most ``service.max_run_usd``
+  (default ``budgets.run_usd``); ``aggregate`` is one of the operator's aggregates
+  (``agentfleet/callables.py``), refused before anything is imported or started;
 - ``run_status(run_id)``: the run's summary and its spend by downstream;
 - ``run_results(run_id, failed_only, offset, limit)``: the outcomes (results and errors,
   secrets redacted) and the aggregate;
 - ``dlq_stats()``: the dead-letter queue's depth, breakdowns, top fingerprints, vendor issues.
 
 Over stdio the client starts the server and owns it; over streamable HTTP every request must
-carry ``Authorization: Bearer <service.token>``. ``allow_tasks`` (when given) limits which
-tasks a client may start.
+carry ``Authorization: Bearer <service.token>``, and failed checks are throttled per address
+(``service/guard.py``). ``allow_tasks`` (when given) limits which tasks a client may start,
+and which runs and dead letters it may read (``mcp_scope.py``).
 """
 
 from __future__ import annotations
@@ -26,9 +29,14 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
+from agentfleet.access import AuthThrottle
+from agentfleet.callables import outside_aggregate
 from agentfleet.config import Settings
 from agentfleet.errors import AgentfleetError, DispatchError
 from agentfleet.orchestration import Fleet
+from agentfleet.orchestration.options import run_budget
+from agentfleet.service.guard import AuthGuard
+from agentfleet.service.mcp_scope import McpScope
 from agentfleet.spend import SpendLedger
 
 __all__ = ["MCP_PATH", "FleetTools", "build_server", "http_app"]
@@ -36,6 +44,8 @@ __all__ = ["MCP_PATH", "FleetTools", "build_server", "http_app"]
 MCP_PATH = "/mcp"
 # The most outcomes one run_results call returns.
 MAX_RESULTS = 500
+# The largest max_in_flight a client may ask for.
+MAX_IN_FLIGHT = 100_000
 
 
 class FleetTools:
@@ -45,8 +55,20 @@ class FleetTools:
         self.fleet = fleet
         self.settings: Settings = fleet.settings
         self.allow_tasks = tuple(allow_tasks)
+        self.scope = McpScope(fleet, allow_tasks)
         self.ledger = SpendLedger.from_settings(fleet.settings, fleet.store.client)
         self.redactor = fleet.settings.redactor()
+
+    def _budget(self, budget_usd: float | None) -> float | None:
+        """A caller's ``budget_usd``: finite, above 0, and within the operator's cap."""
+        run_budget(budget_usd)
+        cap = self.settings.service.max_run_usd or self.settings.budgets.run_usd
+        if budget_usd is not None and cap is not None and budget_usd > cap:
+            raise DispatchError(
+                f"budget_usd {budget_usd:g} is more than this server allows: at most {cap:g} US dollars "
+                "(service.max_run_usd, else budgets.run_usd)"
+            )
+        return budget_usd
 
     def fan_out(
         self,
@@ -57,31 +79,43 @@ class FleetTools:
         budget_usd: float | None = None,
         aggregate: str | None = None,
     ) -> dict[str, Any]:
-        if self.allow_tasks and task not in self.allow_tasks:
+        if not self.scope.task_allowed(task):
             raise DispatchError(f"task {task!r} is not allowed here; allowed: {', '.join(self.allow_tasks)}")
         cap = self.settings.service.max_inputs
         if len(inputs) > cap:
             raise DispatchError(f"{len(inputs)} inputs is more than service.max_inputs ({cap})")
-        if budget_usd is not None and budget_usd <= 0:
-            raise DispatchError("budget_usd must be more than 0")
+        if max_in_flight is not None and not 1 <= max_in_flight <= MAX_IN_FLIGHT:
+            raise DispatchError(f"max_in_flight must be from 1 to {MAX_IN_FLIGHT}, not {max_in_flight}")
+        self._budget(budget_usd)
+        fn = outside_aggregate(self.settings, aggregate) if aggregate is not None else None
         run = self.fleet.map(
-            task, inputs, name=name, aggregate=aggregate, max_in_flight=max_in_flight, budget_usd=budget_usd
+            task, inputs, name=name, aggregate=fn, max_in_flight=max_in_flight, budget_usd=budget_usd
         )
-        return {"run_id": run.id, "name": run.name, "tasks": run.total, "budget_usd": budget_usd}
+        return {
+            "run_id": run.id,
+            "name": self.redactor.text(run.name),
+            "tasks": run.total,
+            "budget_usd": budget_usd,
+        }
 
     def status(self, run_id: str) -> dict[str, Any]:
-        summary = self.fleet.get_run(run_id).summary()
+        self.scope.run_record(run_id)
+        summary = self.fleet.store.summary(run_id)
         spent, budget = self.ledger.standing(run_id)
-        return {
-            **summary.model_dump(mode="json", exclude={"timed_out_ids"}),
-            "spent_usd": round(spent, 6),
-            "spent_by_downstream": self.ledger.by_run(run_id),
-            "budget_usd": budget if budget is not None else self.settings.budgets.run_usd,
-        }
+        found: dict[str, Any] = self.redactor.value(
+            {
+                **summary.model_dump(mode="json", exclude={"timed_out_ids"}),
+                "spent_usd": round(spent, 6),
+                "spent_by_downstream": self.ledger.by_run(run_id),
+                "budget_usd": budget if budget is not None else self.settings.budgets.run_usd,
+            }
+        )
+        return found
 
     def results(
         self, run_id: str, failed_only: bool = False, offset: int = 0, limit: int = 100
     ) -> dict[str, Any]:
+        self.scope.run_record(run_id)
         run = self.fleet.get_run(run_id)
         outcomes = [o for o in run.outcomes() if not (failed_only and o.ok)]
         limit = max(1, min(limit, MAX_RESULTS))
@@ -113,7 +147,7 @@ class FleetTools:
         }
 
     def dlq_stats(self) -> dict[str, Any]:
-        stats: dict[str, Any] = self.redactor.value(self.fleet.dlq.stats().model_dump(mode="json"))
+        stats: dict[str, Any] = self.redactor.value(self.scope.dlq_stats())
         return stats
 
 
@@ -183,14 +217,25 @@ def build_server(tools: FleetTools, *, http_base_url: str | None = None) -> Any:
         inputs: Annotated[list[dict[str, Any]], Field(description="One object of keyword inputs per item")],
         name: Annotated[str | None, Field(description="A name for the run")] = None,
         max_in_flight: Annotated[
-            int | None, Field(ge=1, description="At most this many items executing at once, cluster-wide")
+            int | None,
+            Field(
+                ge=1, le=MAX_IN_FLIGHT, description="At most this many items executing at once, cluster-wide"
+            ),
         ] = None,
         budget_usd: Annotated[
             float | None,
-            Field(gt=0, description="Stop the run's items once it has spent this many US dollars"),
+            Field(
+                gt=0,
+                allow_inf_nan=False,
+                description="Stop the run's items once it has spent this many US dollars (finite)",
+            ),
         ] = None,
         aggregate: Annotated[
-            str | None, Field(description="module:function run once on the successful results")
+            str | None,
+            Field(
+                description="An aggregate the operator allows (e.g. agentfleet.merge:concat), "
+                "run once on the successful results"
+            ),
         ] = None,
     ) -> dict[str, Any]:
         with _told_to_the_client():
@@ -221,6 +266,8 @@ def build_server(tools: FleetTools, *, http_base_url: str | None = None) -> Any:
     return server
 
 
-def http_app(server: Any, *, host: str) -> Any:
-    """The streamable-HTTP ASGI app of ``server`` (built with ``http_base_url``) at ``MCP_PATH``."""
-    return server.streamable_http_app(streamable_http_path=MCP_PATH, host=host)
+def http_app(server: Any, *, host: str, tools: FleetTools) -> Any:
+    """The streamable-HTTP ASGI app of ``server`` (built with ``http_base_url``) at ``MCP_PATH``,
+    its bearer checks throttled per client address in the Redis of ``tools``' fleet."""
+    app = server.streamable_http_app(streamable_http_path=MCP_PATH, host=host)
+    return AuthGuard(app, AuthThrottle.from_settings(tools.settings, tools.fleet.store.client))

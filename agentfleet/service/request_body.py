@@ -4,20 +4,25 @@ A body over ``max_bytes`` is refused as soon as that is known: from its declared
 ``Content-Length`` before anything is read, else while it streams in. JSON nested deeper than
 ``max_depth`` (objects and arrays) is refused whether the parser itself would give up (too
 deep for Python's recursion limit) or not: what is accepted here must also survive every
-later step (validation, hashing, Celery's serializer), which recurse as well.
+later step (validation, hashing, Celery's serializer), which recurse as well. ``NaN``,
+``Infinity`` and ``-Infinity`` (which Python's parser accepts) are not JSON, and are refused,
+as is a number too large for a float (``1e309``).
+A body the server stopped waiting for (``service.body_timeout_s``) is refused too.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 
 from agentfleet.errors import InvalidInput
 
 __all__ = ["json_depth", "read_json_body"]
 
+BAD_REQUEST = 400
 TOO_LARGE = 413
 UNPROCESSABLE = 422
 
@@ -26,6 +31,17 @@ def _too_large(limit: int) -> InvalidInput:
     return InvalidInput(
         f"the body is larger than service.max_body_bytes ({limit} bytes)", status_code=TOO_LARGE
     )
+
+
+def _no_constants(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number; send finite numbers only")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} is too large for a number; send finite numbers only")
+    return value
 
 
 def json_depth(document: Any) -> int:
@@ -55,19 +71,24 @@ async def read_json_body(request: Request, *, max_bytes: int, max_depth: int) ->
     if declared.isdigit() and int(declared) > max_bytes:
         raise _too_large(max_bytes)
     body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > max_bytes:
-            raise _too_large(max_bytes)
+    try:
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > max_bytes:
+                raise _too_large(max_bytes)
+    except ClientDisconnect:
+        raise InvalidInput("the body did not arrive in time", status_code=BAD_REQUEST) from None
     deep = InvalidInput(
         f"the JSON nests deeper than service.max_json_depth ({max_depth} levels)", status_code=UNPROCESSABLE
     )
     try:
-        document = json.loads(body or b"null")
+        document = json.loads(body or b"null", parse_constant=_no_constants, parse_float=_finite)
     except RecursionError:
         raise deep from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "it is not UTF-8"
+    except (ValueError, UnicodeDecodeError) as exc:
+        reason = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
+        if isinstance(exc, UnicodeDecodeError):
+            reason = "it is not UTF-8"
         raise InvalidInput(f"the body is not JSON: {reason}", status_code=UNPROCESSABLE) from None
     if json_depth(document) > max_depth:
         raise deep

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from agentfleet.config import Settings
+from agentfleet.redis_handles import BrokerRedis
 from agentfleet.registry import WorkerRecord
 from agentfleet.runs import RunStore
 
@@ -35,7 +36,7 @@ class Sources(Protocol):
     def store(self) -> RunStore: ...
 
     @property
-    def broker(self) -> Any:
+    def broker(self) -> BrokerRedis:
         """A Redis client on the broker (its queues and unacknowledged messages)."""
         ...
 

@@ -12,7 +12,7 @@
   tool, ``ctx.idempotency_key`` names the tool call (the item's key and its ``tool_use`` id,
   the same on every resume): pass it on, and a tool cut off mid-way repeats no effect;
 - a tool that raises becomes a ``tool_result`` with ``is_error`` (the model sees the error
-  and can adapt); only ``BudgetExceeded`` and ``LoopDetected`` stop the agent;
+  and can adapt); only ``BudgetExceeded``, ``LoopDetected`` and ``ClaimLost`` stop the agent;
 - a tool held up by a rate limit (a limiter deferral, a 429) reschedules the item for the
   wait, freeing its worker slot, and the agent resumes from its checkpoint; without a stored
   checkpoint it waits in its slot instead. Past ``agent.tool_wait_s`` seconds of waiting in
@@ -21,7 +21,9 @@
   put back as its ``$CRED{name}`` placeholder before the model, or the result, sees it;
 - the same tool call with the same input ``loop_limit`` times in a row stops the agent with
   ``LoopDetected``; ``max_turns`` model calls without an end (over every resume), or crossing
-  the task's dollar, token, turn or wall-clock budget, stop it with ``BudgetExceeded``.
+  the task's dollar, token, turn or wall-clock budget, stop it with ``BudgetExceeded``;
+- once the delivery no longer holds its item's claim (``ctx.claim_lost``), the next model call,
+  tool call or checkpoint raises ``ClaimLost``: another delivery may be running the item.
 """
 
 from __future__ import annotations
@@ -34,7 +36,14 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from agentfleet.config import AgentSettings, get_settings
-from agentfleet.errors import BudgetExceeded, Deferred, LoopDetected, RateLimited, fleet_error_in_chain
+from agentfleet.errors import (
+    BudgetExceeded,
+    ClaimLost,
+    Deferred,
+    LoopDetected,
+    RateLimited,
+    fleet_error_in_chain,
+)
 from agentfleet.idempotency import canonical_json
 from agentfleet.tasks.checkpoint import AgentCheckpoint, Checkpointer, StoredTool
 from agentfleet.tasks.context import TaskContext
@@ -44,7 +53,7 @@ from agentfleet.tools.vault import CredentialVault
 __all__ = ["AgentResult", "Tool", "ToolCall", "run_agent"]
 
 ToolFn = Callable[[TaskContext, dict[str, Any]], Any]
-_STOPPING = (BudgetExceeded, LoopDetected)
+_STOPPING = (BudgetExceeded, LoopDetected, ClaimLost)
 
 
 @dataclass(frozen=True)
@@ -198,6 +207,7 @@ class _Agent:
 
     def turn(self, request: dict[str, Any]) -> None:
         """One model call; its reply is checkpointed before any tool it asks for runs."""
+        self.ctx.check_claim()
         self.ctx.check_budget()
         try:
             response = self.ctx.anthropic.messages.create(
@@ -240,6 +250,8 @@ class _Agent:
         started = time.monotonic()
         tool = self.tools.get(block["name"])
         is_error = False
+        # A tool is not started once another delivery may be running the item.
+        self.ctx.check_claim()
         try:
             if tool is None:
                 raise KeyError(f"no tool named {block['name']!r}")
@@ -247,6 +259,10 @@ class _Agent:
         except (*_STOPPING, _WaitElsewhere):
             raise
         except Exception as exc:
+            # A client may wrap what stops the agent (the SDK wraps what its transport raised).
+            stopping = fleet_error_in_chain(exc)
+            if isinstance(stopping, _STOPPING):
+                raise stopping from None
             is_error = True
             content = f"{type(exc).__name__}: {exc}"
         content = self.scrub(content)

@@ -27,7 +27,7 @@ from celery import Celery
 from celery.canvas import Signature
 
 from agentfleet.config import get_settings
-from agentfleet.outages import ride_out
+from agentfleet.outages import Patience, repeatable
 from agentfleet.redaction import Redactor
 from agentfleet.runs import RunStore, claim_renewer, new_claim_token
 from agentfleet.runs.store import RUNS_LUA
@@ -105,12 +105,16 @@ def send_alone(
     ).apply_async()
 
 
+@repeatable
 def _claim_all(runs: RunStore, keys: Sequence[str], token: str, ttl_s: float) -> list[str]:
-    """Claim every item of the batch that nobody holds, under one token; the keys claimed."""
+    """Claim every item of the batch that nobody else holds, under one token; the keys this
+    token holds after it (those it held already too: the call sent again)."""
     pipe = runs.client.pipeline(transaction=False)
     for key in keys:
         pipe.set(runs.claim_key(key), token, nx=True, px=max(1, int(ttl_s * 1000)))
-    return [key for key, took in zip(keys, pipe.execute(), strict=True) if took]
+        pipe.get(runs.claim_key(key))
+    holders = pipe.execute()[1::2]
+    return [key for key, holder in zip(keys, holders, strict=True) if holder == token]
 
 
 def _release_all(runs: RunStore, keys: Sequence[str], token: str) -> None:
@@ -135,11 +139,8 @@ def execute_batch(task: FleetTask, kwargs: Mapping[str, Any], deliver: Deliver) 
     ttl_s = settings.delivery.claim_ttl_s
     items = batch_items(kwargs)
     token = new_claim_token(str(getattr(task.request, "hostname", None) or "local"))
-    held = ride_out(
-        lambda: _claim_all(runs, [m.key for _, m in items], token, ttl_s),
-        budget_s=settings.delivery.redis_retry_s,
-        url=settings.broker_url,
-    )
+    patience = Patience(settings.delivery.redis_retry_s, settings.broker_url)
+    held = patience.call(_claim_all, runs, [m.key for _, m in items], token, ttl_s)
     for key in held:
         claim_renewer().hold(runs, key, token, ttl_s)
     soft_s = float(task.soft_time_limit or 0)

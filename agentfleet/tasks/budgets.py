@@ -26,13 +26,12 @@ import dataclasses
 import json
 import logging
 import threading
-from collections.abc import Callable
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 from agentfleet.config import Settings
 from agentfleet.errors import BudgetExceeded
 from agentfleet.models import TokenUsage
-from agentfleet.outages import ride_out
+from agentfleet.outages import Patience
 from agentfleet.runs import Alert, BudgetLedger, Caps, Report, Spend, Standing
 from agentfleet.tasks.shared import budget_ledger, run_store
 from agentfleet.tools.transport import CallInfo, FleetHooks
@@ -45,7 +44,6 @@ __all__ = ["BUDGET_ALERT_TASK", "SpendReporter", "alert_record", "budget_hooks",
 log = logging.getLogger("agentfleet.budgets")
 
 BUDGET_ALERT_TASK = "agentfleet.maintenance.budget_alert"
-T = TypeVar("T")
 
 
 def caps_for(state: ExecutionState, settings: Settings) -> Caps:
@@ -102,10 +100,10 @@ class SpendReporter:
         self._seq = 0
         self._reported_s = 0.0
 
-    def patiently(self, call: Callable[[], T]) -> T:
-        """``call()``, riding out a Redis outage of ``delivery.redis_retry_s`` (each script
-        here is safe to run twice)."""
-        return ride_out(call, budget_s=self.settings.delivery.redis_retry_s, url=self.settings.broker_url)
+    @property
+    def patience(self) -> Patience:
+        """Calls ride out a Redis outage of ``delivery.redis_retry_s``."""
+        return Patience(self.settings.delivery.redis_retry_s, self.settings.broker_url)
 
     def report(self, spend: Spend, *, downstream: str = "", elapsed_s: float = 0.0) -> None:
         """Count ``spend`` (its seconds are taken from ``elapsed_s``, the execution's seconds so
@@ -117,7 +115,7 @@ class SpendReporter:
             state = self.state
             spend = dataclasses.replace(spend, seconds=seconds)
             report = Report(state.key, state.run_id, state.tenant, spend, state.token, self._seq, downstream)
-            _, alerts = self.patiently(lambda: self.ledger.charge(report, self.caps))
+            _, alerts = self.patience.call(self.ledger.charge, report, self.caps)
         for alert in alerts:
             _raise_alert(alert, self.settings)
 
@@ -128,7 +126,7 @@ class SpendReporter:
             self.report(Spend(), elapsed_s=elapsed_s)
 
     def standing(self) -> Standing:
-        return self.patiently(lambda: self.ledger.standing(self.state.run_id, self.state.tenant))
+        return self.patience.call(self.ledger.standing, self.state.run_id, self.state.tenant)
 
 
 def reporter_for(state: ExecutionState, settings: Settings) -> SpendReporter:
@@ -178,7 +176,7 @@ def budget_hooks(state: ExecutionState, settings: Settings, hooks: FleetHooks) -
         reporter.report(spent, downstream=info.downstream, elapsed_s=state.elapsed_s())
 
     def gate() -> None:
-        state.check_budget()
+        state.gate()
         _check(reporter.standing(), state, reporter.caps, settings)
 
     return dataclasses.replace(hooks, gate=gate, on_usage=on_usage)

@@ -11,7 +11,6 @@ from typing import Any, Literal
 from agentfleet.celery_app import app
 from agentfleet.config import get_settings
 from agentfleet.errors import DownstreamError, InvalidInput
-from agentfleet.references import resolve_callable
 from agentfleet.tasks import (
     flower_setup,  # noqa: F401  (configures Flower from the settings when Flower imports this)
     lifecycle,  # noqa: F401  (connects worker signals)
@@ -19,6 +18,7 @@ from agentfleet.tasks import (
 )
 from agentfleet.tasks.context import TaskContext
 from agentfleet.tasks.decorator import fleet_task
+from agentfleet.tasks.fanin import run_aggregate
 from agentfleet.tasks.shared import run_store
 
 __all__ = ["aggregate", "simulated_agent"]
@@ -68,30 +68,13 @@ def simulated_agent(
     return {"item": item, "slept_s": round(slept, 4), "attempt": ctx.attempt}
 
 
-@app.task(name="agentfleet.aggregate", acks_late=True, reject_on_worker_lost=True)
-def aggregate(run_id: str, fn: str) -> Any:
-    """The fan-in: ``fn`` over the successful items' results, in input order.
+@app.task(name="agentfleet.aggregate", bind=True, acks_late=True, reject_on_worker_lost=True)
+def aggregate(self: Any, run_id: str, fn: str) -> Any:
+    """The fan-in: the run's aggregate over the successful items' results, in input order.
 
     Sent by the worker that records a run's last outcome (or by the reconciler, if that worker
-    died first). A second copy finds the stored aggregate and returns it.
+    died first). A second copy finds the stored aggregate and returns it. Whatever the
+    aggregate does, its result or its failure is recorded once (``tasks/fanin.py``).
     """
-    store = run_store(get_settings())
-    found = store.get_aggregate(run_id)
-    if found is not None:
-        return found.get("value")
-    store.mark_aggregate_started(run_id)
-    if store.get_run(run_id).get("status") == "failed":
-        store.set_aggregate(run_id, ok=False, error="an item failed and the run fails fast")
-        return None
-    outcomes = store.outcomes(run_id)
-    results = [outcomes[i].result for i in sorted(outcomes) if outcomes[i].ok]
-    started = time.monotonic()
-    try:
-        value = resolve_callable(fn)(results)
-    except Exception as exc:
-        log.exception("aggregate %s failed for run %s", fn, run_id)
-        store.set_aggregate(run_id, ok=False, error=f"{type(exc).__name__}: {exc}")
-        raise
-    store.set_aggregate(run_id, ok=True, value=value)
-    log.info("aggregate %s for run %s took %.3f s", fn, run_id, time.monotonic() - started)
-    return value
+    settings = get_settings()
+    return run_aggregate(settings, run_store(settings), run_id, fn, worker=self.request.hostname)

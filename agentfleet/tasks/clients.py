@@ -31,7 +31,7 @@ from agentfleet.llm.vendors import vendors_for
 from agentfleet.models import TokenUsage
 from agentfleet.ratelimit import Permit
 from agentfleet.ratelimit.names import pool_downstream
-from agentfleet.redis_client import connect
+from agentfleet.redis_client import state_client
 from agentfleet.tasks.budgets import budget_hooks
 from agentfleet.tasks.shared import limiter, per_process
 from agentfleet.tools.audit import AuditLog
@@ -80,9 +80,7 @@ def http_pools(settings: Settings, module: ModuleType) -> TransportPools:
 
 
 def _audit(settings: Settings) -> AuditLog:
-    return per_process(
-        "audit", settings, lambda: AuditLog(connect(settings.redis_target()), settings.key_prefix)
-    )
+    return per_process("audit", settings, lambda: AuditLog(state_client(settings), settings.key_prefix))
 
 
 def llm_endpoint(settings: Settings) -> tuple[str, str | None]:
@@ -121,7 +119,8 @@ def accounting_hooks(
     state: ExecutionState, settings: Settings, vendors: Sequence[VendorAdapter]
 ) -> FleetHooks:
     """What every execution's transport does, Redis or not: note each downstream, read LLM
-    usage with its vendor's adapter, price it, and check the execution's budgets first."""
+    usage with its vendor's adapter, price it, and check the execution's claim and budgets
+    first."""
 
     def on_call(info: CallInfo) -> None:
         state.note_downstream(info.downstream)
@@ -133,7 +132,7 @@ def accounting_hooks(
         state.add_usage(cost_usd=spent, input_tokens=usage.total_input, output_tokens=usage.output_tokens)
 
     return FleetHooks(
-        gate=state.check_budget,
+        gate=state.gate,
         on_call=on_call,
         on_usage=on_usage,
         vendors=vendors,

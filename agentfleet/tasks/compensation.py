@@ -32,6 +32,7 @@ from typing import Any
 from celery import Celery
 
 from agentfleet.config import Settings
+from agentfleet.outages import repeatable
 from agentfleet.runs import UndoLog
 from agentfleet.tasks.base import FleetTask
 from agentfleet.tasks.meta import ItemMeta
@@ -43,10 +44,12 @@ __all__ = ["note_success", "request_compensation"]
 log = logging.getLogger("agentfleet.compensation")
 
 
+@repeatable
 def note_success(
     settings: Settings, task: FleetTask, meta: ItemMeta, key: str, inputs: dict[str, Any], result: Any
 ) -> None:
-    """Note a success of ``task`` (which has a compensation) under its own ``key``."""
+    """Note a success of ``task`` (which has a compensation) under its own ``key`` (the first
+    note of a key stands)."""
     undo_log(settings).note(
         meta.run,
         key,
@@ -54,9 +57,11 @@ def note_success(
     )
 
 
+@repeatable
 def request_compensation(undo: UndoLog, celery: Celery, run_id: str, queue: str) -> bool:
     """Tell run ``run_id`` to compensate, its message on ``queue``; True when this call did
-    (the first to ask)."""
+    (the first to ask). Asked again, it sends nothing: a message the first call did not get
+    out is the reconciler's to send."""
     if not undo.request(run_id):
         return False
     try:

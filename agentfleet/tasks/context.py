@@ -30,6 +30,12 @@ class TaskContext:
     once a budget of the task is crossed, ``check_budget()`` (and the next request) raises
     ``BudgetExceeded``. ``step(name, fn, ...)`` runs ``fn`` once per item, whatever retries,
     redeliveries and requeues follow.
+
+    ``claim_lost`` turns True once this execution no longer holds its item's claim (its worker
+    was cut off from Redis, or frozen, for longer than ``delivery.claim_ttl_s``, and another
+    delivery may be running the item); from then on ``check_claim()``, ``step``, every request
+    through ``http`` and ``anthropic``, and the agent loop's tool calls and checkpoints raise
+    ``ClaimLost``, so the body stops at its next fleet call.
     """
 
     __slots__ = ("_execution", "attempt", "idempotency_key", "item_key", "log", "run_id", "task_id")
@@ -110,6 +116,18 @@ class TaskContext:
     def check_budget(self) -> None:
         """Raise ``BudgetExceeded`` once this execution crossed its dollar, token or wall budget."""
         self._execution.check_budget()
+
+    @property
+    def claim_lost(self) -> bool:
+        """True once this execution no longer holds its item's claim: a renewal found it gone,
+        or none reached Redis for ``delivery.claim_ttl_s`` seconds. It never turns back."""
+        claim = self._execution.claim
+        return claim is not None and claim.lost
+
+    def check_claim(self) -> None:
+        """Raise ``ClaimLost`` once ``claim_lost`` is True: call it between long stretches of
+        work that make no fleet call (the fleet's own calls ask it themselves)."""
+        self._execution.check_claim()
 
     def close(self) -> None:
         """Close the clients this execution opened, and remove the scratch directory it made."""

@@ -18,6 +18,16 @@ The steps, in order:
    lasts. Anything else, or an exhausted budget, becomes an ``ok=False`` outcome and a dead
    letter, so fan-in still runs, then Celery ``FAILURE``. Downstream faults count for circuits.
 
+Fencing: a delivery whose claim is lost (its worker was cut off from Redis or frozen for
+longer than the claim's TTL, see ``runs/claims.py``) hands the item back instead of ending it:
+the body stops at its next fleet call (``ClaimLost``), and an error after the loss uses no
+retry and writes no dead letter. The finish script stores nothing while another delivery
+holds a live claim (``FinishState.fenced``); the outcome of a delivery whose claim lapsed
+with nobody taking it over is stored, since nothing else runs the item. Handing back publishes
+the message again for when the other claim would lapse: that copy then returns the outcome
+that stands. Whatever a delivery returns to Celery (its result, Flower's view) is the
+outcome that stands for the item, not its own when another was stored first.
+
 A hard time limit kills the worker process mid-body; ``after_hard_time_limit`` then does step
 5 from the worker's main process (see ``tasks/process_loss.py`` and ``tasks/request.py``).
 
@@ -33,9 +43,8 @@ import functools
 import logging
 import time
 import traceback
-from collections.abc import Callable
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from celery.exceptions import Reject, SoftTimeLimitExceeded
 
@@ -43,6 +52,7 @@ from agentfleet.config import Settings, get_settings
 from agentfleet.errors import (
     AgentfleetError,
     BrokerUnavailable,
+    ClaimLost,
     Deferred,
     InvalidInput,
     PoisonMessage,
@@ -50,9 +60,9 @@ from agentfleet.errors import (
     TaskTimeLimit,
 )
 from agentfleet.models import TaskOutcome
-from agentfleet.outages import patient, ride_out
+from agentfleet.outages import Patience, repeatable
 from agentfleet.redaction import Redactor
-from agentfleet.runs import FinishState, claim_renewer, new_claim_token
+from agentfleet.runs import BeginState, Claim, FinishState, claim_renewer, new_claim_token
 from agentfleet.tasks import clients, failures
 from agentfleet.tasks.batch import execute_batch, is_batch, send_alone
 from agentfleet.tasks.celery_states import defer, raise_for_failures
@@ -84,7 +94,6 @@ if TYPE_CHECKING:
 __all__ = ["cancelled_outcome", "execute"]
 
 log = logging.getLogger("agentfleet.task")
-T = TypeVar("T")
 
 
 class _Rescheduled(Exception):
@@ -117,9 +126,8 @@ class _Delivery:
         self.settings: Settings = get_settings()
         # ``runs`` is the process's run store; ``store`` is the same, riding out Redis outages.
         self.runs = run_store(self.settings)
-        self.store = patient(
-            self.runs, budget_s=self.settings.delivery.redis_retry_s, url=self.settings.broker_url
-        )
+        self.patience = Patience(self.settings.delivery.redis_retry_s, self.settings.broker_url)
+        self.store = self.patience.wrap(self.runs)
         self.kwargs = dict(kwargs)
         own_id = task_id or (request.id if request is not None else task.request.id) or None
         self.meta = meta_for(self.kwargs, own_id)
@@ -131,6 +139,7 @@ class _Delivery:
         self.carried: tuple[int, float, float] = (0, 0.0, 0.0)
         # The claim this delivery holds on its item while it runs the body ('' when none).
         self.token = ""
+        self.claim: Claim | None = None
 
     @cached_property
     def redactor(self) -> Redactor:
@@ -149,15 +158,40 @@ class _Delivery:
         if outcome.idempotency_key != self.key:
             scoped = outcome.model_copy(update={"idempotency_key": self.key})
         if store and outcome.ok and self.task.compensate is not None:
+            self._unless_taken_over()
             noted = (self.settings, self.task, self.meta, self.key, self.kwargs, outcome.result)
-            self._patiently(lambda: note_success(*noted))
+            self.patience.call(note_success, *noted)
+        if self.claim is not None:
+            self.claim.finishing = True
         state = self.store.finish(scoped, store=store, record=final, token=self.token)
+        if state.fenced:
+            why = "another delivery holds this item's claim; this outcome was not stored"
+            self._hand_back(state.claim_left_s, why)
+        if state.stood is not None:
+            ids = {"task_id": self.task_id, "run_id": self.meta.run, "index": self.meta.idx}
+            scoped = state.stood.model_copy(update=ids)
+            outcome = scoped.model_copy(update={"idempotency_key": outcome.idempotency_key})
         if self.meta.node:
-            step = (self.settings, self.task.app, self.store, self.meta, scoped)
-            state = self._patiently(lambda: finish_step(*step)) or state
+            step = (self.settings, self.task.app, self.runs, self.meta, scoped)
+            state = self.patience.call(finish_step, *step) or state
         if state.run_ended and state.aggregate:
             self._send_aggregate(state)
         return outcome.model_dump(mode="json")
+
+    def _unless_taken_over(self) -> None:
+        """Before an effect the finish script does not fence (a dead letter, a success noted for
+        compensation): hand the item back if this delivery lost its claim and another holds one."""
+        if self.claim is not None and self.claim.lost and self.store.live_claims([self.key])[0]:
+            self._hand_back(self.settings.delivery.claim_ttl_s, "another delivery holds this item's claim")
+
+    def _hand_back(self, wait_s: float, why: str, meta: ItemMeta | None = None) -> NoReturn:
+        """Send the item again for when another delivery's claim would lapse (``wait_s``), using
+        no retry: that copy returns the outcome the item ends with, or runs it if none did."""
+        countdown = cap_countdown(deferral_s(wait_s), self.settings.max_countdown_s)
+        log.warning(
+            "%s[%s]: %s; this copy comes back in %.1f s", self.task.name, self.task_id, why, countdown
+        )
+        self._reschedule(meta or self.meta, countdown, deferral=why)
 
     def _send_aggregate(self, state: FinishState) -> None:
         try:
@@ -167,9 +201,6 @@ class _Delivery:
         except Exception:
             # The run stays active without its aggregate: the reconciler sends it.
             log.exception("could not send the aggregate of run %s; the reconciler will", self.meta.run)
-
-    def _patiently(self, call: Callable[[], T]) -> T:
-        return ride_out(call, budget_s=self.settings.delivery.redis_retry_s, url=self.settings.broker_url)
 
     def _stop_renewing(self) -> None:
         if self.token:
@@ -194,6 +225,12 @@ class _Delivery:
         )
         self.store.add_attempt_error(self.key, record)
 
+    def _event(self) -> str:
+        """What this delivery counts is its message's own: the same task id, requeue, attempt
+        and deferral (a copy redelivered after its worker died) counts once."""
+        meta = self.meta
+        return f"{self.task_id} {meta.requeues}:{meta.attempt}:{meta.deferrals}"
+
     def _queue(self) -> str:
         return getattr(self.task, "queue", None) or self.settings.queues.agents
 
@@ -214,6 +251,7 @@ class _Delivery:
         downstream: str | None = None,
     ) -> dict[str, Any]:
         downstream = downstream or err.downstream or self.task.downstream
+        self._unless_taken_over()
         message = self.redactor.text(str(err))
         outcome = outcome_for(
             self.meta,
@@ -241,14 +279,14 @@ class _Delivery:
             stage_tasks=self._stage_tasks(),
             cost_usd=self.carried[2] + cost,
         )
-        if self._patiently(lambda: failures.on_final_failure(self.settings, entry, client=self.runs.client)):
+        if self.patience.call(failures.on_final_failure, self.settings, entry, client=self.runs.client):
             outcome = outcome.model_copy(update={"dead_lettered": True})
         finished = self._finish(outcome)
         if self.store.get_run(self.meta.run).get("fail_fast") == "1":
             # Fail-fast: the first final failure cancels every item that has not started.
             self.store.fail_fast(self.meta.run)
             undo, fanin = undo_log(self.settings), self.settings.queues.fanin
-            self._patiently(lambda: request_compensation(undo, self.task.app, self.meta.run, fanin))
+            self.patience.call(request_compensation, undo, self.task.app, self.meta.run, fanin)
         return finished
 
     # The delivery --------------------------------------------------------------------------
@@ -271,14 +309,24 @@ class _Delivery:
             str(getattr(self.task.request, "hostname", None) or "local")
         )
         ttl_s = self.settings.delivery.claim_ttl_s
-        state = self.store.begin(
-            self.meta.run,
-            self.key,
-            self.task_id,
-            deliveries_ttl_s=self.settings.visibility_timeout_s * 4,
-            token=token,
-            claim_ttl_s=ttl_s,
-        )
+        sent = time.monotonic()
+
+        @repeatable
+        def begin() -> BeginState:
+            # The claim lives at least ``ttl_s`` past the send of the attempt that took it
+            # (safe to send again: ``RunStore.begin`` counts a delivery once per claim token).
+            nonlocal sent
+            sent = time.monotonic()
+            return self.runs.begin(
+                self.meta.run,
+                self.key,
+                self.task_id,
+                deliveries_ttl_s=self.settings.visibility_timeout_s * 4,
+                token=token,
+                claim_ttl_s=ttl_s,
+            )
+
+        state = self.patience.call(begin)
         if state.verdict == "cancelled":
             # Not stored under the idempotency key: a resumed run must still do this item.
             return self._finish(cancelled_outcome(self.meta, self.task_id), store=False)
@@ -299,7 +347,7 @@ class _Delivery:
             wait_s = cap_countdown(deferral_s(state.claim_left_s), self.settings.max_countdown_s)
             self._reschedule(self.meta, wait_s, deferral="another delivery of this item is running it")
         self.token = token
-        claim_renewer().hold(self.runs, self.key, token, ttl_s)
+        self.claim = claim_renewer().hold(self.runs, self.key, token, ttl_s, confirmed_at=sent)
         try:
             return self._claimed(state.deliveries)
         finally:
@@ -324,7 +372,7 @@ class _Delivery:
             )
         if self.meta.node and not self.kwargs:
             graph = graph_state(self.settings)
-            self.kwargs = self._patiently(lambda: step_inputs(self.runs, graph, self.task, self.meta))
+            self.kwargs = self.patience.call(step_inputs, self.runs, graph, self.task, self.meta)
         try:
             values = validate_input(self.task, self.kwargs)
         except InvalidInput as err:
@@ -348,6 +396,7 @@ class _Delivery:
             key=self.key,
             token=self.token,
             guard=guard,
+            claim=self.claim,
         )
 
     def _classify(self, exc: Exception, ctx: TaskContext) -> AgentfleetError:
@@ -400,9 +449,14 @@ class _Delivery:
         spent_s = self.meta.elapsed_s + elapsed
         cost = self.meta.cost_usd + (ctx.cost_usd if ctx is not None else 0.0)
         downstream = (ctx.last_downstream if ctx is not None else None) or err.downstream
+        if isinstance(err, ClaimLost) or (self.claim is not None and self.claim.lost):
+            # Another delivery may be running the item: this one's error is no attempt of it.
+            spent = self.meta.model_copy(update={"elapsed_s": spent_s, "cost_usd": cost})
+            after = "" if isinstance(err, ClaimLost) else f" (and then it raised {type(err).__name__})"
+            self._hand_back(self.settings.delivery.claim_ttl_s, f"its claim is lost{after}", spent)
         if isinstance(err, Deferred):
             self.store.clear_deliveries(self.task_id, self.key)
-            self.store.incr(self.meta.run, "deferrals")
+            self.store.incr(self.meta.run, "deferrals", event=self._event())
             countdown = cap_countdown(deferral_s(err.wait_s), self.settings.max_countdown_s)
             nxt = self.meta.model_copy(
                 update={"deferrals": self.meta.deferrals + 1, "elapsed_s": spent_s, "cost_usd": cost}
@@ -412,7 +466,7 @@ class _Delivery:
         retries_left = self.meta.attempt < self.task.fleet_max_retries
         if isinstance(err, RetryableError) and retries_left:
             self.store.clear_deliveries(self.task_id, self.key)
-            self.store.incr(self.meta.run, "retries")
+            self.store.incr(self.meta.run, "retries", event=self._event())
             countdown = cap_countdown(
                 backoff_s(
                     self.meta.attempt,

@@ -1,11 +1,15 @@
 """What one execution of a task keeps behind its ``TaskContext``: clients, spending, budgets.
 
 The task body sees only ``TaskContext`` (ids, ``workdir``, ``http``, ``anthropic``, ``log``,
-what it spent, ``step``). The fleet's own wiring lives here: the client factories, the circuit
-breaker the transport asks, the budgets, the usage counters (shared by parallel tool calls, so
-behind a lock), the downstreams called, and the item's memory (steps and agent checkpoints,
-kept across executions of the item when it is a ``StoredMemory``). ``new_context`` builds both
-halves.
+what it spent, ``step``, whether it still holds its claim). The fleet's own wiring lives here:
+the client factories, the circuit breaker the transport asks, the budgets, the usage counters
+(shared by parallel tool calls, so behind a lock), the downstreams called, the item's memory
+(steps and agent checkpoints, kept across executions of the item when it is a
+``StoredMemory``) and the delivery's claim. ``new_context`` builds both halves.
+
+``gate()`` is what every one of the fleet's own calls asks first (a request through the fleet
+transport, a step, a tool call): the claim must still be held (else ``ClaimLost``), and no
+budget crossed (else ``BudgetExceeded``).
 
 Budgets count over every attempt of the item: ``prior`` is what earlier attempts spent (read
 from the item's memory when the delivery starts), and ``reporter`` (set up with the clients,
@@ -27,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentfleet.errors import BudgetExceeded
-from agentfleet.runs import Spend
+from agentfleet.runs import Claim, Spend
 from agentfleet.tasks.context import TaskContext
 from agentfleet.tasks.memory import LocalMemory, Memory, run_step, step_field
 
@@ -45,8 +49,9 @@ class ExecutionState:
     """One execution's internals. ``budget_*`` caps are US dollars, tokens (input plus output),
     model calls and seconds of wall clock, over every attempt of the item; ``breaker`` is what
     the fleet transport asks per request. ``key`` is the item's idempotency key (of its
-    stage or graph step), ``token`` this delivery's claim token, ``tenant`` its run's tenant
-    label."""
+    stage or graph step), ``token`` this delivery's claim token and ``claim`` what this
+    process knows of that claim (None: an execution outside a delivery, which holds none),
+    ``tenant`` its run's tenant label."""
 
     task_id: str
     run_id: str
@@ -62,6 +67,7 @@ class ExecutionState:
     prior: Spend = field(default_factory=Spend)
     memory: Memory = field(default_factory=LocalMemory)
     token: str = field(default_factory=lambda: uuid.uuid4().hex)
+    claim: Claim | None = None
     reporter: Any = None
     breaker: Any = None
     workdir_root: str | None = None
@@ -131,6 +137,16 @@ class ExecutionState:
         if self.budget_wall_s is not None and elapsed >= self.budget_wall_s:
             raise BudgetExceeded(f"ran {elapsed:.1f} s of a {self.budget_wall_s:.1f} s budget{earlier}")
 
+    def check_claim(self) -> None:
+        """Raise ``ClaimLost`` once this execution's claim is gone, or may be (see ``Claim``)."""
+        if self.claim is not None:
+            self.claim.check()
+
+    def gate(self) -> None:
+        """What each of the fleet's own calls asks first: ``check_claim``, then ``check_budget``."""
+        self.check_claim()
+        self.check_budget()
+
     def next_call(self, name: str) -> int:
         """How many calls of ``name`` (a step, or ``agent`` for ``run_agent``) this execution
         made before this one: with the name, it identifies the call across executions."""
@@ -141,6 +157,7 @@ class ExecutionState:
 
     def step(self, name: str, fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
         """``TaskContext.step``: see ``agentfleet.tasks.memory.run_step``."""
+        self.check_claim()
         return run_step(self.memory, step_field(name, self.next_call(f"s:{name}")), fn, args, kwargs)
 
     def note_downstream(self, downstream: str) -> None:

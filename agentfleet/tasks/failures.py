@@ -22,7 +22,9 @@ from agentfleet.errors import AgentfleetError, classify
 from agentfleet.idempotency import node_key
 from agentfleet.llm.vendors import map_vendor_error, vendors_for
 from agentfleet.models import TaskOutcome
+from agentfleet.outages import repeatable
 from agentfleet.redaction import Redactor
+from agentfleet.redis_handles import StateRedis
 from agentfleet.tasks.meta import ItemMeta
 
 if TYPE_CHECKING:
@@ -142,8 +144,10 @@ def build_dead_letter(
     )
 
 
-def on_final_failure(settings: Settings, entry: DeadLetter, *, client: Any = None) -> bool:
-    """Store ``entry`` in the dead-letter queue and log it; True once it is stored.
+@repeatable
+def on_final_failure(settings: Settings, entry: DeadLetter, *, client: StateRedis | None = None) -> bool:
+    """Store ``entry`` in the dead-letter queue and log it; True once it is stored (an entry of
+    the same id is updated in place).
 
     A dead letter that cannot be written (Redis unreachable) is logged in full instead, so the
     failure is never silent; the item's outcome is recorded either way.

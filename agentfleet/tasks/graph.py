@@ -27,6 +27,7 @@ from celery.canvas import Signature
 from agentfleet.config import Settings
 from agentfleet.idempotency import node_key
 from agentfleet.models import TaskOutcome
+from agentfleet.outages import repeatable
 from agentfleet.redaction import Redactor
 from agentfleet.runs import FinishState, GraphSpec, GraphState, RunStore
 from agentfleet.tasks.base import FleetTask
@@ -94,6 +95,7 @@ def step_signature(
     return app.signature(step.task, kwargs=kwargs, **options)
 
 
+@repeatable
 def step_inputs(runs: RunStore, graph: GraphState, task: FleetTask, meta: ItemMeta) -> dict[str, Any]:
     """Step ``meta.node``'s keyword input (see the module docstring)."""
     step = spec_of(runs, meta.run)[meta.node]
@@ -141,12 +143,14 @@ def item_outcome(runs: RunStore, graph: GraphState, spec: GraphSpec, meta: ItemM
     )
 
 
+@repeatable
 def finish_step(
     settings: Settings, app: Celery, runs: RunStore, meta: ItemMeta, outcome: TaskOutcome
 ) -> FinishState | None:
     """After step ``meta.node``'s final ``outcome`` was stored: record it, send the steps it
     released, and once every step has a status record the item's outcome (its ``FinishState``
-    is returned; None while the item goes on)."""
+    is returned; None while the item goes on). Sent again, it finds the step recorded and does
+    nothing: what the first call did not send is the reconciler's to send."""
     if outcome.error_type == "Cancelled":
         # The run was cancelled: the item ends cancelled, whatever its other steps do.
         return runs.finish(

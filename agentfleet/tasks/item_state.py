@@ -14,9 +14,9 @@ from typing import Any
 
 from agentfleet.config import Settings
 from agentfleet.log_filter import RedactingAdapter
-from agentfleet.outages import ride_out
+from agentfleet.outages import Patience
 from agentfleet.redaction import Redactor
-from agentfleet.runs import Spend
+from agentfleet.runs import Claim, Spend
 from agentfleet.tasks import clients
 from agentfleet.tasks.base import FleetTask
 from agentfleet.tasks.circuit_guard import CircuitGuard
@@ -39,9 +39,10 @@ def item_context(
     token: str,
     guard: CircuitGuard,
     redactor: Redactor,
+    claim: Claim | None = None,
 ) -> TaskContext:
-    """The context of one execution of ``meta``'s item by the delivery holding ``token``; its
-    ``log`` redacts what ``redactor`` knows."""
+    """The context of one execution of ``meta``'s item by the delivery holding ``token`` (and,
+    as this process knows it, ``claim``); its ``log`` redacts what ``redactor`` knows."""
     logger = RedactingAdapter(
         logging.getLogger(f"agentfleet.tasks.{task.name}"),
         {"task_id": task_id, "run_id": meta.run, "item_key": meta.item},
@@ -61,30 +62,32 @@ def item_context(
         breaker=guard.for_transport(),
         http_factory=clients.http_client,
         anthropic_factory=clients.anthropic_client,
-        **item_state(settings, task, meta, key, token),
+        **item_state(settings, task, meta, key, token, claim),
     )
 
 
-def item_state(settings: Settings, task: FleetTask, meta: ItemMeta, key: str, token: str) -> dict[str, Any]:
+def item_state(
+    settings: Settings, task: FleetTask, meta: ItemMeta, key: str, token: str, claim: Claim | None = None
+) -> dict[str, Any]:
     """``ExecutionState`` fields for the delivery holding ``token``'s claim on ``key``."""
     budget, caps = task.budget, settings.budgets
     state: dict[str, Any] = {
         "key": key,
         "token": token,
+        "claim": claim,
         "tenant": meta.tenant,
         "budget_usd": budget.usd if budget.usd is not None else caps.task_usd,
         "budget_tokens": budget.tokens if budget.tokens is not None else caps.task_tokens,
         "budget_turns": budget.turns if budget.turns is not None else caps.task_turns,
         "budget_wall_s": budget.wall_s if budget.wall_s is not None else caps.task_wall_s,
         "memory": StoredMemory(
-            memory_store(settings), key, token=token, claim_ttl_s=settings.delivery.claim_ttl_s
+            memory_store(settings), key, token=token, claim_ttl_s=settings.delivery.claim_ttl_s, claim=claim
         ),
         "prior": Spend(),
     }
     capped = [state[name] for name in ("budget_usd", "budget_tokens", "budget_turns", "budget_wall_s")]
     if any(cap is not None for cap in capped):
         ledger = budget_ledger(settings)
-        state["prior"] = ride_out(
-            lambda: ledger.item(key), budget_s=settings.delivery.redis_retry_s, url=settings.broker_url
-        )
+        patience = Patience(settings.delivery.redis_retry_s, settings.broker_url)
+        state["prior"] = patience.call(ledger.item, key)
     return state

@@ -1,13 +1,15 @@
 """Worker process hooks: fresh Redis pools after fork, the reconciler and the heartbeat in the
 main process, the completion counters written at shutdown, exit when the parent is gone,
-only redacted user inputs in the argument reprs of the messages a worker publishes, and the
-quick repr of outcomes (``transport.result_repr``)."""
+only redacted user inputs in the argument reprs of the messages a worker publishes, the
+quick repr of outcomes (``transport.result_repr``), and the dead-letter queue as the receiver
+of queue entries the worker cannot decode or deliver (``tasks.malformed``)."""
 
 from __future__ import annotations
 
 import logging
 import os
 import signal
+import socket
 import threading
 import time
 from typing import TYPE_CHECKING, Any
@@ -138,12 +140,24 @@ def _show_only_user_inputs(body: Any = None, headers: dict[str, Any] | None = No
     redact_published_reprs(body, headers, process_redactor())
 
 
+def _receive_malformed(worker: Any) -> None:
+    # Queue entries this worker cannot decode or deliver go to the dead-letter queue.
+    from agentfleet.config import get_settings
+    from agentfleet.tasks.malformed import install_receiver
+
+    app = getattr(worker, "app", None)
+    accept = app.conf.accept_content if app is not None else ["json"]
+    node = str(getattr(worker, "hostname", None) or socket.gethostname())
+    install_receiver(get_settings(), worker=node, accept=accept)
+
+
 @worker_init.connect
-def _on_worker_init(**_: Any) -> None:
+def _on_worker_init(sender: Any = None, **_: Any) -> None:
     # Only in workers: a process that merely imports the built-in tasks keeps Celery's reprs
     # (Fleet passes its own) and reads no settings when it publishes.
     before_task_publish.connect(_show_only_user_inputs, weak=False)
     install_result_repr()
+    _receive_malformed(sender)
 
 
 @task_revoked.connect

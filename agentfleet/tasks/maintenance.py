@@ -11,13 +11,13 @@ import logging
 from typing import Any
 
 import httpx
-import redis
 
 from agentfleet.celery_app import app
 from agentfleet.config import Settings, get_settings
 from agentfleet.dlq import DLQStore, build_digest, post_webhook, queue_stats, slack_payload
 from agentfleet.ratelimit.circuit import CircuitBreaker
-from agentfleet.redis_client import connect
+from agentfleet.redis_client import state_client
+from agentfleet.redis_handles import StateRedis
 
 __all__ = ["budget_alert", "budget_alert_payload", "dlq_digest", "run_digest"]
 
@@ -25,14 +25,14 @@ log = logging.getLogger("agentfleet.maintenance")
 
 
 def run_digest(
-    settings: Settings, *, client: redis.Redis | None = None, http: httpx.Client | None = None
+    settings: Settings, *, client: StateRedis | None = None, http: httpx.Client | None = None
 ) -> dict[str, Any]:
     """Compute the digest, log it as one JSON line, and alert the webhook when over the threshold.
 
     Returns the digest as a dict plus ``posted`` (True once the webhook accepted it) and, when a
     POST failed, ``webhook_error``.
     """
-    client = client or connect(settings.redis_target())
+    client = client or state_client(settings)
     stats = queue_stats(
         DLQStore.from_settings(settings, client), CircuitBreaker.from_settings(settings, client), settings.dlq
     )

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
 from agentfleet.errors import Deferred
-from agentfleet.runs import MemoryStore, Refused
+from agentfleet.runs import Claim, MemoryStore, Refused
 from agentfleet.tasks.item import jsonable
 
 __all__ = ["LocalMemory", "Memory", "StoredMemory", "run_step", "step_field"]
@@ -38,22 +38,34 @@ class Memory(Protocol):
 class StoredMemory:
     """Item ``key``'s memory in Redis, written under the claim ``token`` holds.
 
-    A write while another delivery holds the claim raises ``Deferred`` for ``claim_ttl_s``
+    A write once this process knows ``claim`` lost raises ``ClaimLost`` before it is sent; a
+    write while another delivery holds the claim raises ``Deferred`` for ``claim_ttl_s``
     seconds: this copy stops and comes back when that one has ended (or died).
     """
 
     durable = True
 
-    def __init__(self, store: MemoryStore, key: str, *, token: str = "", claim_ttl_s: float = 20.0) -> None:
+    def __init__(
+        self,
+        store: MemoryStore,
+        key: str,
+        *,
+        token: str = "",
+        claim_ttl_s: float = 20.0,
+        claim: Claim | None = None,
+    ) -> None:
         self.store = store
         self.key = key
         self.token = token
         self.claim_ttl_s = claim_ttl_s
+        self.claim = claim
 
     def read(self, fields: Sequence[str]) -> dict[str, Any]:
         return self.store.read(self.key, fields)
 
     def write(self, field: str, value: Any, *, once: bool = False) -> Any:
+        if self.claim is not None:
+            self.claim.check()
         try:
             return self.store.write(self.key, field, value, once=once, token=self.token)
         except Refused:

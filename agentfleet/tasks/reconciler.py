@@ -38,7 +38,8 @@ from celery import Celery
 from agentfleet.config import Settings
 from agentfleet.idempotency import stage_key
 from agentfleet.models import TaskOutcome
-from agentfleet.redis_client import connect
+from agentfleet.redis_client import broker_client
+from agentfleet.redis_handles import BrokerRedis
 from agentfleet.runs import RunStore, new_claim_token
 from agentfleet.runs.dispatching import DispatchRecord, dispatch_deadline
 from agentfleet.tasks.batch import batch_task_id
@@ -99,14 +100,14 @@ class Reconciler:
         store: RunStore,
         *,
         node: str = "reconciler",
-        broker: Any = None,
+        broker: BrokerRedis | None = None,
     ) -> None:
         self.settings = settings
         self.app = app
         self.store = store
         # kombu's queues and unacknowledged messages live on the broker, which may not be
         # where the run store is (``state_url``).
-        self.broker: Any = broker if broker is not None else connect(settings.broker_target())
+        self.broker = broker if broker is not None else broker_client(settings)
         self.token = new_claim_token(node)
 
     # The lock ------------------------------------------------------------------------------
@@ -227,12 +228,14 @@ class Reconciler:
         fresh = {c.index: now for c in missing if c.index not in seen}
         for candidate in due:
             stale = [tag for t in candidate.task_ids for tag in view.stale.get(t, [])]
-            self._recover(candidate, stale, report)
+            self._recover(candidate, stale, report, now)
         self.store.mark_suspects(run_id, fresh, [*cleared, *(c.index for c in due)])
 
     # Sending again -------------------------------------------------------------------------
 
-    def _recover(self, candidate: _Candidate, stale: list[str], report: PassReport) -> None:
+    def _recover(self, candidate: _Candidate, stale: list[str], report: PassReport, now: float) -> None:
+        """Send ``candidate`` again in the pass at ``now`` (epoch seconds; with the item's task
+        id, the recovery counted once however often its count is sent)."""
         record, run_id = candidate.record, candidate.run_id
         if candidate.index == _AGGREGATE:
             forget_stale(self.broker, stale)
@@ -243,14 +246,14 @@ class Reconciler:
             log.warning("run %s: sent its aggregate again (its message was lost)", run_id)
             return
         if candidate.index == _COMPENSATION:
-            forget_stale(self.store.client, stale)
+            forget_stale(self.broker, stale)
             compensation_signature(self.app, run_id, self.settings.queues.fanin).apply_async()
             report.compensations += 1
             log.warning("run %s: sent its compensation again (its message was lost)", run_id)
             return
         assert candidate.item is not None
         if record.get("kind") == "graph":
-            self._recover_graph(candidate, stale, report)
+            self._recover_graph(candidate, stale, report, now)
             return
         meta = self._meta(candidate, record)
         if record.get("status") in ("cancelled", "failed"):
@@ -262,13 +265,13 @@ class Reconciler:
             return
         forget_stale(self.broker, stale)
         signature.apply_async()
-        self.store.incr(run_id, "recovered")
+        self.store.incr(run_id, "recovered", event=f"{meta.task_id} {now!r}")
         report.recovered.append(meta.task_id)
         log.warning(
             "run %s: item %s had lost its message; sent it again from stage %d", run_id, meta.item, meta.stage
         )
 
-    def _recover_graph(self, candidate: _Candidate, stale: list[str], report: PassReport) -> None:
+    def _recover_graph(self, candidate: _Candidate, stale: list[str], report: PassReport, now: float) -> None:
         assert candidate.item is not None
         _, key, item_key = candidate.item
         meta = ItemMeta(
@@ -282,9 +285,9 @@ class Reconciler:
             self.store.finish(cancelled_outcome(meta, meta.task_id), store=False)
             report.cancelled += 1
             return
-        forget_stale(self.store.client, stale)
+        forget_stale(self.broker, stale)
         if recover_graph_item(self.settings, self.app, self.store, meta) is None:
-            self.store.incr(candidate.run_id, "recovered")
+            self.store.incr(candidate.run_id, "recovered", event=f"{meta.task_id} {now!r}")
             report.recovered.append(meta.task_id)
             log.warning(
                 "run %s: item %s had lost its open steps' messages; sent them again", meta.run, meta.item

@@ -16,7 +16,7 @@ from typing import Any, TypeVar, cast
 from agentfleet.config import Settings
 from agentfleet.ratelimit import Limiter
 from agentfleet.ratelimit.circuit import CircuitBreaker
-from agentfleet.redis_client import connect
+from agentfleet.redis_client import state_client
 from agentfleet.runs import BudgetLedger, GraphState, MemoryStore, RunStore, UndoLog
 from agentfleet.spend import SpendLedger
 
@@ -48,27 +48,21 @@ def per_process(kind: str, settings: Settings, make: Callable[[], T]) -> T:
 
 
 def run_store(settings: Settings) -> RunStore:
-    return per_process(
-        "runs", settings, lambda: RunStore.from_settings(settings, connect(settings.redis_target()))
-    )
+    return per_process("runs", settings, lambda: RunStore.from_settings(settings, state_client(settings)))
 
 
 def limiter(settings: Settings) -> Limiter:
-    return per_process(
-        "limiter", settings, lambda: Limiter.from_settings(settings, connect(settings.redis_target()))
-    )
+    return per_process("limiter", settings, lambda: Limiter.from_settings(settings, state_client(settings)))
 
 
 def circuit_breaker(settings: Settings) -> CircuitBreaker:
     return per_process(
-        "circuits", settings, lambda: CircuitBreaker.from_settings(settings, connect(settings.redis_target()))
+        "circuits", settings, lambda: CircuitBreaker.from_settings(settings, state_client(settings))
     )
 
 
 def spend_ledger(settings: Settings) -> SpendLedger:
-    return per_process(
-        "spend", settings, lambda: SpendLedger.from_settings(settings, connect(settings.redis_target()))
-    )
+    return per_process("spend", settings, lambda: SpendLedger.from_settings(settings, state_client(settings)))
 
 
 def memory_store(settings: Settings) -> MemoryStore:

@@ -14,6 +14,7 @@ import redis
 from pydantic import BaseModel
 
 from agentfleet.errors import ConnectionFailed
+from agentfleet.redis_handles import StateRedis
 
 __all__ = ["AuditEntry", "AuditLog"]
 
@@ -37,7 +38,7 @@ def _text(value: Any) -> str:
 class AuditLog:
     """The stream ``{prefix}:creds:audit``, capped at about ``maxlen`` entries."""
 
-    def __init__(self, client: redis.Redis, prefix: str, *, maxlen: int = DEFAULT_MAXLEN) -> None:
+    def __init__(self, client: StateRedis, prefix: str, *, maxlen: int = DEFAULT_MAXLEN) -> None:
         self._client = client
         self.key = f"{prefix}:creds:audit"
         self._maxlen = maxlen

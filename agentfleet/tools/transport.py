@@ -146,7 +146,8 @@ class CallInfo:
 class FleetHooks:
     """What the transport calls out to. Every hook is optional.
 
-    ``gate()`` runs before anything else (a budget check that raises ``BudgetExceeded``);
+    ``gate()`` runs before anything else (the execution's checks: ``ClaimLost`` once its claim
+    is gone, ``BudgetExceeded`` once a budget is crossed);
     ``on_call(info)`` notes the downstream a task called; ``on_usage(info, usage)`` prices and
     records an LLM reply's tokens. ``vendors`` recognise LLM calls (the first that does
     names it); ``default_pause_s`` is how long a 429 or 529 without ``retry-after`` pauses

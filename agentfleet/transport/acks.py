@@ -34,6 +34,8 @@ from kombu.transport import redis as kombu_redis
 from kombu.transport import virtual
 from kombu.utils.json import dumps
 
+from agentfleet.transport.malformed import drop_record, not_the_entry
+
 __all__ = ["ACK_BATCH", "ACK_DELAY_S", "BatchedAcks", "ack_later", "acks_wait_for"]
 
 log = logging.getLogger("agentfleet.worker")
@@ -66,7 +68,9 @@ def acks_wait_for(message: Any) -> bool:
     """Whether ``message``'s acknowledgement may wait: a Celery task message (its ``task``
     header) of a task named with ``ack_later``."""
     headers = message.headers
-    return bool(headers) and headers.get("task") in _LATER
+    task = headers.get("task") if isinstance(headers, dict) else None
+    # Any header may be anything in a malformed message: only a name can be looked up.
+    return isinstance(task, str) and task in _LATER
 
 
 class _Flusher:
@@ -258,7 +262,35 @@ class BatchedAcks(kombu_redis.QoS):
             raise
         virtual.QoS.append(self, message, delivery_tag)
 
+    def discard(self, tag: str) -> None:
+        """Remove ``tag``'s unacknowledged record with the next acknowledgements: a message
+        taken and never delivered (it was malformed and went to the receiver instead)."""
+        self._recorded.discard(tag)
+        with self._ack_lock:
+            if not self._acks:
+                self._acks_since = time.monotonic()
+            self._acks.append(tag)
+        self._wake_flusher()
+
+    def restore_by_tag(self, tag: str, client: Any = None, leftmost: bool = False) -> Any:
+        try:
+            return super().restore_by_tag(tag, client, leftmost)
+        except Exception as exc:
+            transport = self.channel.connection
+            if not_the_entry(exc, (*transport.connection_errors, *transport.channel_errors)):
+                raise
+            # A record kombu cannot read back (a malformed entry recorded by ``take.lua`` whose
+            # worker died before taking it out): out with it, or every restore would fail on it.
+            drop_record(self, tag, exc)
+            return None
+
     def restore_unacked(self, client: Any = None) -> Any:
-        # At shutdown: the finished messages leave ``unacked`` before the rest go back.
-        self.flush()
+        # At shutdown: the finished messages leave ``unacked`` before the rest go back. With the
+        # broker gone the waiting acknowledgements cannot be sent: their messages come back
+        # after the visibility timeout and their deliveries return the stored outcome, so the
+        # shutdown goes on (kombu's restore below meets the same broker and says so itself).
+        try:
+            self.flush()
+        except Exception as exc:
+            log.warning("could not send %d waiting acknowledgements at shutdown: %r", self.pending(), exc)
         return super().restore_unacked(client)

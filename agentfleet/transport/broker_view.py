@@ -8,6 +8,10 @@ An unacknowledged message counts as waiting while a worker may still be about to
 ETA (a countdown) is not yet ``grace_s`` seconds past, or it was taken less than ``grace_s``
 seconds ago. Beyond that nobody is working on it (the reconciler only asks about items with no
 live claim): it is *stale*, the copy a dead worker was holding.
+
+A queue can hold bytes that are not text (a malformed entry no worker has taken out yet): the
+messages are read as bytes (redis-py's ``NEVER_DECODE``, on a client that decodes replies too)
+and decoded here, any such byte replaced, so that one entry never fails the whole read.
 """
 
 from __future__ import annotations
@@ -19,11 +23,16 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from redis.client import NEVER_DECODE
+
+from agentfleet.redis_handles import BrokerRedis
 from agentfleet.transport.layout import UNACKED, UNACKED_INDEX, queue_keys
 
 __all__ = ["BrokerView", "forget_stale", "read_broker"]
 
 _TASK_ID = re.compile(r'"id":\s*"([^"]+)"')
+# Replies as bytes, also from a client that decodes (see the module docstring).
+_RAW = {NEVER_DECODE: True}
 _CHUNK = 2000
 
 
@@ -37,6 +46,10 @@ class BrokerView:
     complete: bool = True
 
 
+def _text(value: bytes | str) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+
+
 def _eta(headers: dict[str, Any]) -> float | None:
     raw = headers.get("eta")
     if not raw:
@@ -47,7 +60,7 @@ def _eta(headers: dict[str, Any]) -> float | None:
         return None
 
 
-def _read_queues(client: Any, queues: Iterable[str], view: BrokerView, max_scan: int) -> None:
+def _read_queues(client: BrokerRedis, queues: Iterable[str], view: BrokerView, max_scan: int) -> None:
     keys = queue_keys(*queues)
     pipe = client.pipeline(transaction=False)
     for key in keys:
@@ -58,19 +71,20 @@ def _read_queues(client: Any, queues: Iterable[str], view: BrokerView, max_scan:
         return
     for key, length in zip(keys, lengths, strict=True):
         for start in range(0, length, _CHUNK):
-            chunk = client.lrange(key, start, start + _CHUNK - 1)
-            view.waiting.update(_TASK_ID.findall("\n".join(chunk)))
+            chunk = client.execute_command("LRANGE", key, start, start + _CHUNK - 1, **_RAW)
+            view.waiting.update(_TASK_ID.findall("\n".join(_text(raw) for raw in chunk)))
 
 
-def _read_unacked(client: Any, view: BrokerView, *, grace_s: float, now: float) -> None:
+def _read_unacked(client: BrokerRedis, view: BrokerView, *, grace_s: float, now: float) -> None:
     pipe = client.pipeline(transaction=False)
-    pipe.hgetall(UNACKED)
-    pipe.zrange(UNACKED_INDEX, 0, -1, withscores=True)
+    pipe.execute_command("HGETALL", UNACKED, **_RAW)
+    pipe.execute_command("ZRANGE", UNACKED_INDEX, 0, -1, "WITHSCORES", withscores=True, **_RAW)
     entries, index = pipe.execute()
-    taken_at = dict(index)
-    for tag, raw in entries.items():
+    taken_at = {_text(tag): float(score) for tag, score in index}
+    for raw_tag, raw in entries.items():
+        tag = _text(raw_tag)
         try:
-            message = json.loads(raw)[0]
+            message = json.loads(_text(raw))[0]
             headers = message.get("headers") or {}
             task_id = str(headers["id"])
         except (ValueError, KeyError, IndexError, TypeError, AttributeError):
@@ -84,7 +98,7 @@ def _read_unacked(client: Any, view: BrokerView, *, grace_s: float, now: float) 
 
 
 def read_broker(
-    client: Any, queues: Iterable[str], *, grace_s: float, max_scan: int, now: float
+    client: BrokerRedis, queues: Iterable[str], *, grace_s: float, max_scan: int, now: float
 ) -> BrokerView:
     """Read every message of ``queues`` and every unacknowledged one (times in epoch seconds).
 
@@ -97,7 +111,7 @@ def read_broker(
     return view
 
 
-def forget_stale(client: Any, tags: Iterable[str]) -> None:
+def forget_stale(client: BrokerRedis, tags: Iterable[str]) -> None:
     """Drop unacknowledged copies nobody works on, so the visibility timeout does not bring them
     back after the reconciler has sent the item again."""
     tags = list(tags)

@@ -40,6 +40,7 @@ FEATURES: dict[str, str] = {
     "batched_events": "task events published in batches on every pool",
     "finishing_request": "hard time limits turned into fleet retries or dead letters",
     "quiet_results": "a dispatching client that does not subscribe to every task's result",
+    "fleet_consumer": "the worker consumer that takes out messages Celery cannot take instead of stopping",
 }
 
 
@@ -67,6 +68,7 @@ class Need:
 _KR = "kombu.transport.redis"
 _KV = "kombu.transport.virtual.base"
 _ED = "celery.events.dispatcher:EventDispatcher"
+_CC = "celery.worker.consumer.consumer:Consumer"
 
 NEEDS: tuple[Need, ...] = (
     # The Redis transport (redis_channel, intake, acks).
@@ -94,6 +96,8 @@ NEEDS: tuple[Need, ...] = (
     Need("redis_transport", "kombu", f"{_KV}:QoS", "_delivered", set_by="__init__"),
     Need("redis_transport", "kombu", f"{_KV}:QoS", "_dirty", set_by="__init__"),
     Need("redis_transport", "kombu", f"{_KV}:Message", "_raw", set_by="__init__"),
+    Need("redis_transport", "redis", "redis.client:Redis", "set_response_callback", ("command", "callback")),
+    Need("redis_transport", "redis", "redis.client:Redis", "response_callbacks", set_by="__init__"),
     # redis-py's connections and pools (pools).
     Need("quick_pools", "redis", "redis.connection:AbstractConnection", "_sock", set_by="__init__"),
     Need("quick_pools", "redis", "redis.connection:AbstractConnection", "_parser", set_by="__init__"),
@@ -127,6 +131,13 @@ NEEDS: tuple[Need, ...] = (
         ("exc_info", "send_failed_event", "return_ok"),
     ),
     Need("finishing_request", "celery", "celery.worker.state", "task_ready", ("request",)),
+    # Celery's worker consumer (consumer).
+    Need("fleet_consumer", "celery", _CC, "create_task_handler"),
+    Need("fleet_consumer", "celery", _CC, "on_decode_error", ("message", "exc")),
+    Need("fleet_consumer", "celery", _CC, "connection_errors", set_by="__init__"),
+    Need("fleet_consumer", "celery", _CC, "channel_errors", set_by="__init__"),
+    Need("fleet_consumer", "celery", "celery.worker.state", "should_stop"),
+    Need("fleet_consumer", "celery", "celery.worker.state", "should_terminate"),
     # Celery's app (results).
     Need("quiet_results", "celery", "celery.app.base:Celery", "_get_backend", ()),
     Need(

@@ -39,7 +39,9 @@ from typing import Any
 import redis
 from kombu.transport import redis as kombu_redis
 
+from agentfleet.errors import MalformedMessage
 from agentfleet.transport.acks import ACK_DELAY_S, BatchedAcks
+from agentfleet.transport.diagnosis import shape_problem
 from agentfleet.transport.intake import TakeMore
 from agentfleet.transport.pools import QuickConnection, QuickPool
 
@@ -152,6 +154,10 @@ class _QuickTransport:
 
     def _deliver(self, message: Any, queue: str) -> None:
         self.last_queue = queue
+        problem = shape_problem(message)
+        if problem is not None:
+            # kombu would record it under no tag, or fail half-way: the reader takes it out.
+            raise MalformedMessage(problem)
         super()._deliver(message, queue)  # type: ignore[misc]
 
     def register_with_event_loop(self, connection: Any, loop: Any) -> None:

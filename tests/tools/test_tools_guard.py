@@ -304,14 +304,15 @@ def test_one_ssl_context_per_process_made_before_any_request(
 ) -> None:
     # Parsing the CA bundle is the costly part of a transport; the fleet transport calls
     # the guard only after the limiter's grant, so it must not happen per request or per pool.
+    # Counted where the bundle is read, whichever way the httpx release builds its context.
     parsed: list[ssl.SSLContext] = []
-    real = ssl.create_default_context
+    real = ssl.SSLContext.load_verify_locations
 
-    def counting(*args: Any, **kwargs: Any) -> ssl.SSLContext:
-        parsed.append(real(*args, **kwargs))
-        return parsed[-1]
+    def counting(context: ssl.SSLContext, *args: Any, **kwargs: Any) -> None:
+        parsed.append(context)
+        real(context, *args, **kwargs)
 
-    monkeypatch.setattr(ssl, "create_default_context", counting)
+    monkeypatch.setattr(ssl.SSLContext, "load_verify_locations", counting)
     guard_module._ssl_context.cache_clear()
     try:
         settings = FetchSettings(allow_private_hosts=["127.0.0.1"])

@@ -1,4 +1,5 @@
-"""The console's actions (POST): sign in and out, cancel a run, requeue and purge dead letters.
+"""The console's actions (POST): sign in and out (here or everywhere), cancel a run, requeue
+and purge dead letters.
 
 The guard in ``routes`` has checked the session, the CSRF token and the origin before any of
 these runs (sign-in checks its own double-submit token). A requeue or purge names its
@@ -14,12 +15,19 @@ from urllib.parse import urlsplit
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from agentfleet.service.console.auth import Session, check_token, end_session, start_session
+from agentfleet.service.console.auth import (
+    Session,
+    check_token,
+    end_every_session,
+    end_session,
+    start_session,
+)
+from agentfleet.service.guard import mark_authenticated
 
 if TYPE_CHECKING:
     from agentfleet.service.console.routes import Console, Form
 
-__all__ = ["cancel_run", "login", "logout", "purge", "requeue"]
+__all__ = ["cancel_run", "login", "logout", "logout_everywhere", "purge", "requeue"]
 
 _FILTERS = ("category", "downstream", "fingerprint", "run", "since")
 
@@ -49,14 +57,23 @@ def login(console: Console, request: Request, form: Form) -> Response:
             next=wanted,
             error="That is not the service token (AGENTFLEET_SERVICE__TOKEN).",
         )
+    mark_authenticated(request.scope)
     response = RedirectResponse(_safe_next(base, wanted), status_code=303)
-    start_session(request, response, console.settings)
+    start_session(request, response, console.settings, console.sessions)
     return response
 
 
 def logout(console: Console, request: Request, session: Session, form: Form) -> Response:
+    """End this session, on the server as well as in the browser."""
     response = RedirectResponse(f"{request.scope.get('root_path', '')}/login", status_code=303)
-    end_session(request, response)
+    end_session(request, response, session, console.sessions)
+    return response
+
+
+def logout_everywhere(console: Console, request: Request, session: Session, form: Form) -> Response:
+    """End every console session (every browser, every copied cookie)."""
+    response = RedirectResponse(f"{request.scope.get('root_path', '')}/login", status_code=303)
+    end_every_session(request, response, console.sessions)
     return response
 
 

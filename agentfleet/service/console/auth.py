@@ -3,7 +3,9 @@
 Signing in means giving the service token (``service.token``) once; the console then sets a
 session cookie ``{expires}.{nonce}.{signature}``: HttpOnly, ``SameSite=Strict``, scoped to the
 console's path, ``Secure`` over https. The signing key is an HMAC of the service token, so
-changing the token ends every session, and nothing about a session is stored server-side.
+changing the token ends every session. A genuine cookie is honoured only while its nonce is
+listed in Redis (``access.SessionStore``): signing out ends the session on the server, "sign
+out everywhere" ends them all, and a copied cookie is then worth nothing.
 
 Every state-changing request (sign in, sign out, requeue, purge, cancel) must carry a CSRF
 token in its form: for a session, an HMAC of the session's nonce; before signing in, the
@@ -23,6 +25,7 @@ from urllib.parse import urlsplit
 from starlette.requests import Request
 from starlette.responses import Response
 
+from agentfleet.access import SessionStore
 from agentfleet.config import Settings
 
 __all__ = [
@@ -31,6 +34,7 @@ __all__ = [
     "Session",
     "check_token",
     "csrf_ok",
+    "end_every_session",
     "end_session",
     "login_nonce",
     "read_session",
@@ -70,8 +74,11 @@ def check_token(settings: Settings, given: str) -> bool:
     return token is not None and hmac.compare_digest(given.encode(), token.get_secret_value().encode())
 
 
-def read_session(request: Request, settings: Settings, *, now: float | None = None) -> Session | None:
-    """The request's session when its cookie is genuine and unexpired, else None."""
+def read_session(
+    request: Request, settings: Settings, sessions: SessionStore, *, now: float | None = None
+) -> Session | None:
+    """The request's session when its cookie is genuine, unexpired and not signed out, else
+    None. Raises ``redis.RedisError`` when Redis does not answer."""
     key = _key(settings)
     raw = request.cookies.get(SESSION_COOKIE, "")
     parts = raw.split(".")
@@ -84,7 +91,7 @@ def read_session(request: Request, settings: Settings, *, now: float | None = No
         expires_at = float(expires)
     except ValueError:
         return None
-    if expires_at <= (time.time() if now is None else now):
+    if expires_at <= (time.time() if now is None else now) or not sessions.alive(nonce, now):
         return None
     return Session(nonce=nonce, expires_at=expires_at, csrf=_sign(key, f"csrf.{nonce}"))
 
@@ -93,12 +100,14 @@ def _cookie_path(request: Request) -> str:
     return request.scope.get("root_path", "") or "/"
 
 
-def start_session(request: Request, response: Response, settings: Settings) -> None:
-    """Set a new session cookie on ``response`` (call only after ``check_token``)."""
+def start_session(request: Request, response: Response, settings: Settings, sessions: SessionStore) -> None:
+    """Set a new session cookie on ``response``, listed in ``sessions`` (call only after
+    ``check_token``)."""
     key = _key(settings)
     assert key is not None, "no service token: the console is off"
     expires = f"{time.time() + settings.service.console_session_s:.0f}"
     nonce = secrets.token_urlsafe(18)
+    sessions.start(nonce, float(expires))
     response.set_cookie(
         SESSION_COOKIE,
         f"{expires}.{nonce}.{_sign(key, f'{expires}.{nonce}')}",
@@ -111,8 +120,17 @@ def start_session(request: Request, response: Response, settings: Settings) -> N
     response.delete_cookie(LOGIN_COOKIE, path=_cookie_path(request))
 
 
-def end_session(request: Request, response: Response) -> None:
+def end_session(request: Request, response: Response, session: Session, sessions: SessionStore) -> None:
+    """End ``session`` on the server and delete its cookie."""
+    sessions.end(session.nonce)
     response.delete_cookie(SESSION_COOKIE, path=_cookie_path(request))
+
+
+def end_every_session(request: Request, response: Response, sessions: SessionStore) -> int:
+    """End every console session on the server (this one's cookie deleted); how many."""
+    ended = sessions.end_all()
+    response.delete_cookie(SESSION_COOKIE, path=_cookie_path(request))
+    return ended
 
 
 def login_nonce(request: Request) -> str:

@@ -2,8 +2,11 @@
 
 Templates autoescape everything. Values that may hold secrets (inputs, results, errors,
 tracebacks) go through the ``redact`` filter, built from the settings' redactor, before they
-are shown. Pages carry a strict Content-Security-Policy: no script at all, styles and images
-from this service only.
+are shown; and every text a page shows passes the redactor once more on its way out (Jinja's
+``finalize``), then ``display.visible``, which writes control and direction characters as
+``\\uXXXX`` (a run named ``invoice\\u202egpj.exe`` is shown as written, not reversed).
+Pages carry a strict Content-Security-Policy: no script at all, styles and images from this
+service only.
 """
 
 from __future__ import annotations
@@ -14,10 +17,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 import jinja2
+import markupsafe
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
 from agentfleet.config import Settings
+from agentfleet.display import visible
 from agentfleet.dlq.stats import format_age
 
 __all__ = ["Renderer"]
@@ -61,12 +66,19 @@ class Renderer:
 
     def __init__(self, settings: Settings) -> None:
         redactor = settings.redactor()
+
+        def shown(value: Any) -> Any:
+            if isinstance(value, str) and not isinstance(value, markupsafe.Markup):
+                return visible(redactor.text(value))
+            return value
+
         self.env = jinja2.Environment(
             loader=jinja2.PackageLoader("agentfleet.service.console", "templates"),
             autoescape=jinja2.select_autoescape(default=True, default_for_string=True),
             undefined=jinja2.StrictUndefined,
             trim_blocks=True,
             lstrip_blocks=True,
+            finalize=shown,
         )
 
         def redact_text(value: Any) -> str:

@@ -1,9 +1,10 @@
 """The console's ASGI app: its routes, the sign-in guard and form reading.
 
 Mounted by the service at ``/console``. Every page needs a signed-in session (or, for
-reading, ``Authorization: Bearer <service.token>``); every POST needs a session, a CSRF
-token and a same-origin request (see ``auth``). With no ``service.token`` configured the
-console is off and says how to turn it on.
+reading, ``Authorization: Bearer <service.token>``: a wrong one answers 401, which the
+service's guard counts); every POST needs a session, a CSRF token and a same-origin request
+(see ``auth``). With no ``service.token`` configured the console is off and says how to turn
+it on.
 """
 
 from __future__ import annotations
@@ -16,10 +17,11 @@ from urllib.parse import parse_qsl, quote
 import redis
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
+from agentfleet.access import SessionStore
 from agentfleet.config import Settings
 from agentfleet.errors import AgentfleetError
 from agentfleet.orchestration import Fleet
@@ -27,6 +29,7 @@ from agentfleet.service.console import actions, pages
 from agentfleet.service.console.auth import Session, check_token, csrf_ok, read_session, same_origin
 from agentfleet.service.console.data import ConsoleData
 from agentfleet.service.console.render import Renderer
+from agentfleet.service.guard import mark_authenticated
 
 __all__ = ["Console", "Form", "create_console"]
 
@@ -46,6 +49,11 @@ class Console:
         self.settings = settings
         self.data = ConsoleData(settings, fleet)
         self.renderer = Renderer(settings)
+        self.sessions = SessionStore.from_settings(settings, fleet.store.client)
+
+    def session(self, request: Request) -> Session | None:
+        """The request's live session (raises ``redis.RedisError`` when Redis does not answer)."""
+        return read_session(request, self.settings, self.sessions)
 
     def page(
         self, request: Request, template: str, session: Session | None, status_code: int = 200, **context: Any
@@ -60,19 +68,29 @@ class Console:
 async def read_form(request: Request) -> Form:
     """An ``application/x-www-form-urlencoded`` body; raises ``ValueError`` when too large."""
     body = b""
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > _MAX_FORM_BYTES:
-            raise ValueError(f"the form is larger than {_MAX_FORM_BYTES} bytes")
+    try:
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > _MAX_FORM_BYTES:
+                raise ValueError(f"the form is larger than {_MAX_FORM_BYTES} bytes")
+    except ClientDisconnect:
+        raise ValueError("the form did not arrive in time") from None
     form: Form = {}
     for name, value in parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True):
         form.setdefault(name, []).append(value)
     return form
 
 
-def _bearer_ok(request: Request, settings: Settings) -> bool:
-    scheme, _, given = request.headers.get("authorization", "").partition(" ")
-    return scheme.lower() == "bearer" and check_token(settings, given.strip())
+def _bearer(request: Request, settings: Settings) -> bool | None:
+    """None when the request shows no token; else whether it is the service token."""
+    header = request.headers.get("authorization")
+    if header is None:
+        return None
+    scheme, _, given = header.partition(" ")
+    passed = scheme.lower() == "bearer" and check_token(settings, given.strip())
+    if passed:
+        mark_authenticated(request.scope)
+    return passed
 
 
 def _to_login(request: Request) -> Response:
@@ -91,14 +109,23 @@ def _off(console: Console, request: Request) -> Response:
     )
 
 
+def _wrong_token(console: Console, request: Request) -> Response:
+    return console.problem(request, None, "That bearer token is not the service token.", 401)
+
+
 def _guarded(console: Console, handler: Page) -> Callable[[Request], Awaitable[Response]]:
     async def endpoint(request: Request) -> Response:
         if console.settings.service.token is None:
             return _off(console, request)
-        session = read_session(request, console.settings)
-        if session is None and not _bearer_ok(request, console.settings):
-            return _to_login(request)
+        session: Session | None = None
         try:
+            session = await run_in_threadpool(console.session, request)
+            if session is None:
+                bearer = _bearer(request, console.settings)
+                if bearer is None:
+                    return _to_login(request)
+                if not bearer:
+                    return _wrong_token(console, request)
             return await run_in_threadpool(handler, console, request, session)
         except (redis.RedisError, OSError) as exc:
             return console.problem(request, session, f"Redis does not answer: {exc}", 503)
@@ -110,7 +137,10 @@ def _action(console: Console, handler: Action) -> Callable[[Request], Awaitable[
     async def endpoint(request: Request) -> Response:
         if console.settings.service.token is None:
             return _off(console, request)
-        session = read_session(request, console.settings)
+        try:
+            session = await run_in_threadpool(console.session, request)
+        except (redis.RedisError, OSError) as exc:
+            return console.problem(request, None, f"Redis does not answer: {exc}", 503)
         if session is None:
             return _to_login(request)
         try:
@@ -162,7 +192,10 @@ def create_console(settings: Settings, fleet: Fleet) -> Starlette:
             return console.problem(
                 request, None, "The sign-in form has expired; reload it and try again.", 403
             )
-        return actions.login(console, request, form)
+        try:
+            return await run_in_threadpool(actions.login, console, request, form)
+        except (redis.RedisError, OSError) as exc:
+            return console.problem(request, None, f"Redis does not answer: {exc}", 503)
 
     return Starlette(
         routes=[
@@ -171,6 +204,7 @@ def create_console(settings: Settings, fleet: Fleet) -> Starlette:
             Route("/login", login_page, methods=["GET"]),
             Route("/login", login, methods=["POST"]),
             Route("/logout", _action(console, actions.logout), methods=["POST"]),
+            Route("/logout/everywhere", _action(console, actions.logout_everywhere), methods=["POST"]),
             Route("/runs", _guarded(console, pages.runs_page), methods=["GET"]),
             Route("/runs/{run_id}", _guarded(console, pages.run_page), methods=["GET"]),
             Route("/runs/{run_id}/cancel", _action(console, actions.cancel_run), methods=["POST"]),

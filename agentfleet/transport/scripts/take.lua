@@ -14,8 +14,12 @@
 --       position among the flags (0 for none), then per queue 1 when it is consumed with
 --       acknowledgements, else 0
 -- Returns {origins, messages}: the messages taken, oldest first, and for each the position of
--- its queue among the flags (1-based). A message without a delivery tag and delivery info
--- stays where it was (kombu's own reading handles it), and the taking stops there.
+-- its queue among the flags (1-based). An entry without a delivery tag and delivery info
+-- (exchange and routing key) cannot be recorded, nor one holding control characters (cjson
+-- reads them, Python's JSON does not, and kombu could not restore its record) or a tag that is
+-- not printable ASCII (Python would read it otherwise, and never find its record): it is taken
+-- all the same, not recorded, and returned wrapped in a list of its own ({raw}), for the worker
+-- to deliver (recording it then) or take out as malformed.
 local lists = #KEYS - 2
 local index, unacked = KEYS[lists + 1], KEYS[lists + 2]
 local want, rotate, likely = tonumber(ARGV[1]), ARGV[3] == '1', tonumber(ARGV[4])
@@ -94,16 +98,19 @@ while #taken < want do
   local props = ok and type(message) == 'table' and message['properties'] or nil
   local tag = type(props) == 'table' and props['delivery_tag'] or nil
   local info = type(props) == 'table' and props['delivery_info'] or nil
-  if type(tag) ~= 'string' or type(info) ~= 'table' then
-    redis.call('RPUSH', KEYS[key], raw)
-    break
+  local exchange = type(info) == 'table' and info['exchange'] or nil
+  local routing_key = type(info) == 'table' and info['routing_key'] or nil
+  if type(tag) ~= 'string' or tag == '' or string.find(tag, '[^\32-\126]')
+    or type(exchange) ~= 'string' or type(routing_key) ~= 'string'
+    or string.find(raw, '[%z\1-\31]') then
+    taken[#taken + 1] = {raw}
+  else
+    local record = '[' .. raw .. ',' .. cjson.encode(exchange) .. ',' .. cjson.encode(routing_key) .. ']'
+    redis.call('ZADD', index, ARGV[2], tag)
+    redis.call('HSET', unacked, tag, record)
+    taken[#taken + 1] = raw
   end
-  local record = '[' .. raw .. ',' .. cjson.encode(info['exchange'] or '') .. ','
-    .. cjson.encode(info['routing_key'] or '') .. ']'
-  redis.call('ZADD', index, ARGV[2], tag)
-  redis.call('HSET', unacked, tag, record)
   local q = order[at]
-  taken[#taken + 1] = raw
   origins[#origins + 1] = q
   if rotate then
     table.remove(order, at)

@@ -1,6 +1,6 @@
 -- The run half of finish.lua: count the outcome that stands once for its run.
 -- KEYS: run, done, events, inputs
--- ARGV: index, outcome JSON, kind, dead-lettered (1/0), cost, seconds, ttl, now
+-- ARGV: index, outcome JSON, kind, dead-lettered (1/0), cost, seconds, ttl
 -- Returns {recorded, done, total, run ended, aggregate path or '', stays active}.
 return record_outcome(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5],
-  ARGV[6], ARGV[7], ARGV[8])
+  ARGV[6], ARGV[7])

@@ -13,6 +13,10 @@ local function claim_item(outkey, deliv, claim, deliveries_ttl, token, claim_ms,
     if redis.call('GET', claim) ~= token then return {'', 0, 'busy', redis.call('PTTL', claim)} end
     redis.call('PEXPIRE', claim, claim_ms)
   end
+  -- A delivery counts once however often its start is sent: its mark lives as long as its claim.
+  if not redis.call('SET', deliv .. ':' .. token, 1, 'NX', 'PX', claim_ms) then
+    return {'', tonumber(redis.call('GET', deliv) or '1'), 'claimed', 0}
+  end
   -- The first delivery sets the counter with its expiry in one command.
   local n = 1
   if not redis.call('SET', deliv, 1, 'EX', deliveries_ttl, 'NX') then n = redis.call('INCR', deliv) end
@@ -21,15 +25,34 @@ end
 
 -- Store the outcome under its key (first write wins), release this delivery's claim and forget
 -- its deliveries; the item's memory (steps, checkpoints) then lives as long as the outcome.
--- Returns the outcome that stands.
+-- Fenced: while the item has no outcome and another delivery holds a live claim on it (this
+-- one's claim lapsed and was taken over), nothing is written. A lapsed claim nobody took does
+-- not fence: nothing else is running the item. Returns {the outcome that stands, 0}, or
+-- {'', claim ms left} when fenced.
 local function settle_item(outkey, deliv, claim, memory, body, token, store, ttl)
+  local stored = redis.call('GET', outkey)
+  local holder = redis.call('GET', claim)
+  if store == '1' and not stored and holder and holder ~= token then
+    return {'', redis.call('PTTL', claim)}
+  end
   redis.call('DEL', deliv)
-  if token ~= '' and redis.call('GET', claim) == token then redis.call('DEL', claim) end
+  if token ~= '' and holder == token then redis.call('DEL', claim) end
   if store == '1' then
-    if not redis.call('SET', outkey, body, 'EX', ttl, 'NX') then body = redis.call('GET', outkey) or body end
+    if stored then
+      body = stored
+    else
+      redis.call('SET', outkey, body, 'EX', ttl)
+    end
     redis.call('EXPIRE', memory, ttl)
   end
-  return body
+  return {body, 0}
+end
+
+-- Redis's clock, in epoch seconds: when an outcome is stored, whatever the delay between the
+-- worker's clock and the moment its call reached Redis.
+local function server_now()
+  local t = redis.call('TIME')
+  return t[1] .. '.' .. string.format('%06d', tonumber(t[2]))
 end
 
 -- Mark a run whose last item just got its outcome as ended. Returns {1, done, total, 1,
@@ -44,10 +67,11 @@ local function end_run(run, events, n, total, now)
   return {1, n, total, 1, aggregate, (aggregate ~= '' or undoing) and 1 or 0}
 end
 
--- Count the outcome once for its run (``secs``: the body's time in whole microseconds).
--- Returns {recorded, done, total, run ended, aggregate, stays active}. A run still being dispatched (``dispatching`` set) does not end here: its
--- total is not known yet (``end_dispatch.lua`` ends it if every item already has its outcome).
-local function record_outcome(run, done, events, inputs, idx, body, kind, dead, cost, secs, ttl, now)
+-- Count the outcome once for its run (``secs``: the body's time in whole microseconds); a run
+-- it ends ends at Redis's clock. Returns {recorded, done, total, run ended, aggregate, stays
+-- active}. A run still being dispatched (``dispatching`` set) does not end here: its total is
+-- not known yet (``end_dispatch.lua`` ends it if every item already has its outcome).
+local function record_outcome(run, done, events, inputs, idx, body, kind, dead, cost, secs, ttl)
   local head = redis.call('HMGET', run, 'tasks_total', 'dispatching')
   if not head[1] then return {0, 0, 0, 0, '', 0} end
   if redis.call('HSETNX', done, idx, '1') == 0 then return {0, 0, 0, 0, '', 0} end
@@ -65,6 +89,6 @@ local function record_outcome(run, done, events, inputs, idx, body, kind, dead, 
     redis.call('EXPIRE', events, ttl)
   end
   local total = tonumber(head[1])
-  if n >= total and not head[2] then return end_run(run, events, n, total, now) end
+  if n >= total and not head[2] then return end_run(run, events, n, total, server_now()) end
   return {1, n, total, 0, '', 0}
 end
