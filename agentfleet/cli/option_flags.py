@@ -3,7 +3,7 @@
 A flag is its option's name with dashes (``budget_usd`` is ``--budget-usd``; a true-or-false
 option is a pair, ``--fail-fast/--no-fail-fast``), its help the option's description. The
 values reach ``RunOptions`` as typed, so a bad one gets the rule every surface gives
-(``config/run_options.py``), and a new option is a new flag with nothing to add here.
+(``config/options.py``), and a new option is a new flag with nothing to add here.
 """
 
 from __future__ import annotations

@@ -27,8 +27,8 @@ from pydantic_settings import (
 
 from agentfleet.config.dispatch import DispatchSettings
 from agentfleet.config.fanouts import FanoutSpec, ScheduleSpec
+from agentfleet.config.options import RunOptionArgs, RunOptions, run_options
 from agentfleet.config.redis_url import check_redis_url, url_password, with_password
-from agentfleet.config.run_options import RunOptionArgs, RunOptions, run_options
 from agentfleet.config.sections import (
     AgentSettings,
     BeatSettings,

@@ -1,6 +1,6 @@
 """Named fan-outs: the ``[fanouts.NAME]`` and ``[schedules.NAME]`` tables of ``agentfleet.toml``.
 
-A named fan-out is a task, its inputs and any of the run options (``config/run_options.py``),
+A named fan-out is a task, its inputs and any of the run options (``config/options.py``),
 written flat in its table::
 
     [fanouts.triage]
@@ -19,7 +19,7 @@ from pydantic import Field, StringConstraints, field_validator
 from pydantic import model_validator as _model_validator
 
 from agentfleet.config.cron import cron_schedule
-from agentfleet.config.run_options import AGGREGATE_NAME, RunOptions, ruled
+from agentfleet.config.options import AGGREGATE_NAME, RunOptions, ruled
 
 __all__ = ["FanoutSpec", "ScheduleSpec"]
 

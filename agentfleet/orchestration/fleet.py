@@ -14,7 +14,7 @@ from celery.canvas import Signature
 
 from agentfleet.celery_config import make_app
 from agentfleet.config import Settings, get_settings
-from agentfleet.config.run_options import RunOptionArgs, RunOptions, run_options, unknown_option
+from agentfleet.config.options import RunOptionArgs, RunOptions, run_options, unknown_option
 from agentfleet.errors import DispatchError
 from agentfleet.models import RunSummary
 from agentfleet.orchestration.admission import Stage, admit_inputs, require_fit, require_workers, stage_of
@@ -98,7 +98,7 @@ class Fleet:
         ``key`` maps an input to its idempotency key (default: run id, index and input hash).
         The run options (``name``, ``aggregate``, ``stagger_s``, ``fail_fast``,
         ``max_in_flight``, ``tenant``, ``budget_usd``, ``batch_size``, ``priority``; each is
-        documented on ``RunOptions``, ``config/run_options.py``) are keyword arguments, or
+        documented on ``RunOptions``, ``config/options.py``) are keyword arguments, or
         ``options=RunOptions(...)`` with keyword arguments on top of it.
 
         Nothing is sent unless the options hold, the inputs fit the task and a live worker has

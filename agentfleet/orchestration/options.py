@@ -1,6 +1,6 @@
 """Run options checked at dispatch, where the settings' secrets are known: a run's name, its
 tenant, its items' keys. (The rest of the run options are checked by ``RunOptions`` itself,
-``config/run_options.py``, whatever surface they came from.)
+``config/options.py``, whatever surface they came from.)
 
 What a user names is stored and shown (records, pages, listings), so it is bounded and never
 holds a secret: a run's name (a label) is redacted and cut to ``MAX_NAME_CHARS``; a tenant and

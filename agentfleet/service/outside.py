@@ -1,6 +1,6 @@
 """The run options of a caller from outside the process: ``POST /runs`` and the MCP tool.
 
-Both take every run option (``RunOptions``, ``config/run_options.py``), checked as every
+Both take every run option (``RunOptions``, ``config/options.py``), checked as every
 surface checks them, and two rules more, since such a caller holds a token, not the
 operator's trust:
 
