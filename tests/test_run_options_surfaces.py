@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,7 +21,7 @@ import agentfleet.orchestration.fleet as fleet_module
 from agentfleet.cli import main
 from agentfleet.cli.option_flags import flag
 from agentfleet.config import RunOptionArgs, RunOptions, Settings, load_settings, reset_settings, run_options
-from agentfleet.config.run_options import RULES
+from agentfleet.config.options import RULES
 from agentfleet.errors import AgentfleetError
 from agentfleet.orchestration import Fleet
 from agentfleet.orchestration.graph import Node
@@ -293,6 +294,16 @@ def test_every_run_option_is_a_flag_of_agentfleet_run_with_its_description() -> 
     helps = {opt: param.help for param in command.params for opt in param.opts}
     for option, field in RunOptions.model_fields.items():
         assert helps.get(flag(option)) == field.description, option
+
+
+def test_the_docs_table_of_run_options_is_the_options_own() -> None:
+    page = (Path(__file__).resolve().parent.parent / "docs" / "python.md").read_text()
+    rows = re.findall(r"^\| `(\w+)` \| `(--[\w-]+)` \| (.+?) \| (.+?) \|$", page, flags=re.MULTILINE)
+    documented = {option: (said_flag, description, rule) for option, said_flag, description, rule in rows}
+    assert documented == {
+        option: (flag(option), field.description, RULES[option])
+        for option, field in RunOptions.model_fields.items()
+    }
 
 
 # A caller over HTTP holds a token, not the operator's trust (as an MCP client). -----------

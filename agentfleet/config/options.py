@@ -17,6 +17,11 @@ redacted and cut to 200 characters and a tenant holding a secret is refused
 (``orchestration/options.py``); a caller from outside the process (HTTP, MCP) may name only
 the operator's aggregates and ask for a budget within the operator's cap
 (``service/outside.py``).
+
+A new run option is a field here (with its ``description``), its rule in ``RULES``, its key in
+``RunOptionArgs``, and its use in ``Fleet._plan`` (``orchestration/fleet.py``); the flag, the
+TOML key, the HTTP field and the MCP argument follow from the field. Its row in
+docs/python.md's table is checked against the field by tests/test_run_options_surfaces.py.
 """
 
 from __future__ import annotations
