@@ -26,6 +26,7 @@ _EXPORTS = {
     "RunSummary": "agentfleet.models",
     "LocalCluster": "agentfleet.local",
     "Settings": "agentfleet.config",
+    "RunOptions": "agentfleet.config",
     "get_settings": "agentfleet.config",
     "DeadLetterQueue": "agentfleet.orchestration.dead_letters",
     "RequeueResult": "agentfleet.orchestration.dead_letters",
@@ -108,6 +109,7 @@ __all__ = [
     "RetryableError",
     "Run",
     "RunError",
+    "RunOptions",
     "RunSummary",
     "Settings",
     "SpendLedger",
@@ -127,7 +129,7 @@ __all__ = [
 
 if TYPE_CHECKING:
     from agentfleet import merge
-    from agentfleet.config import Settings, get_settings
+    from agentfleet.config import RunOptions, Settings, get_settings
     from agentfleet.dlq import DeadLetter, DLQFilter, DLQStats
     from agentfleet.errors import (
         AgentfleetError,

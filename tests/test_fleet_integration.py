@@ -55,6 +55,21 @@ def test_pipeline_of_three_stages_over_20_items(cluster: LocalCluster) -> None:
     assert all(o.attempts == 3 for o in outcomes[:19])
 
 
+def test_a_pipeline_fans_in_its_last_stages_results(cluster: LocalCluster) -> None:
+    run = cluster.fleet().pipeline([tt.echo, tt.echo], [{"n": n} for n in range(5)], aggregate=tt.sum_n)
+    assert run.wait(timeout_s=60).succeeded == 5
+    assert run.result(timeout_s=30) == sum(range(5))
+
+
+def test_a_fail_fast_pipeline_cancels_what_has_not_started(cluster: LocalCluster) -> None:
+    inputs = [{"n": 0, "fail": True}] + [{"n": i, "sleep_s": 0.3} for i in range(1, 40)]
+    run = cluster.fleet().pipeline([tt.maybe_fail_slowly, tt.echo], inputs, fail_fast=True)
+    summary = run.wait(timeout_s=60)
+    assert (summary.status, summary.failed) == ("failed", 1)
+    assert summary.cancelled > 0, "items that had not started were skipped"
+    assert summary.succeeded + summary.failed + summary.cancelled == 40
+
+
 def test_as_completed_yields_in_completion_order(cluster: LocalCluster) -> None:
     inputs = [{"n": i, "sleep_s": 0.3 * (6 - i)} for i in range(6)]
     run = cluster.fleet().map(tt.sleepy, inputs)

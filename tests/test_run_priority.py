@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from agentfleet.celery_config import make_app
-from agentfleet.config import load_settings
+from agentfleet.config import load_settings, options
 from agentfleet.errors import DispatchError
 from agentfleet.orchestration.priority import RUN_PRIORITY, SMALL_RUN_PRIORITY, run_priority
 from agentfleet.tasks.meta import ItemMeta
-from agentfleet.tasks.redispatch import item_signature, message_priority
+from agentfleet.tasks.redispatch import MAX_PRIORITY, item_signature, message_priority
 
 SETTINGS = load_settings(dispatch={"small_run_items": 100})
 
@@ -28,6 +28,12 @@ def test_a_given_priority_wins_over_the_size() -> None:
 def test_a_priority_out_of_range_is_refused_with_the_range() -> None:
     with pytest.raises(DispatchError, match="between 0 and 9"):
         run_priority(10, 5, SETTINGS)
+
+
+def test_the_run_options_take_every_priority_a_message_can_carry() -> None:
+    assert options.MAX_PRIORITY == MAX_PRIORITY
+    with pytest.raises(DispatchError, match="priority must be a whole number from 0 to 9"):
+        options.run_options(priority=MAX_PRIORITY + 1)
 
 
 def test_higher_run_priorities_land_in_kombus_earlier_lists() -> None:

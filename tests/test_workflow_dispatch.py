@@ -38,7 +38,7 @@ def test_a_bad_graph_is_refused_with_the_reason(steps: list[tuple[str, list[str]
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"tenant": "a b"}, "tenant 'a b'"),
+        ({"tenant": "a b"}, "tenant must be 1 to 100 letters"),
         ({"budget_usd": 0}, "budget_usd must be above 0"),
         ({"batch_size": 0}, "batch_size must be at least 1"),
     ],

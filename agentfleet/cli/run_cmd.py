@@ -1,6 +1,7 @@
 """``agentfleet run``: fan a registered task out over inputs from a JSON Lines file.
 
-Its exit status says how the run went, for scripts and CI:
+Every run option (``RunOptions``) is a flag of its own (``cli/option_flags.py``). Its exit
+status says how the run went, for scripts and CI:
 
 - 0: every item succeeded (or, with ``--no-wait``, the run was dispatched);
 - 1: the run finished and some items failed (dead-lettered) or were cancelled;
@@ -22,8 +23,10 @@ from typing import Any
 import typer
 
 from agentfleet.cli.connect import fleet_for_work, importable_module_of
+from agentfleet.cli.option_flags import with_run_options
 from agentfleet.cli.output import console, err_console, outcomes_table, print_json, summary_table
 from agentfleet.cli.progress import follow
+from agentfleet.config import RunOptions
 from agentfleet.errors import DispatchError
 from agentfleet.models import RunSummary
 from agentfleet.orchestration.dispatch import DispatchProgress
@@ -81,11 +84,10 @@ def _dispatch_progress(say: Any, every_s: float) -> Progress:
     return show
 
 
+@with_run_options
 def run(
     task: str = typer.Argument(..., help="Registered task name, e.g. myapp.tasks.classify."),
     inputs: str = typer.Option(..., "--inputs", "-i", help="JSON Lines file of inputs, or - for stdin."),
-    name: str | None = typer.Option(None, help="A name for the run."),
-    stagger_s: float = typer.Option(0.0, min=0.0, help="Spread the starts over this many seconds."),
     timeout_s: float = typer.Option(600.0, min=0.0, help="How long to wait, seconds."),
     wait: bool = typer.Option(True, "--wait/--no-wait", help="Wait for the outcomes."),
     wait_for_workers_s: float | None = typer.Option(
@@ -103,9 +105,12 @@ def run(
         help="Seconds between progress lines when not on a terminal, and while a long dispatch sends.",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON document."),
+    *,
+    options: RunOptions,
 ) -> None:
     """Dispatch TASK once per input line and (by default) wait for the run.
 
+    Every run option is a flag (--name, --aggregate, --budget-usd, --max-in-flight, ...).
     Exit status: 0 every item succeeded; 1 some failed; 2 nothing ran (a mistake); 3 some
     had no outcome in time.
     """
@@ -120,8 +125,7 @@ def run(
         handle = fleet.map(
             task,
             items,
-            name=name,
-            stagger_s=stagger_s,
+            options=options,
             wait_for_workers_s=wait_for_workers_s,
             progress=_dispatch_progress(say, progress_every_s),
         )

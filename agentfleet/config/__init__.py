@@ -26,6 +26,8 @@ from pydantic_settings import (
 )
 
 from agentfleet.config.dispatch import DispatchSettings
+from agentfleet.config.fanouts import FanoutSpec, ScheduleSpec
+from agentfleet.config.options import RunOptionArgs, RunOptions, run_options
 from agentfleet.config.redis_url import check_redis_url, url_password, with_password
 from agentfleet.config.sections import (
     AgentSettings,
@@ -35,7 +37,6 @@ from agentfleet.config.sections import (
     CredentialSpec,
     DeliverySettings,
     DLQSettings,
-    FanoutSpec,
     FetchSettings,
     LimiterSettings,
     LimitSpec,
@@ -43,7 +44,6 @@ from agentfleet.config.sections import (
     ModelPrice,
     QueueSettings,
     RetrySettings,
-    ScheduleSpec,
     TenantBudget,
     WorkerSettings,
     split_csv,
@@ -71,6 +71,8 @@ __all__ = [
     "ModelPrice",
     "QueueSettings",
     "RetrySettings",
+    "RunOptionArgs",
+    "RunOptions",
     "ScheduleSpec",
     "ServiceSettings",
     "Settings",
@@ -80,6 +82,7 @@ __all__ = [
     "get_settings",
     "load_settings",
     "reset_settings",
+    "run_options",
 ]
 
 ENV_PREFIX = "AGENTFLEET_"

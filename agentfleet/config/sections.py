@@ -24,7 +24,6 @@ __all__ = [
     "CredentialSpec",
     "DLQSettings",
     "DeliverySettings",
-    "FanoutSpec",
     "FetchSettings",
     "LLMSettings",
     "LimitSpec",
@@ -32,7 +31,6 @@ __all__ = [
     "ModelPrice",
     "QueueSettings",
     "RetrySettings",
-    "ScheduleSpec",
     "TenantBudget",
     "WorkerSettings",
     "split_csv",
@@ -385,47 +383,6 @@ class CommandToolSettings(_Section):
     allow: list[str] = Field(default_factory=list)
     timeout_s: float = Field(default=60.0, gt=0)
     max_output_bytes: int = Field(default=200_000, ge=1)
-
-
-class FanoutSpec(_Section):
-    """A named fan-out: ``task`` (a registered task name) mapped over ``inputs``.
-
-    ``inputs`` is a JSON Lines path (one object of keyword arguments a line; relative paths
-    are read from the working directory of the process that starts the run) or a list of
-    dicts. ``aggregate`` is an optional ``module:function`` run once on the results, and
-    ``stagger_s`` spreads the starts over that many seconds. A ``POST /runs`` to
-    ``agentfleet serve`` names the fan-out and may bring its own inputs instead.
-    """
-
-    task: str = Field(min_length=1)
-    inputs: str | list[dict[str, Any]] = Field(default_factory=list)
-    aggregate: str | None = None
-    stagger_s: float = Field(default=0.0, ge=0)
-
-
-class ScheduleSpec(FanoutSpec):
-    """A named fan-out that celery beat starts on a cron expression or an interval, never both.
-
-    ``cron`` has five fields (minute hour day-of-month month day-of-week, in UTC);
-    ``interval_s`` is in seconds.
-    """
-
-    cron: str | None = None
-    interval_s: float | None = Field(default=None, gt=0)
-
-    @field_validator("cron")
-    @classmethod
-    def _cron_shape(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
-        cron_schedule(value)
-        return " ".join(value.split())
-
-    @_model_validator(mode="after")
-    def _one_trigger(self) -> ScheduleSpec:
-        if (self.cron is None) == (self.interval_s is None):
-            raise ValueError("set exactly one of cron (e.g. '0 6 * * *') or interval_s")
-        return self
 
 
 class BeatSettings(_Section):

@@ -51,9 +51,9 @@ class ServiceSettings(BaseModel):
     ``keepalive_s`` seconds. It serves at most ``max_connections`` connections at once (503
     beyond) and at most ``max_connections_per_client`` from one address (closed beyond).
     ``trusted_proxies`` are addresses whose ``X-Forwarded-For`` names the real client (none:
-    the peer address is the client). ``max_run_usd`` is the largest ``budget_usd`` an MCP
-    caller may give a run (default: ``budgets.run_usd``; a caller may lower the operator's
-    cap, never raise it).
+    the peer address is the client). ``max_run_usd`` is the largest ``budget_usd`` (US
+    dollars) a ``POST /runs`` or MCP caller may give a run (default: ``budgets.run_usd``; a
+    caller may lower the operator's cap, never raise it).
     """
 
     model_config = ConfigDict(extra="forbid")

@@ -8,19 +8,19 @@ import logging
 import random
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence, Sized
-from typing import Any
+from typing import Any, Unpack
 
 from celery.canvas import Signature
 
 from agentfleet.celery_config import make_app
 from agentfleet.config import Settings, get_settings
+from agentfleet.config.options import RunOptionArgs, RunOptions, run_options, unknown_option
 from agentfleet.errors import DispatchError
 from agentfleet.models import RunSummary
 from agentfleet.orchestration.admission import Stage, admit_inputs, require_fit, require_workers, stage_of
 from agentfleet.orchestration.dead_letters import DeadLetterQueue
 from agentfleet.orchestration.dispatch import Admit, Dispatcher, DispatchProgress, RunPlan, Signatures
 from agentfleet.orchestration.graph import Node, graph_spec
-from agentfleet.orchestration.options import batching, run_budget, tenancy
 from agentfleet.orchestration.priority import run_priority
 from agentfleet.orchestration.run import Run
 from agentfleet.outages import Patience
@@ -45,6 +45,14 @@ log = logging.getLogger("agentfleet.fleet")
 TaskRef = Any  # a fleet task object, or a registered task name
 KeyFn = Callable[[Mapping[str, Any]], Any]
 Progress = Callable[[DispatchProgress], None]
+
+
+def _resolved(method: str, options: RunOptions | None, given: Mapping[str, Any]) -> RunOptions:
+    """The run options of a call: ``options`` with the keyword arguments on top."""
+    for name in given:
+        if name not in RunOptions.model_fields:
+            raise TypeError(f"Fleet.{method}() got an unexpected keyword argument: {unknown_option(name)}")
+    return run_options(options, **given)
 
 
 def _callable_path(fn: Callable[..., Any] | str) -> str:
@@ -75,67 +83,46 @@ class Fleet:
         task: TaskRef,
         inputs: Iterable[Mapping[str, Any]],
         *,
-        name: str | None = None,
         key: KeyFn | None = None,
-        aggregate: Callable[..., Any] | str | None = None,
-        stagger_s: float = 0.0,
-        fail_fast: bool | None = None,
-        max_in_flight: int | None = None,
-        tenant: str | None = None,
-        budget_usd: float | None = None,
-        batch_size: int | None = None,
-        priority: int | None = None,
+        options: RunOptions | None = None,
         progress: Progress | None = None,
         wait_for_workers_s: float | None = None,
+        **run_options: Unpack[RunOptionArgs],
     ) -> Run:
-        """Run ``task`` once per input, in parallel; with ``aggregate``, fan in once all are done.
+        """Run ``task`` once per input, in parallel; with an ``aggregate``, fan in once all are done.
 
         ``inputs`` is any iterable of keyword-argument dicts, a generator of millions included:
         it is read, recorded and sent a chunk at a time, waiting while the queue is full, and
         ``progress`` hears how far it got (see ``orchestration/dispatch.py``); this returns once
         every item is sent.
         ``key`` maps an input to its idempotency key (default: run id, index and input hash).
-        ``aggregate`` (a module-level function, or its ``module:name``) runs once on the list
-        of successful results in input order. ``stagger_s`` spreads the starts over that many
-        seconds, with jitter (the inputs are then read in full first). ``fail_fast`` cancels
-        the rest of the run at the first failure.
-        ``max_in_flight`` makes the run a pool: at most that many of its items execute at
-        once, across the cluster, whatever the workers' sizes (the others wait in the queue
-        without using retries). ``tenant`` labels the run for the tenant's daily budget;
-        ``budget_usd`` caps the run's spending in US dollars (default ``budgets.run_usd``).
-        ``batch_size`` packs that many consecutive items into one message and execution,
-        each keeping its own outcome, idempotency and dead letter. ``priority`` (0 to 9, higher
-        first) orders the run's waiting messages against other runs'; by default a run of at
-        most ``dispatch.small_run_items`` items goes ahead of larger ones (``priority.py``).
+        The run options (``name``, ``aggregate``, ``stagger_s``, ``fail_fast``,
+        ``max_in_flight``, ``tenant``, ``budget_usd``, ``batch_size``, ``priority``; each is
+        documented on ``RunOptions``, ``config/options.py``) are keyword arguments, or
+        ``options=RunOptions(...)`` with keyword arguments on top of it.
 
-        Nothing is sent unless the inputs fit the task and a live worker has it (waiting up to
-        ``wait_for_workers_s`` seconds, default ``dispatch.wait_for_workers_s``, for workers
-        that are starting): a mistake is one ``DispatchError``, not a dead letter per item. A
-        mistake in a later chunk of a long stream stops the dispatch (see ``dispatch.py``).
+        Nothing is sent unless the options hold, the inputs fit the task and a live worker has
+        it (waiting up to ``wait_for_workers_s`` seconds, default
+        ``dispatch.wait_for_workers_s``, for workers that are starting): a mistake is one
+        ``DispatchError``, not a dead letter per item. A mistake in a later chunk of a long
+        stream stops the dispatch (see ``dispatch.py``).
         """
+        opts = _resolved("map", options, run_options)
         stage = stage_of(task, self.settings.queues.agents)
-        task_name, queue = stage.name, stage.queue
-        fn = _callable_path(aggregate) if aggregate is not None else None
-        shared, cap = tenancy(tenant), run_budget(budget_usd)
-        batched = batching(batch_size)
+        task_name, queue, batch_size, stagger_s = stage.name, stage.queue, opts.batch_size, opts.stagger_s
         admit = self._admission([stage], stage, wait_for_workers_s)
         inputs, size = self._sized(inputs, stagger_s)
-        plan = RunPlan(
-            run_id=self._new_run_id(),
-            label=name or task_name,
-            kind="map",
+        plan = self._plan(
+            "map",
+            opts,
+            size,
+            label=task_name,
             names=[task_name],
             queues=[queue],
             key=key,
-            max_in_flight=max_in_flight,
-            aggregate=fn,
-            fail_fast=self.settings.fail_fast if fail_fast is None else fail_fast,
-            priority=run_priority(priority, size, self.settings),
-            shared=shared,
-            extra={**shared, **batched},
+            extra={"batch_size": batch_size} if batch_size else {},
             fast=not batch_size and stagger_s <= 0 and enabled("stamped_dispatch"),
         )
-        self._set_budget(plan.run_id, cap)
         signatures: Signatures | None = None
         chunk = self.settings.dispatch.chunk_items
         if batch_size:
@@ -169,49 +156,38 @@ class Fleet:
         stages: Sequence[TaskRef],
         inputs: Iterable[Mapping[str, Any]],
         *,
-        name: str | None = None,
         key: KeyFn | None = None,
-        stagger_s: float = 0.0,
-        max_in_flight: int | None = None,
-        tenant: str | None = None,
-        budget_usd: float | None = None,
-        priority: int | None = None,
+        options: RunOptions | None = None,
         progress: Progress | None = None,
         wait_for_workers_s: float | None = None,
+        **run_options: Unpack[RunOptionArgs],
     ) -> Run:
         """Run the stages in order for each item, the items in parallel (a chain per item).
 
         Each stage returns a dict, the next stage's keyword input; an item's outcome carries
-        the last stage's result. A failed stage ends that item with a failed outcome.
-        ``inputs``, ``max_in_flight``, ``tenant``, ``budget_usd``, ``priority``, ``progress``
-        and ``wait_for_workers_s`` are as in ``map``; the inputs are checked against the first
-        stage, every stage against the live workers.
+        the last stage's result (the aggregate's input). A failed stage ends that item with a
+        failed outcome. The inputs are checked against the first stage, every stage against
+        the live workers; the other arguments and the run options are as in ``map``, but for
+        ``batch_size``.
         """
+        opts = _resolved("pipeline", options, run_options)
         if not stages:
             raise DispatchError("a pipeline needs at least one stage")
         planned = [stage_of(stage, self.settings.queues.agents) for stage in stages]
         names = [stage.name for stage in planned]
-        shared, cap = tenancy(tenant), run_budget(budget_usd)
         admit = self._admission(planned, planned[0], wait_for_workers_s)
-        inputs, size = self._sized(inputs, stagger_s)
-        plan = RunPlan(
-            run_id=self._new_run_id(),
-            label=name or " -> ".join(names),
-            kind="pipeline",
+        inputs, size = self._sized(inputs, opts.stagger_s)
+        plan = self._plan(
+            "pipeline",
+            opts,
+            size,
+            label=" -> ".join(names),
             names=names,
             queues=[stage.queue for stage in planned],
             key=key,
-            max_in_flight=max_in_flight,
-            aggregate=None,
-            fail_fast=False,
-            priority=run_priority(priority, size, self.settings),
             stages=len(names),
-            shared=shared,
-            extra=shared,
-            fast=False,
         )
-        self._set_budget(plan.run_id, cap)
-        starts = self._stagger(size, stagger_s) if stagger_s > 0 else None
+        starts = self._stagger(size, opts.stagger_s) if opts.stagger_s > 0 else None
         total = self._dispatcher.dispatch(
             plan, inputs, admit=admit, signatures=self._chains(plan, starts), progress=progress
         )
@@ -222,47 +198,36 @@ class Fleet:
         nodes: Sequence[Node],
         inputs: Iterable[Mapping[str, Any]],
         *,
-        name: str | None = None,
         key: KeyFn | None = None,
-        aggregate: Callable[..., Any] | str | None = None,
-        stagger_s: float = 0.0,
-        fail_fast: bool | None = None,
-        max_in_flight: int | None = None,
-        tenant: str | None = None,
-        budget_usd: float | None = None,
-        priority: int | None = None,
+        options: RunOptions | None = None,
         progress: Progress | None = None,
         wait_for_workers_s: float | None = None,
+        **run_options: Unpack[RunOptionArgs],
     ) -> Run:
         """Run a graph of steps per input: each ``Node`` runs once the steps it names in
         ``after`` have succeeded, independent steps in parallel (see ``orchestration/graph.py``).
 
         A failed step skips the steps that depend on it (recorded as ``skipped``) while the
         other branches finish; the item's outcome carries every step's status and the
-        succeeded steps' results by name. The other options are as in ``map``.
+        succeeded steps' results by name. The other arguments and the run options are as in
+        ``map``, but for ``batch_size``.
         """
+        opts = _resolved("graph", options, run_options)
         planned = [stage_of(n.task, self.settings.queues.agents) for n in nodes]
         spec = graph_spec([(n.name, p.name, p.queue, n.after) for n, p in zip(nodes, planned, strict=True)])
-        shared, cap = tenancy(tenant), run_budget(budget_usd)
         admit = self._admission(planned, None, wait_for_workers_s)
-        inputs, size = self._sized(inputs, stagger_s)
-        plan = RunPlan(
-            run_id=self._new_run_id(),
-            label=name or "graph " + ", ".join(spec.names),
-            kind="graph",
+        inputs, size = self._sized(inputs, opts.stagger_s)
+        plan = self._plan(
+            "graph",
+            opts,
+            size,
+            label="graph " + ", ".join(spec.names),
             names=[s.task for s in spec.steps],
             queues=[s.queue for s in spec.steps],
             key=key,
-            max_in_flight=max_in_flight,
-            aggregate=_callable_path(aggregate) if aggregate is not None else None,
-            fail_fast=self.settings.fail_fast if fail_fast is None else fail_fast,
-            priority=run_priority(priority, size, self.settings),
-            shared=shared,
-            extra={**shared, "graph": spec.to_json()},
-            fast=False,
+            extra={"graph": spec.to_json()},
         )
-        self._set_budget(plan.run_id, cap)
-        starts = self._stagger(size, stagger_s) if stagger_s > 0 else None
+        starts = self._stagger(size, opts.stagger_s) if opts.stagger_s > 0 else None
 
         def roots(items: list[dict[str, Any]], metas: list[ItemMeta]) -> list[Signature]:
             return [
@@ -409,11 +374,39 @@ class Fleet:
         cap = self.settings.max_countdown_s
         return [cap_countdown(i * step + random.uniform(0, step * 0.5), cap) for i in range(count)]
 
-    def _set_budget(self, run_id: str, budget_usd: float | None) -> None:
-        """Give the run its own dollar cap in the spend ledger, before any of its items runs."""
-        if budget_usd is not None:
+    def _plan(
+        self,
+        kind: str,
+        opts: RunOptions,
+        size: int,
+        *,
+        label: str,
+        extra: dict[str, Any] | None = None,
+        fast: bool = False,
+        **stages: Any,
+    ) -> RunPlan:
+        """The plan of a run of ``size`` items: what ``stages`` say of its tasks, what ``opts``
+        say of the rest; its own dollar cap goes into the spend ledger before any item is sent."""
+        if opts.batch_size is not None and kind != "map":
+            raise DispatchError(f"batch_size packs the items of a map; a {kind}'s items are sent one by one")
+        shared = {"tenant": opts.tenant} if opts.tenant is not None else {}
+        plan = RunPlan(
+            run_id=self._new_run_id(),
+            label=opts.name or label,
+            kind=kind,
+            max_in_flight=opts.max_in_flight,
+            aggregate=_callable_path(opts.aggregate) if opts.aggregate is not None else None,
+            fail_fast=self.settings.fail_fast if opts.fail_fast is None else opts.fail_fast,
+            priority=run_priority(opts.priority, size, self.settings),
+            shared=shared,
+            extra={**shared, **(extra or {})},
+            fast=fast,
+            **stages,
+        )
+        if opts.budget_usd is not None:
             ledger = SpendLedger.from_settings(self.settings, self.store.client)
-            self._patience.call(ledger.set_budget, run_id, budget_usd)
+            self._patience.call(ledger.set_budget, plan.run_id, opts.budget_usd)
+        return plan
 
     @property
     def _patience(self) -> Patience:

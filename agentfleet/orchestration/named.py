@@ -1,7 +1,8 @@
 """Named fan-outs: the ``[fanouts.NAME]`` and ``[schedules.NAME]`` tables of ``agentfleet.toml``.
 
 Beat (``agentfleet.maintenance.run_schedule``) and the webhook trigger (``POST /runs``) both
-start one by name here, so a scheduled run and a triggered one are the same fan-out.
+start one by name here, so a scheduled run and a triggered one are the same fan-out, with the
+run options its table sets (``config/fanouts.py``).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from agentfleet.config import FanoutSpec, config_path
+from agentfleet.config import FanoutSpec, RunOptions, config_path, run_options
 from agentfleet.errors import DispatchError
 from agentfleet.orchestration.fleet import Fleet
 from agentfleet.orchestration.run import Run
@@ -63,11 +64,20 @@ def load_inputs(name: str, spec: FanoutSpec) -> list[dict[str, Any]]:
     return [dict(item) for item in spec.inputs]
 
 
-def start_named(fleet: Fleet, name: str, inputs: Sequence[Mapping[str, Any]] | None = None) -> Run:
-    """Start the fan-out ``name`` with ``inputs`` (default: the ones it is configured with).
+def start_named(
+    fleet: Fleet,
+    name: str,
+    inputs: Sequence[Mapping[str, Any]] | None = None,
+    *,
+    options: RunOptions | None = None,
+) -> Run:
+    """Start the fan-out ``name`` with ``inputs`` (default: the ones it is configured with) and
+    ``options`` (default: the run options its table sets); the run is named after the fan-out
+    unless the options name it.
 
     Raises ``ConfigError`` for an unknown name and ``DispatchError`` for unusable inputs.
     """
     spec = fleet.settings.fanout(name)
+    chosen = run_options(spec) if options is None else options
     items = load_inputs(name, spec) if inputs is None else [dict(item) for item in inputs]
-    return fleet.map(spec.task, items, name=name, aggregate=spec.aggregate, stagger_s=spec.stagger_s)
+    return fleet.map(spec.task, items, options=chosen, name=chosen.name or name)

@@ -6,10 +6,12 @@
 - ``GET /metrics``: every collector's samples as Prometheus text (``prometheus_client``),
   with ``agentfleet_up``; 200 even when Redis is down (then ``agentfleet_up 0``).
 - ``GET /runs``: the newest runs' summaries (``?limit=``, default 20), with the bearer token.
-- ``POST /runs``: ``{"fanout": NAME, "inputs": [{...}, ...]}`` starts the fan-out ``NAME``
-  defined in ``agentfleet.toml`` (``[fanouts.NAME]`` or ``[schedules.NAME]``) with those
-  inputs (default: its own); answers 202 with the run id. Needs ``Authorization: Bearer
-  <service.token>``; with no token configured the trigger is off (403).
+- ``POST /runs``: ``{"fanout": NAME, "inputs": [{...}, ...], ...run options}`` starts the
+  fan-out ``NAME`` defined in ``agentfleet.toml`` (``[fanouts.NAME]`` or ``[schedules.NAME]``)
+  with those inputs (default: its own) and any run option (``RunOptions``) over the fan-out's
+  own, held to the outside caller's rules (``outside.py``); answers 202 with the run id.
+  Needs ``Authorization: Bearer <service.token>``; with no token configured the trigger is
+  off (403).
 - ``GET /runs/{id}``: the run's summary, with the same bearer token.
 - ``/console``: the operator's console (``agentfleet.service.console``), signed in with the
   same token.
@@ -53,7 +55,6 @@ from agentfleet.access import AuthThrottle
 from agentfleet.config import Settings
 from agentfleet.errors import ConfigError, DispatchError, InvalidInput
 from agentfleet.orchestration import Fleet
-from agentfleet.orchestration.named import start_named
 from agentfleet.redis_client import broker_client, state_client
 from agentfleet.registry import WorkerRecord, WorkerRegistry
 from agentfleet.runs import RunStore
@@ -61,6 +62,7 @@ from agentfleet.service.collectors import DEFAULT_COLLECTORS, Collected, Collect
 from agentfleet.service.console import create_console
 from agentfleet.service.guard import AuthGuard, mark_authenticated
 from agentfleet.service.health import PendingClock, assess
+from agentfleet.service.outside import start_for_caller
 from agentfleet.service.prometheus import CONTENT_TYPE, render
 from agentfleet.service.request_body import read_json_body
 
@@ -129,8 +131,10 @@ def _error(message: str, status_code: int) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status_code)
 
 
-async def _read_trigger(request: Request, settings: Settings) -> tuple[str, list[dict[str, Any]] | None]:
-    """The fan-out name and inputs of a ``POST /runs`` body.
+async def _read_trigger(
+    request: Request, settings: Settings
+) -> tuple[str, list[dict[str, Any]] | None, dict[str, Any]]:
+    """The fan-out name, inputs and run options of a ``POST /runs`` body.
 
     Raises ``InvalidInput`` (with its HTTP status) for a body over the limits, and
     ``ValueError`` for anything else unusable.
@@ -139,7 +143,7 @@ async def _read_trigger(request: Request, settings: Settings) -> tuple[str, list
         request, max_bytes=settings.service.max_body_bytes, max_depth=settings.service.max_json_depth
     )
     if not isinstance(document, dict) or not isinstance(document.get("fanout"), str):
-        raise ValueError('send {"fanout": "<name>", "inputs": [{...}, ...]}')
+        raise ValueError('send {"fanout": "<name>", "inputs": [{...}, ...]} and any run options')
     inputs = document.get("inputs")
     if inputs is not None:
         if not isinstance(inputs, list) or not all(isinstance(item, dict) for item in inputs):
@@ -147,7 +151,8 @@ async def _read_trigger(request: Request, settings: Settings) -> tuple[str, list
         cap = settings.service.max_inputs
         if len(inputs) > cap:
             raise ValueError(f"{len(inputs)} inputs is more than service.max_inputs ({cap})")
-    return document["fanout"], inputs
+    options = {k: v for k, v in document.items() if k not in ("fanout", "inputs")}
+    return document["fanout"], inputs, options
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
@@ -207,13 +212,13 @@ def create_app(settings: Settings, *, collectors: Sequence[Collector] = DEFAULT_
         if refused is not None:
             return refused
         try:
-            name, inputs = await _read_trigger(request, settings)
+            name, inputs, options = await _read_trigger(request, settings)
         except InvalidInput as exc:
             return _error(exc.message, exc.status_code or 422)
         except ValueError as exc:
             return _error(str(exc), 422)
         try:
-            run = await run_in_threadpool(start_named, state.fleet, name, inputs)
+            run = await run_in_threadpool(start_for_caller, state.fleet, name, inputs, options)
         except ConfigError as exc:
             return _error(str(exc), 404)
         except DispatchError as exc:

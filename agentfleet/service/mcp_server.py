@@ -2,13 +2,13 @@
 
 Tools:
 
-- ``fan_out_tasks(task, inputs, name, max_in_flight, budget_usd, aggregate)``: start a run of a
-  registered fleet task over a list of keyword-input objects; returns the run id at once.
-  ``max_in_flight`` caps the run's items executing at once across the cluster;
-  ``budget_usd`` stops the run's items once the run has spent that many US dollars (recorded
-  with the run, before any item is sent): a finite amount, at most ``service.max_run_usd``
-  (default ``budgets.run_usd``); ``aggregate`` is one of the operator's aggregates
-  (``agentfleet/callables.py``), refused before anything is imported or started;
+- ``fan_out_tasks(task, inputs, ...run options)``: start a run of a registered fleet task
+  over a list of keyword-input objects, with any run option (``RunOptions``: one argument
+  each, its schema and description the object's own, validated as every surface validates
+  them); returns the run id at once. An aggregate is one of the operator's
+  (``agentfleet/callables.py``), refused before anything is imported or started; a budget is
+  recorded with the run before any item is sent, at most ``service.max_run_usd`` (default
+  ``budgets.run_usd``; ``outside.py``);
 - ``run_status(run_id)``: the run's summary and its spend by downstream;
 - ``run_results(run_id, failed_only, offset, limit)``: the outcomes (results and errors,
   secrets redacted) and the aggregate;
@@ -24,19 +24,19 @@ from __future__ import annotations
 
 import contextlib
 import hmac
-from collections.abc import Iterator, Sequence
+import inspect
+from collections.abc import Callable, Iterator, Sequence
 from typing import Annotated, Any
 
-from pydantic import Field
+from pydantic import Field, WithJsonSchema
 
 from agentfleet.access import AuthThrottle
-from agentfleet.callables import outside_aggregate
-from agentfleet.config import Settings
+from agentfleet.config import RunOptions, Settings
 from agentfleet.errors import AgentfleetError, DispatchError
 from agentfleet.orchestration import Fleet
-from agentfleet.orchestration.options import run_budget
 from agentfleet.service.guard import AuthGuard
 from agentfleet.service.mcp_scope import McpScope
+from agentfleet.service.outside import outside_options
 from agentfleet.spend import SpendLedger
 
 __all__ = ["MCP_PATH", "FleetTools", "build_server", "http_app"]
@@ -44,8 +44,6 @@ __all__ = ["MCP_PATH", "FleetTools", "build_server", "http_app"]
 MCP_PATH = "/mcp"
 # The most outcomes one run_results call returns.
 MAX_RESULTS = 500
-# The largest max_in_flight a client may ask for.
-MAX_IN_FLIGHT = 100_000
 
 
 class FleetTools:
@@ -59,43 +57,20 @@ class FleetTools:
         self.ledger = SpendLedger.from_settings(fleet.settings, fleet.store.client)
         self.redactor = fleet.settings.redactor()
 
-    def _budget(self, budget_usd: float | None) -> float | None:
-        """A caller's ``budget_usd``: finite, above 0, and within the operator's cap."""
-        run_budget(budget_usd)
-        cap = self.settings.service.max_run_usd or self.settings.budgets.run_usd
-        if budget_usd is not None and cap is not None and budget_usd > cap:
-            raise DispatchError(
-                f"budget_usd {budget_usd:g} is more than this server allows: at most {cap:g} US dollars "
-                "(service.max_run_usd, else budgets.run_usd)"
-            )
-        return budget_usd
-
-    def fan_out(
-        self,
-        task: str,
-        inputs: list[dict[str, Any]],
-        name: str | None = None,
-        max_in_flight: int | None = None,
-        budget_usd: float | None = None,
-        aggregate: str | None = None,
-    ) -> dict[str, Any]:
+    def fan_out(self, task: str, inputs: list[dict[str, Any]], **options: Any) -> dict[str, Any]:
+        """Start ``task`` over ``inputs`` with the run ``options`` (each ``None``: left out)."""
         if not self.scope.task_allowed(task):
             raise DispatchError(f"task {task!r} is not allowed here; allowed: {', '.join(self.allow_tasks)}")
         cap = self.settings.service.max_inputs
         if len(inputs) > cap:
             raise DispatchError(f"{len(inputs)} inputs is more than service.max_inputs ({cap})")
-        if max_in_flight is not None and not 1 <= max_in_flight <= MAX_IN_FLIGHT:
-            raise DispatchError(f"max_in_flight must be from 1 to {MAX_IN_FLIGHT}, not {max_in_flight}")
-        self._budget(budget_usd)
-        fn = outside_aggregate(self.settings, aggregate) if aggregate is not None else None
-        run = self.fleet.map(
-            task, inputs, name=name, aggregate=fn, max_in_flight=max_in_flight, budget_usd=budget_usd
-        )
+        chosen = outside_options(self.settings, options)
+        run = self.fleet.map(task, inputs, options=chosen)
         return {
             "run_id": run.id,
             "name": self.redactor.text(run.name),
             "tasks": run.total,
-            "budget_usd": budget_usd,
+            "budget_usd": chosen.budget_usd,
         }
 
     def status(self, run_id: str) -> dict[str, Any]:
@@ -177,6 +152,25 @@ def _http_auth(settings: Settings, base_url: str) -> dict[str, Any]:
     return {"auth": auth, "token_verifier": ServiceToken()}
 
 
+def _with_run_options(tool: Callable[..., Any]) -> inspect.Signature:
+    """``tool``'s signature with its ``**options`` spelt out: one keyword argument per run
+    option, whose schema is ``RunOptions``' own. The values reach the tool as given, and are
+    validated there by ``RunOptions``, so a bad one gets the rule every surface gives."""
+    signature = inspect.signature(tool, eval_str=True)
+    fixed = [p for p in signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    schemas = RunOptions.model_json_schema()["properties"]
+    options = [
+        inspect.Parameter(
+            name,
+            inspect.Parameter.KEYWORD_ONLY,
+            default=field.default,
+            annotation=Annotated[Any, WithJsonSchema(schemas[name])],
+        )
+        for name, field in RunOptions.model_fields.items()
+    ]
+    return signature.replace(parameters=[*fixed, *options])
+
+
 @contextlib.contextmanager
 def _told_to_the_client() -> Iterator[None]:
     """Our own errors reach the client with their message (the SDK hides any other)."""
@@ -206,40 +200,22 @@ def build_server(tools: FleetTools, *, http_base_url: str | None = None) -> Any:
         ),
     )
 
-    @server.tool(
-        description=(
-            "Start a run: the registered fleet task `task` once per object of `inputs` (each its "
-            "keyword inputs), in parallel on the cluster. Returns the run id at once; poll run_status."
-        )
-    )
     def fan_out_tasks(
         task: Annotated[str, Field(description="A registered fleet task name, e.g. agentfleet.review_diff")],
         inputs: Annotated[list[dict[str, Any]], Field(description="One object of keyword inputs per item")],
-        name: Annotated[str | None, Field(description="A name for the run")] = None,
-        max_in_flight: Annotated[
-            int | None,
-            Field(
-                ge=1, le=MAX_IN_FLIGHT, description="At most this many items executing at once, cluster-wide"
-            ),
-        ] = None,
-        budget_usd: Annotated[
-            float | None,
-            Field(
-                gt=0,
-                allow_inf_nan=False,
-                description="Stop the run's items once it has spent this many US dollars (finite)",
-            ),
-        ] = None,
-        aggregate: Annotated[
-            str | None,
-            Field(
-                description="An aggregate the operator allows (e.g. agentfleet.merge:concat), "
-                "run once on the successful results"
-            ),
-        ] = None,
+        **options: Any,
     ) -> dict[str, Any]:
         with _told_to_the_client():
-            return tools.fan_out(task, inputs, name, max_in_flight, budget_usd, aggregate)
+            return tools.fan_out(task, inputs, **options)
+
+    fan_out_tasks.__signature__ = _with_run_options(fan_out_tasks)  # type: ignore[attr-defined]
+    server.tool(
+        description=(
+            "Start a run: the registered fleet task `task` once per object of `inputs` (each its "
+            "keyword inputs), in parallel on the cluster, with any run option. Returns the run id "
+            "at once; poll run_status."
+        )
+    )(fan_out_tasks)
 
     @server.tool(description="A run's progress: counts by outcome, status, cost and spend by downstream.")
     def run_status(
