@@ -204,7 +204,7 @@ def test_the_fleet_minutes_hold_what_the_workers_finished_and_saw(
     assert "Items finished: peak" in page and "Queues and busy slots" in page
 
 
-def test_after_a_sigkill_each_item_has_one_outcome_on_the_survivors_lane_and_the_banner_says_when_none_is_left(
+def test_after_a_sigkill_each_item_ends_once_on_a_live_lane_and_the_banner_says_when_none_is_left(
     redis_url: str, tmp_path: Path
 ) -> None:
     effects = Effects(tmp_path / "effects")
