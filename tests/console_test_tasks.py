@@ -43,3 +43,10 @@ def bumpy(ctx: TaskContext, n: int, tag: str, sleep_s: float = 0.0) -> dict[str,
     if n % 4 == 3:
         raise BadRequest(f"the vendor refused item {n}")
     return {"n": n, "pid": os.getpid()}
+
+
+@fleet_task
+def noop(ctx: TaskContext, n: int, sleep_s: float = 0.0) -> dict[str, Any]:
+    """Sleeps ``sleep_s`` and returns its input: the bulk of a large run."""
+    time.sleep(sleep_s)
+    return {"n": n}

@@ -198,6 +198,15 @@ def test_beyond_the_item_limit_lanes_show_attempts_running_per_bin() -> None:
     assert timeline.bin_s == pytest.approx(102 / BINS)
 
 
+def test_binned_lanes_share_one_scale_so_a_busier_worker_draws_taller() -> None:
+    spans = [_span(i, 0, 0, 100) for i in range(2)] + [_span(2 + i, 1, 0, 100) for i in range(500)]
+    log = SpanLog(spans, {0: "quiet", 1: "busy"}, {})
+    timeline = build_timeline(log, _window(100), keys={}, link=str, shown=_shown)
+    busy, quiet = (max(float(h) for h in re.findall(r"v([\d.]+)h", str(lane.svg))) for lane in timeline.lanes)
+    assert [lane.worker for lane in timeline.lanes] == ["busy", "quiet"], "lanes in order of their names"
+    assert busy == pytest.approx(40.0) and quiet == pytest.approx(40.0 * 2 / 500)
+
+
 def test_attempts_without_a_worker_sit_on_the_last_lane() -> None:
     log = SpanLog([_span(0, -1, 3, 3, "c"), _span(1, 0, 0, 2)], {0: "w"}, {})
     timeline = build_timeline(log, _window(10), keys={}, link=str, shown=_shown)

@@ -72,11 +72,14 @@ class Span:
 @dataclass(frozen=True)
 class SpanLog:
     """A run's timeline: every entry in the order written, the workers by lane number, and
-    each item's standing outcome entry (an item reopened since has none)."""
+    each item's standing outcome entry (an item reopened since has none). ``entries`` counts
+    the list entries read (those that did not parse included): a later read goes on from
+    there."""
 
     spans: list[Span]
     lanes: dict[int, str]
     finals: dict[int, Span]
+    entries: int = 0
 
     def worker(self, lane: int) -> str:
         return self.lanes.get(lane, "") if lane >= 0 else ""
@@ -96,12 +99,14 @@ def _span(text: str) -> Span | None:
     return Span(index, lane, end_ms - duration, end_ms, parts[4], cost, event)
 
 
-def parse_spans(entries: Iterable[str], lanes: Mapping[str, str]) -> SpanLog:
-    """A ``SpanLog`` from the raw list entries and lanes hash (node -> number); an entry that
-    does not parse is skipped."""
-    spans: list[Span] = []
-    finals: dict[int, Span] = {}
+def parse_spans(entries: Iterable[str], lanes: Mapping[str, str], *, after: SpanLog | None = None) -> SpanLog:
+    """A ``SpanLog`` from the raw list entries and lanes hash (node -> number), going on from
+    ``after`` (the log of the entries before these); an entry that does not parse is skipped."""
+    spans: list[Span] = list(after.spans) if after is not None else []
+    finals: dict[int, Span] = dict(after.finals) if after is not None else {}
+    read = after.entries if after is not None else 0
     for text in entries:
+        read += 1
         span = _span(text)
         if span is None:
             continue
@@ -116,4 +121,4 @@ def parse_spans(entries: Iterable[str], lanes: Mapping[str, str]) -> SpanLog:
             numbered[int(number)] = node
         except ValueError:
             continue
-    return SpanLog(spans=spans, lanes=numbered, finals=finals)
+    return SpanLog(spans=spans, lanes=numbered, finals=finals, entries=read)

@@ -284,13 +284,27 @@ class RunStore:
         return counted
 
     @repeatable
-    def spans(self, run_id: str) -> SpanLog:
-        """The run's timeline (``runs/spans.py``): empty for a run recorded before it was kept."""
+    def spans(self, run_id: str, *, after: SpanLog | None = None) -> SpanLog:
+        """The run's timeline (``runs/spans.py``): empty for a run recorded before it was kept.
+        Given ``after`` (an earlier read), only the entries written since are read."""
+        start = after.entries if after is not None else 0
         pipe = self._redis.pipeline(transaction=False)
-        pipe.lrange(self.run_key(run_id, "spans"), 0, -1)
+        pipe.llen(self.run_key(run_id, "spans"))
+        pipe.lrange(self.run_key(run_id, "spans"), start, -1)
         pipe.hgetall(self.run_key(run_id, "lanes"))
-        entries, lanes = pipe.execute()
-        return parse_spans(entries, lanes)
+        length, entries, lanes = pipe.execute()
+        if int(length) < start:
+            # The list is not the one read before (it expired): read it whole.
+            return self.spans(run_id)
+        return parse_spans(entries, lanes, after=after)
+
+    @repeatable
+    def attempt_errors_of(self, keys: Sequence[str]) -> list[list[dict[str, Any]]]:
+        """``attempt_errors`` of each item key, in one round trip."""
+        pipe = self._redis.pipeline(transaction=False)
+        for key in keys:
+            pipe.lrange(self.keys.item("errs", key), 0, -1)
+        return [[json.loads(x) for x in found] for found in pipe.execute()] if keys else []
 
     @repeatable
     def events_at(self, run_id: str, ids: Sequence[str]) -> dict[str, dict[str, str]]:

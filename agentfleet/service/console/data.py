@@ -26,6 +26,7 @@ from agentfleet.service.console.charts import Chart
 from agentfleet.service.console.run_data import (
     ItemRow,
     RunView,
+    SpanCache,
     TimelineView,
     finished,
     read_run,
@@ -119,6 +120,7 @@ class ConsoleData:
         self.settings = settings
         self.fleet = fleet
         self.ledger = SpendLedger.from_settings(settings, fleet.store.client)
+        self.spans = SpanCache()
 
     # Runs ----------------------------------------------------------------------------------
 
@@ -138,12 +140,12 @@ class ConsoleData:
     def run(self, run_id: str, *, page: int = 1, show: str = "all") -> RunView | None:
         """A run with one page of its items (``show``: ``all``, ``failed`` or ``pending``)."""
         spend = self.ledger.by_run(run_id)
-        return read_run(self.fleet, spend, run_id, page=page, show=show, now=time.time())
+        return read_run(self.fleet, self.spans, spend, run_id, page=page, show=show, now=time.time())
 
     def timeline(self, run_id: str, *, link: Callable[[int], str], shown: Shown) -> TimelineView | None:
         """A run's timeline (``link``: an item's address; ``shown``: the redactor)."""
         return read_timeline(
-            self.fleet, run_id, now=time.time(), link=link, shown=shown, item_limit=ITEM_LIMIT
+            self.fleet, self.spans, run_id, now=time.time(), link=link, shown=shown, item_limit=ITEM_LIMIT
         )
 
     def fleet_charts(self) -> list[Chart]:

@@ -3,21 +3,25 @@
 A run's timeline (``runs/spans.py``) says which items have an outcome and what it was, so a
 page of items reads only its own items and their outcome events, however large the run: a
 run of 10,000 items costs one ``LRANGE`` of its timeline, one ``HMGET`` of a page of items
-and one pipelined ``XRANGE`` per outcome shown. A run recorded (even in part) by workers that
-kept no timeline has fewer timeline outcomes than finished items: it is read the older way,
-every outcome from its event stream.
+and one pipelined ``XRANGE`` per outcome shown (dead letters and failed attempts of the rows
+shown are one pipeline each). The timelines of the last few runs read are kept in this
+process (``SpanCache``), and a later read fetches only the entries written since. A run
+recorded (even in part) by workers that kept no timeline has fewer timeline outcomes than
+finished items: it is read the older way, every outcome from its event stream.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from agentfleet.dlq import dead_letter_id
 from agentfleet.models import RunSummary, TaskOutcome
 from agentfleet.orchestration import Fleet
-from agentfleet.runs import Span, SpanLog, summary_from_record
+from agentfleet.runs import RunStore, Span, SpanLog, summary_from_record
 from agentfleet.service.console.charts import Chart
 from agentfleet.service.console.series import Window, run_charts, run_window
 from agentfleet.service.console.svg import Shown
@@ -27,6 +31,7 @@ __all__ = [
     "ITEMS_PAGE",
     "ItemRow",
     "RunView",
+    "SpanCache",
     "TimelineView",
     "finished",
     "read_run",
@@ -38,6 +43,28 @@ __all__ = [
 ITEMS_PAGE = 100
 # Items listed as the slowest and the most retried beside a timeline.
 NOTABLE = 10
+# Runs whose timelines this process keeps, the most recently read.
+CACHED_RUNS = 8
+
+
+class SpanCache:
+    """The timelines of the last ``CACHED_RUNS`` runs read, brought up to date on each read
+    with the entries written since (a timeline only grows). Safe to share between threads."""
+
+    def __init__(self) -> None:
+        self._logs: OrderedDict[str, SpanLog] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def read(self, store: RunStore, run_id: str) -> SpanLog:
+        with self._lock:
+            known = self._logs.get(run_id)
+        log = store.spans(run_id, after=known)
+        with self._lock:
+            self._logs[run_id] = log
+            self._logs.move_to_end(run_id)
+            while len(self._logs) > CACHED_RUNS:
+                self._logs.popitem(last=False)
+        return log
 
 
 def finished(summary: RunSummary) -> int:
@@ -120,18 +147,34 @@ class _Reader:
         self.record = record
         self.stages = len(record.get("task", "").split(",")) if record.get("kind") == "pipeline" else 1
 
-    def row(self, index: int, item: tuple[str, str, str], outcome: TaskOutcome | None) -> ItemRow:
-        task_id, key, item_key = item
-        if outcome is None:
-            errors = self.store.attempt_errors(key)
-            return ItemRow(index, task_id, key, item_key, None, None, errors[-3:])
-        dead = None
-        if outcome.dead_lettered:
-            # A pipeline item's dead letter is the failed stage's: look for each stage's id.
-            ids = [dead_letter_id(key, stage) for stage in range(self.stages)]
-            found = self.fleet.dlq.store.get_many(ids)
-            dead = found[0].id if found else None
-        return ItemRow(index, task_id, key, item_key, outcome, dead)
+    def rows(
+        self, indices: Sequence[int], items: dict[int, tuple[str, str, str]], outcomes: dict[int, TaskOutcome]
+    ) -> list[ItemRow]:
+        """The rows of ``indices``: an outcome's dead letter (a pipeline item's is its failed
+        stage's, so each stage's id is looked for), else the item's last failed attempts."""
+        shown = [i for i in indices if i in items]
+        dead = {i: outcomes[i] for i in shown if i in outcomes and outcomes[i].dead_lettered}
+        wanted = {i: [dead_letter_id(items[i][1], s) for s in range(self.stages)] for i in dead}
+        letters = self.fleet.dlq.store
+        pipe = self.store.client.pipeline(transaction=False)
+        for ids in wanted.values():
+            for entry_id in ids:
+                pipe.exists(letters.entry_key(entry_id))
+        flags = pipe.execute() if wanted else []
+        present: dict[int, str | None] = {}
+        for i, ids in wanted.items():
+            mine, flags = flags[: len(ids)], flags[len(ids) :]
+            present[i] = next((e for e, there in zip(ids, mine, strict=True) if there), None)
+        waiting = [i for i in shown if i not in outcomes]
+        errors = dict(zip(waiting, self.store.attempt_errors_of([items[i][1] for i in waiting]), strict=True))
+        rows = []
+        for i in shown:
+            task_id, key, item_key = items[i]
+            if i in outcomes:
+                rows.append(ItemRow(i, task_id, key, item_key, outcomes[i], present.get(i)))
+            else:
+                rows.append(ItemRow(i, task_id, key, item_key, None, None, errors[i][-3:]))
+        return rows
 
     def outcomes_of(self, finals: dict[int, Span], indices: list[int]) -> dict[int, TaskOutcome]:
         events = self.store.events_at(self.run_id, [finals[i].event for i in indices if i in finals])
@@ -146,12 +189,11 @@ class _Reader:
         """The items still without an outcome once most of the run is done (at most ten)."""
         if summary.status != "running" or not pending or len(pending) > max(1, summary.tasks_total // 10):
             return []
-        items = self.store.items(self.run_id, pending[:10])
-        return [self.row(i, items[i], None) for i in pending[:10] if i in items]
+        return self.rows(pending[:10], self.store.items(self.run_id, pending[:10]), {})
 
 
 def read_run(
-    fleet: Fleet, spend: dict[str, float], run_id: str, *, page: int, show: str, now: float
+    fleet: Fleet, spans: SpanCache, spend: dict[str, float], run_id: str, *, page: int, show: str, now: float
 ) -> RunView | None:
     """A run with one page of its items (``show``: ``all``, ``failed`` or ``pending``)."""
     store = fleet.store
@@ -160,7 +202,7 @@ def read_run(
         return None
     reader = _Reader(fleet, run_id, record)
     summary = summary_from_record(run_id, record, now=now)
-    log = store.spans(run_id)
+    log = spans.read(store, run_id)
     kept = len(log.finals) == finished(summary)
     if kept:
         total = max(summary.tasks_total, max(log.finals, default=-1) + 1)
@@ -183,7 +225,7 @@ def read_run(
         summary=summary,
         task=record.get("task", ""),
         kind=record.get("kind", "map"),
-        items=[reader.row(i, items[i], found.get(i)) for i in shown if i in items],
+        items=reader.rows(shown, items, found),
         stragglers=reader.stragglers(summary, pending),
         spend=spend,
         aggregate=store.get_aggregate(run_id),
@@ -209,7 +251,14 @@ def _most_retried(log: SpanLog) -> list[tuple[int, int]]:
 
 
 def read_timeline(
-    fleet: Fleet, run_id: str, *, now: float, link: Callable[[int], str], shown: Shown, item_limit: int
+    fleet: Fleet,
+    spans: SpanCache,
+    run_id: str,
+    *,
+    now: float,
+    link: Callable[[int], str],
+    shown: Shown,
+    item_limit: int,
 ) -> TimelineView | None:
     """A run's timeline, its slowest attempts and its most retried items."""
     store = fleet.store
@@ -217,7 +266,7 @@ def read_timeline(
     if not record:
         return None
     summary = summary_from_record(run_id, record, now=now)
-    log = store.spans(run_id)
+    log = spans.read(store, run_id)
     if not log.spans:
         return TimelineView(summary, None, [], [])
     window: Window = run_window(summary, log, now)

@@ -149,10 +149,12 @@ def _busy(spans: Sequence[Span], window: Window) -> dict[str, list[float]]:
     return found
 
 
-def _bin_lane(spans: Sequence[Span], window: Window) -> tuple[markupsafe.Markup, float]:
-    busy = _busy(spans, window)
-    totals = [sum(busy[k][i] for k in KINDS) for i in range(BINS)]
-    peak = max(totals, default=0.0) or 1.0
+def _bin_lane(
+    spans: Sequence[Span], busy: dict[str, list[float]], top: float, window: Window
+) -> tuple[markupsafe.Markup, float]:
+    """A lane of bins, ``top`` attempts running at once at its full height (the same for
+    every lane, so lanes compare); also its own peak."""
+    peak = max((sum(busy[k][i] for k in KINDS) for i in range(BINS)), default=0.0)
     marks = {kind: [0] * BINS for kind in _MARKED}
     scale = BINS / (window.end - window.start)
     for span in spans:
@@ -169,8 +171,8 @@ def _bin_lane(spans: Sequence[Span], window: Window) -> tuple[markupsafe.Markup,
         for i, value in enumerate(busy[kind]):
             if value <= 0:
                 continue
-            h = _BIN_HEIGHT * value / peak
-            y = height - _BIN_HEIGHT * below[i] / peak - h
+            h = _BIN_HEIGHT * value / top
+            y = height - _BIN_HEIGHT * below[i] / top - h
             below[i] += value
             d.append(box(i * width, y, width, h))
         if d:
@@ -206,10 +208,12 @@ def build_timeline(
     by_lane: dict[int, list[Span]] = {}
     for span in drawn:
         by_lane.setdefault(span.lane, []).append(span)
-    order = sorted(by_lane, key=lambda lane: (lane < 0, lane))
+    order = sorted(by_lane, key=lambda lane: (lane < 0, log.worker(lane), lane))
     items = len(drawn) <= ITEM_LIMIT and all(
         max(_pack(spans), default=0) < ROW_LIMIT for spans in by_lane.values()
     )
+    busy = {} if items else {lane: _busy(by_lane[lane], window) for lane in order}
+    top = max((sum(b[k][i] for k in KINDS) for b in busy.values() for i in range(BINS)), default=0.0)
     lanes = []
     for lane in order:
         spans = by_lane[lane]
@@ -217,7 +221,7 @@ def build_timeline(
             svg, rows = _item_lane(spans, window, keys, link, shown)
             note = _note(spans, f"at most {rows} at once")
         else:
-            svg, peak = _bin_lane(spans, window)
+            svg, peak = _bin_lane(spans, busy[lane], top or 1.0, window)
             note = _note(spans, f"at most {peak:.1f} running at once (averaged over a bin)")
         lanes.append(Lane(worker=log.worker(lane), note=note, svg=svg))
     return Timeline(
