@@ -45,8 +45,13 @@ def bumpy(ctx: TaskContext, n: int, tag: str, sleep_s: float = 0.0) -> dict[str,
     return {"n": n, "pid": os.getpid()}
 
 
-@fleet_task
+@fleet_task(max_retries=1)
 def noop(ctx: TaskContext, n: int, sleep_s: float = 0.0) -> dict[str, Any]:
-    """Sleeps ``sleep_s`` and returns its input: the bulk of a large run."""
+    """Sleeps ``sleep_s`` and returns its input: the bulk of a large run. Item ``n % 97 == 96``
+    fails for good; ``n % 89 == 0`` fails its first attempt (retryable)."""
     time.sleep(sleep_s)
+    if n % 97 == 96:
+        raise BadRequest(f"the vendor refused item {n}")
+    if n % 89 == 0 and ctx.attempt == 0:
+        raise DownstreamError(f"vendor hiccup on item {n}")
     return {"n": n}

@@ -201,7 +201,8 @@ def test_trouble_workers_charts_and_timelines_at_a_laptops_and_a_phones_width(
             _shot(page, f"console-workers{suffix}")
         finally:
             page.set_viewport_size(LAPTOP)
-    assert big.wait(timeout_s=300).succeeded == 10_000
+    finished = big.wait(timeout_s=300)
+    assert (finished.succeeded, finished.failed, finished.retries) == (10_000 - 103, 103, 112)
     console = f"{service}/console"
     for width, suffix in ((LAPTOP, ""), (PHONE, "-phone")):
         page.set_viewport_size(width)
@@ -228,7 +229,7 @@ def test_trouble_workers_charts_and_timelines_at_a_laptops_and_a_phones_width(
             _shot(page, f"console-timeline{suffix}")
 
             _open(page, f"{console}/runs/{big.id}/timeline?refresh=0")
-            assert page.get_by_text("10000 attempts: each lane shows how many ran at once").is_visible()
+            assert page.get_by_text("10112 attempts: each lane shows how many ran at once").is_visible()
             assert page.locator("svg.lane-svg a").count() == 0
             _fits(page)
             _shot(page, f"console-timeline-bins{suffix}")
