@@ -101,13 +101,18 @@ def ticks(start: float, end: float) -> list[Tick]:
     ]
 
 
-def svg_open(width: float, height: float, label: str, css: str, *, pixels: int | None = None) -> str:
+def svg_open(
+    width: float, height: float, label: str, css: str, *, pixels: int | None = None, links: bool = False
+) -> str:
     """The opening ``<svg>`` tag of a picture ``width`` by ``height`` units that stretches to
-    its box, named ``label`` for screen readers; ``pixels`` fixes its height on the page."""
+    its box, named ``label`` for screen readers; ``pixels`` fixes its height on the page. A
+    picture of ``links`` is a group (an image's content is hidden from screen readers)."""
     tall = f' height="{pixels}"' if pixels is not None else ""
+    role = "group" if links else "img"
+    focus = "" if links else ' focusable="false"'
     return (
         f'<svg class="{css}" viewBox="0 0 {attr(width)} {attr(height)}" preserveAspectRatio="none"'
-        f'{tall} role="img" aria-label="{markupsafe.escape(label)}" focusable="false">'
+        f'{tall} role="{role}" aria-label="{markupsafe.escape(label)}"{focus}>'
     )
 
 

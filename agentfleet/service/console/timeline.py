@@ -101,7 +101,7 @@ def _item_lane(
     rows = _pack(spans)
     height = (max(rows, default=0) + 1) * (_ROW + _ROW_GAP)
     label = f"{len(spans)} attempts in {max(rows, default=0) + 1} rows"
-    parts = [svg_open(_WIDTH, height, label, "lane-svg", pixels=round(height))]
+    parts = [svg_open(_WIDTH, height, label, "lane-svg", pixels=round(height), links=True)]
     span_s = window.end - window.start
     for span, row in zip(spans, rows, strict=True):
         x = _x(span.start_ms, window)
