@@ -156,7 +156,7 @@ class _Reader:
         dead = {i: outcomes[i] for i in shown if i in outcomes and outcomes[i].dead_lettered}
         wanted = {i: [dead_letter_id(items[i][1], s) for s in range(self.stages)] for i in dead}
         letters = self.fleet.dlq.store
-        pipe = self.store.client.pipeline(transaction=False)
+        pipe = letters.client.pipeline(transaction=False)
         for ids in wanted.values():
             for entry_id in ids:
                 pipe.exists(letters.entry_key(entry_id))
