@@ -200,3 +200,17 @@ def test_new_pages_need_signing_in(client: TestClient, path: str) -> None:
 
 def test_an_unknown_runs_timeline_is_a_404(client: TestClient) -> None:
     assert client.get("/console/runs/ffffffffffffffff/timeline", headers=AUTH).status_code == 404
+
+
+def test_stopping_a_running_runs_reload_keeps_the_view_it_was_on(
+    client: TestClient, settings: Settings
+) -> None:
+    store = RunStore.from_settings(settings)
+    run_id = "0f0f0f0f0f0f0f0f"
+    items = [(f"{run_id}-{i}", f"{run_id}:{i}:ab", str(i)) for i in range(2)]
+    store.create_run(run_id, name="moving", kind="map", task="t.echo", items=items)
+    page = client.get(f"/console/runs/{run_id}?show=pending&page=1", headers=AUTH).text
+    assert '<meta http-equiv="refresh"' in page
+    assert f'href="/console/runs/{run_id}?show=pending&amp;page=1&amp;refresh=0">Stop reloading' in page
+    still = client.get(f"/console/runs/{run_id}?show=pending&page=1&refresh=0", headers=AUTH).text
+    assert '<meta http-equiv="refresh"' not in still and "Stop reloading" not in still

@@ -17,6 +17,7 @@ import json
 import time
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import urlencode
 
 import jinja2
 import markupsafe
@@ -128,7 +129,11 @@ class Renderer:
     def page(self, request: Request, template: str, status_code: int = 200, **context: Any) -> HTMLResponse:
         """The page ``template`` with ``context``, the request's base path and security headers."""
         base = request.scope.get("root_path", "")
+        path = request.url.path.removeprefix(base)
+        still = urlencode(
+            [*((k, v) for k, v in request.query_params.multi_items() if k != "refresh"), ("refresh", "0")]
+        )
         body = self.env.get_template(template).render(
-            base=base, path=request.url.path.removeprefix(base), **context
+            base=base, path=path, still=f"{path}?{still}", **context
         )
         return HTMLResponse(body, status_code=status_code, headers=_HEADERS)
