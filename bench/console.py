@@ -87,7 +87,10 @@ def main() -> int:
                     f"/console/runs/{run.id}?page={args.items // 200}",
                     f"/console/runs/{run.id}/timeline",
                     "/console/workers",
+                    "/console/dlq",
+                    f"/console/dlq?run={run.id}",
                     "/console/limits",
+                    "/console/spend",
                 ]
                 baseline = statistics.median(
                     _times(lambda: (store.items(run.id), store.outcomes(run.id)), args.repeat)
