@@ -214,3 +214,30 @@ def test_stopping_a_running_runs_reload_keeps_the_view_it_was_on(
     assert f'href="/console/runs/{run_id}?show=pending&amp;page=1&amp;refresh=0">Stop reloading' in page
     still = client.get(f"/console/runs/{run_id}?show=pending&page=1&refresh=0", headers=AUTH).text
     assert '<meta http-equiv="refresh"' not in still and "Stop reloading" not in still
+
+
+def test_a_finished_runs_drawn_timeline_and_charts_follow_a_requeue(
+    client: TestClient, settings: Settings
+) -> None:
+    """What is drawn from a timeline is kept between views, and drawn again once it grows."""
+    store = RunStore.from_settings(settings)
+    run_id = "0e0e0e0e0e0e0e0e"
+    items = [(f"{run_id}-{i}", f"{run_id}:{i}:ab", str(i)) for i in range(2)]
+    store.create_run(run_id, name="again", kind="map", task="t.echo", items=items)
+    for i, item in enumerate(items):
+        outcome = TaskOutcome(
+            task_id=item[0], run_id=run_id, item_key=str(i), ok=i == 0, index=i, idempotency_key=item[1]
+        )
+        store.finish(outcome, span=AttemptSpan("w1@host", 0.2))
+    for _ in range(2):
+        timeline = client.get(f"/console/runs/{run_id}/timeline", headers=AUTH).text
+        assert "2 attempts (1 succeeded, 1 failed)" in timeline
+        assert "Items finished a second: peak 2" in client.get(f"/console/runs/{run_id}", headers=AUTH).text
+    store.reopen(run_id, 1, items[1][1], was_ok=False, was_dead=False)
+    again = TaskOutcome(
+        task_id=items[1][0], run_id=run_id, item_key="1", ok=True, index=1, idempotency_key=items[1][1]
+    )
+    store.finish(again, span=AttemptSpan("w2@host", 0.2))
+    timeline = client.get(f"/console/runs/{run_id}/timeline", headers=AUTH).text
+    assert "2 attempts (1 succeeded, 1 failed)" in timeline and "1 attempts (1 succeeded)" in timeline
+    assert "w2@host" in timeline

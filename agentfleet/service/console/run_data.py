@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from agentfleet.dlq import dead_letter_id
 from agentfleet.models import RunSummary, TaskOutcome
@@ -46,13 +46,17 @@ NOTABLE = 10
 # Runs whose timelines this process keeps, the most recently read.
 CACHED_RUNS = 8
 
+T = TypeVar("T")
+
 
 class SpanCache:
     """The timelines of the last ``CACHED_RUNS`` runs read, brought up to date on each read
-    with the entries written since (a timeline only grows). Safe to share between threads."""
+    with the entries written since (a timeline only grows), and what was drawn from each
+    (``derived``). Safe to share between threads."""
 
     def __init__(self) -> None:
         self._logs: OrderedDict[str, SpanLog] = OrderedDict()
+        self._derived: dict[str, dict[str, tuple[Hashable, Any]]] = {}
         self._lock = threading.Lock()
 
     def read(self, store: RunStore, run_id: str) -> SpanLog:
@@ -63,8 +67,23 @@ class SpanCache:
             self._logs[run_id] = log
             self._logs.move_to_end(run_id)
             while len(self._logs) > CACHED_RUNS:
-                self._logs.popitem(last=False)
+                gone, _ = self._logs.popitem(last=False)
+                self._derived.pop(gone, None)
         return log
+
+    def derived(self, run_id: str, name: str, basis: Hashable, compute: Callable[[], T]) -> T:
+        """What ``compute`` draws from the run's timeline, computed again only when ``basis``
+        (what it is drawn from: the entries read, the window...) differs from the last time:
+        a finished run's charts and timeline are drawn once, however often they are shown."""
+        with self._lock:
+            kept = self._derived.get(run_id, {}).get(name)
+        if kept is not None and kept[0] == basis:
+            return cast(T, kept[1])
+        value = compute()
+        with self._lock:
+            if run_id in self._logs:
+                self._derived.setdefault(run_id, {})[name] = (basis, value)
+        return value
 
 
 def finished(summary: RunSummary) -> int:
@@ -233,9 +252,22 @@ def read_run(
         page=page,
         pages=pages,
         show=show,
-        charts=run_charts(summary, log, run_window(summary, log, now)) if log.spans else [],
+        charts=_charts(spans, run_id, summary, log, now) if log.spans else [],
         timeline=bool(log.spans),
     )
+
+
+def _window(spans: SpanCache, run_id: str, summary: RunSummary, log: SpanLog, now: float) -> Window:
+    if summary.ended_at is None:
+        return run_window(summary, log, now)
+    basis = (log.entries, summary.created_at, summary.ended_at)
+    return spans.derived(run_id, "window", basis, lambda: run_window(summary, log, now))
+
+
+def _charts(spans: SpanCache, run_id: str, summary: RunSummary, log: SpanLog, now: float) -> list[Chart]:
+    window = _window(spans, run_id, summary, log, now)
+    basis = (log.entries, window, summary.tasks_total)
+    return spans.derived(run_id, "charts", basis, lambda: run_charts(summary, log, window))
 
 
 def _slowest(log: SpanLog) -> list[Span]:
@@ -260,7 +292,9 @@ def read_timeline(
     shown: Shown,
     item_limit: int,
 ) -> TimelineView | None:
-    """A run's timeline, its slowest attempts and its most retried items."""
+    """A run's timeline, its slowest attempts and its most retried items. What is drawn is
+    kept in ``spans`` until the timeline or its window changes, so ``link`` and ``shown``
+    must say the same at every call for a run (the console's own do)."""
     store = fleet.store
     record = store.get_run(run_id)
     if not record:
@@ -269,20 +303,26 @@ def read_timeline(
     log = spans.read(store, run_id)
     if not log.spans:
         return TimelineView(summary, None, [], [])
-    window: Window = run_window(summary, log, now)
-    slow, retried = _slowest(log), _most_retried(log)
-    indices = {s.index for s in log.spans} if len(log.spans) <= item_limit else set()
-    indices |= {s.index for s in slow} | {i for i, _ in retried}
-    keys = {i: item[2] for i, item in store.items(run_id, sorted(indices)).items()}
-    timeline = build_timeline(log, window, keys=keys, link=link, shown=shown)
-    attempts = [
-        Attempt(
-            s.index,
-            keys.get(s.index, ""),
-            KINDS[s.kind][1] if s.kind in KINDS else s.kind,
-            s.duration_s,
-            log.worker(s.lane),
-        )
-        for s in slow
-    ]
-    return TimelineView(summary, timeline, attempts, [(i, n, keys.get(i, "")) for i, n in retried])
+    window = _window(spans, run_id, summary, log, now)
+
+    def draw() -> tuple[Timeline, list[Attempt], list[tuple[int, int, str]]]:
+        slow, retried = _slowest(log), _most_retried(log)
+        indices = {s.index for s in log.spans} if len(log.spans) <= item_limit else set()
+        indices |= {s.index for s in slow} | {i for i, _ in retried}
+        keys = {i: item[2] for i, item in store.items(run_id, sorted(indices)).items()}
+        timeline = build_timeline(log, window, keys=keys, link=link, shown=shown)
+        attempts = [
+            Attempt(
+                s.index,
+                keys.get(s.index, ""),
+                KINDS[s.kind][1] if s.kind in KINDS else s.kind,
+                s.duration_s,
+                log.worker(s.lane),
+            )
+            for s in slow
+        ]
+        return timeline, attempts, [(i, n, keys.get(i, "")) for i, n in retried]
+
+    basis = (log.entries, window, tuple(sorted(log.lanes.items())), item_limit)
+    timeline, attempts, retried = spans.derived(run_id, "timeline", basis, draw)
+    return TimelineView(summary, timeline, attempts, retried)
