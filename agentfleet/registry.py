@@ -2,7 +2,9 @@
 
 Every worker writes a heartbeat when it is ready and then every ``worker.heartbeat_s``
 seconds: its node name, the queues it consumes, the task modules it imported and every task
-it registered (for a fleet task, its input parameters). A worker that stops writing counts
+it registered (for a fleet task, its input parameters); and, for the console's workers page,
+its host, pool, slots and busy slots, memory and agentfleet version. A record from an older
+worker lacks those: they read as unknown (empty, or None). A worker that stops writing counts
 as gone ``worker.heartbeat_ttl_s`` seconds later; one that shuts down cleanly removes itself
 at once. Dispatch reads it to refuse a task no live worker could run, and ``/health`` and
 ``/metrics`` read it instead of pinging every worker on each request.
@@ -57,7 +59,12 @@ class TaskInfo:
 
 @dataclass(frozen=True)
 class WorkerRecord:
-    """One worker's last heartbeat: ``beat_at`` and ``started_at`` are epoch seconds."""
+    """One worker's last heartbeat: ``beat_at`` and ``started_at`` are epoch seconds.
+
+    ``pool`` is Celery's pool (``prefork``, ``threads``, ``gevent``, ``solo``...), ``slots``
+    how many tasks it runs at once and ``busy`` how many it was running at the heartbeat;
+    ``rss_bytes`` the resident memory of the worker and its pool processes, in bytes.
+    """
 
     node: str
     queues: tuple[str, ...]
@@ -66,6 +73,12 @@ class WorkerRecord:
     pid: int = 0
     started_at: float = 0.0
     beat_at: float = 0.0
+    host: str = ""
+    pool: str = ""
+    slots: int | None = None
+    busy: int | None = None
+    rss_bytes: int | None = None
+    version: str = ""
 
     def to_json(self) -> str:
         return json.dumps(
@@ -77,6 +90,12 @@ class WorkerRecord:
                 "pid": self.pid,
                 "started_at": self.started_at,
                 "beat_at": self.beat_at,
+                "host": self.host,
+                "pool": self.pool,
+                "slots": self.slots,
+                "busy": self.busy,
+                "rss_bytes": self.rss_bytes,
+                "version": self.version,
             }
         )
 
@@ -91,7 +110,20 @@ class WorkerRecord:
             pid=int(raw.get("pid") or 0),
             started_at=float(raw.get("started_at") or 0.0),
             beat_at=float(raw.get("beat_at") or 0.0),
+            host=str(raw.get("host") or ""),
+            pool=str(raw.get("pool") or ""),
+            slots=_count(raw.get("slots")),
+            busy=_count(raw.get("busy")),
+            rss_bytes=_count(raw.get("rss_bytes")),
+            version=str(raw.get("version") or ""),
         )
+
+
+def _count(value: Any) -> int | None:
+    """A whole number from a record, or None when it is missing or not one."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return int(value)
 
 
 class WorkerRegistry:

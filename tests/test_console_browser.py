@@ -2,13 +2,16 @@
 
 ``agentfleet serve`` runs as its own process on the cluster's Redis. The operator signs in,
 opens the runs page and a run, finds the run's dead letter, previews the requeue, sends it,
-and sees the item succeed. With ``AGENTFLEET_SCREENSHOTS`` set to a directory (``make
-screenshots`` sets ``docs/img``), each page is saved there as a PNG for the docs.
+and sees the item succeed. Then, with a downstream paused, the banner, the workers page, a
+run's charts and the timelines of a small run and of a 10,000-item run, at a laptop's and a
+phone's width. With ``AGENTFLEET_SCREENSHOTS`` set to a directory (``make screenshots`` sets
+``docs/img``), each page is saved there as a PNG for the docs.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -22,8 +25,10 @@ from playwright import sync_api
 from worker_env import cluster_env
 
 from agentfleet import LocalCluster
+from agentfleet.config import load_settings
 from agentfleet.embedded_redis import free_port
 from agentfleet.mock_llm import MockMessagesServer
+from agentfleet.ratelimit import Limiter
 
 pytestmark = pytest.mark.slow
 
@@ -39,13 +44,14 @@ CHROMIUM_ARGS = [
     "--no-first-run",
 ]
 LAPTOP = {"width": 1280, "height": 800}
+PHONE = {"width": 390, "height": 844}
 
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[LocalCluster]:
     with MockMessagesServer() as mock:
         env = cluster_env(AGENTFLEET_TASK_MODULES="console_test_tasks", AGENTFLEET_LLM__BASE_URL=mock.url)
-        with LocalCluster(workers=1, concurrency=4, env=env) as running:
+        with LocalCluster(workers=2, concurrency=4, env=env) as running:
             yield running
 
 
@@ -152,6 +158,90 @@ def test_an_operator_requeues_a_dead_letter_and_sees_it_succeed(
     _shot(page, "console-spend")
 
 
+def _open(page: sync_api.Page, url: str) -> None:
+    """Go to ``url``, signing in on the way if the session is not there yet."""
+    page.goto(url)
+    if "/console/login" in page.url:
+        page.get_by_label("Service token").fill(TOKEN)
+        page.get_by_role("button", name="Sign in").click()
+        page.wait_for_url(url)
+
+
+def _fits(page: sync_api.Page) -> None:
+    overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+    assert overflow <= 0, "the page scrolls sideways"
+
+
+def _on_screen(page: sync_api.Page, cell: sync_api.Locator) -> None:
+    box = cell.bounding_box()
+    assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= page.viewport_size["width"]
+
+
+def test_trouble_workers_charts_and_timelines_at_a_laptops_and_a_phones_width(
+    cluster: LocalCluster, service: str, page: sync_api.Page
+) -> None:
+    Limiter.from_settings(load_settings(broker_url=cluster.broker_url)).pause("vendor-a.example", 600)
+    tag = os.urandom(4).hex()
+    small = cluster.fleet().map(
+        "console_test_tasks.bumpy",
+        [{"n": n, "tag": tag, "sleep_s": 0.3} for n in range(24)],
+        name="vendor-sync",
+    )
+    small.wait(timeout_s=90)
+    big = cluster.fleet().map(
+        "console_test_tasks.noop", [{"n": n, "sleep_s": 0.002} for n in range(10_000)], name="bulk-classify"
+    )
+    wait_for(lambda: big.summary().succeeded >= 2000, timeout_s=120, what="the big run under way")
+    for width, suffix in ((LAPTOP, ""), (PHONE, "-phone")):
+        page.set_viewport_size(width)
+        try:
+            _open(page, f"{service}/console/workers?refresh=0")
+            assert page.get_by_role("row").filter(has_text="threads").count() == 2
+            _fits(page)
+            _shot(page, f"console-workers{suffix}")
+        finally:
+            page.set_viewport_size(LAPTOP)
+    finished = big.wait(timeout_s=300)
+    assert (finished.succeeded, finished.failed, finished.retries) == (10_000 - 103, 103, 112)
+    console = f"{service}/console"
+    for width, suffix in ((LAPTOP, ""), (PHONE, "-phone")):
+        page.set_viewport_size(width)
+        try:
+            _open(page, f"{console}/runs?refresh=0")
+            banner = page.get_by_role("region", name=re.compile("^The fleet (is degraded|needs attention)"))
+            assert "vendor-a.example is paused for every worker for" in banner.inner_text()
+            row = page.get_by_role("row").filter(has_text=small.id)
+            assert "finished, 6 failed" in row.inner_text()
+            _on_screen(page, row.locator('td[data-label="Failed"]'))
+            _fits(page)
+            _shot(page, f"console-fleet{suffix}")
+
+            _open(page, f"{console}/runs/{small.id}?refresh=0")
+            assert page.get_by_role("img", name=re.compile("^Items finished")).count() == 1
+            _fits(page)
+            _shot(page, f"console-run-charts{suffix}")
+
+            _open(page, f"{console}/runs/{small.id}/timeline?refresh=0")
+            lanes = page.get_by_role("heading", level=3)
+            assert lanes.count() == 2, "one lane for each of the two workers"
+            assert page.locator("svg.lane-svg a").count() == 24 + 6 + 6, "a bar per attempt"
+            _fits(page)
+            _shot(page, f"console-timeline{suffix}")
+
+            _open(page, f"{console}/runs/{big.id}/timeline?refresh=0")
+            assert page.get_by_text("10112 attempts: each lane shows how many ran at once").is_visible()
+            assert page.locator("svg.lane-svg a").count() == 0
+            _fits(page)
+            _shot(page, f"console-timeline-bins{suffix}")
+
+            _open(page, f"{console}/limits?refresh=0")
+            paused = page.get_by_role("row").filter(has_text="vendor-a.example").get_by_role("cell").first
+            assert "paused" in paused.inner_text()
+            _on_screen(page, paused)
+        finally:
+            page.set_viewport_size(LAPTOP)
+
+
 UNLABELLED_CONTROLS = """
 [...document.querySelectorAll('input:not([type=hidden]), select, textarea, button')]
   .filter(el => !(el.labels && el.labels.length) && !el.getAttribute('aria-label') && !el.textContent.trim())
@@ -159,7 +249,7 @@ UNLABELLED_CONTROLS = """
 """
 
 
-@pytest.mark.parametrize("path", ["/runs", "/dlq", "/limits", "/schedules", "/spend"])
+@pytest.mark.parametrize("path", ["/runs", "/workers", "/dlq", "/limits", "/schedules", "/spend"])
 def test_each_page_fits_a_phone_and_labels_every_control(
     service: str, page: sync_api.Page, path: str
 ) -> None:

@@ -11,7 +11,8 @@ from starlette.testclient import TestClient
 
 from agentfleet.config import Settings, load_settings
 from agentfleet.dlq import DLQStore
-from agentfleet.runs import RunStore
+from agentfleet.models import TaskOutcome
+from agentfleet.runs import AttemptSpan, RunStore
 from agentfleet.service import create_app
 from agentfleet.spend import SpendLedger
 
@@ -213,7 +214,13 @@ def test_every_page_renders_with_labelled_landmarks(client: TestClient, settings
     entry = sample_entry(run_id="r1")
     _store(settings).add(entry)
     _sign_in(client)
-    for path in ["/runs", "/runs/r1", "/dlq", f"/dlq/{entry.id}", "/limits", "/schedules", "/spend"]:
+    store.finish(
+        TaskOutcome(task_id="r1-0", run_id="r1", item_key="0", ok=True, index=0, idempotency_key="k0"),
+        span=AttemptSpan("w1@host", 0.2),
+    )
+    register_worker(store.client, settings.key_prefix, settings.queues.agents)
+    pages = ["/runs", "/runs/r1", "/runs/r1/timeline", "/workers", "/dlq", f"/dlq/{entry.id}", "/limits"]
+    for path in [*pages, "/schedules", "/spend"]:
         page = client.get(f"/console{path}")
         assert page.status_code == 200, path
         assert '<main id="main"' in page.text and 'nav aria-label="Console"' in page.text, path

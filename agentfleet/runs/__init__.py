@@ -1,15 +1,18 @@
 """The run store (``store.py``): key names (``keys.py``), starting and finishing deliveries
 (``delivery.py``), fleet-wide counters (``tally.py``), run summaries (``summary.py``), item
 claims (``claims.py``), items' durable memory (``memory.py``), budget accounting
-(``budgets.py``), dependency-graph progress (``graph.py``) and compensation bookkeeping
-(``undo.py``)."""
+(``budgets.py``), dependency-graph progress (``graph.py``), compensation bookkeeping
+(``undo.py``), each run's timeline (``spans.py``) and the fleet's last two hours
+(``history.py``)."""
 
 from agentfleet.runs.budgets import Alert, BudgetLedger, Caps, Report, Spend, SpendKeys, Standing
 from agentfleet.runs.claims import Claim, ClaimRenewer, claim_renewer, new_claim_token
 from agentfleet.runs.delivery import BeginState, FinishState
 from agentfleet.runs.graph import Advance, GraphSpec, GraphState, StepSpec
+from agentfleet.runs.history import FleetHistory, Minute
 from agentfleet.runs.keys import RunKeys, item_tag
 from agentfleet.runs.memory import MemoryStore, Refused
+from agentfleet.runs.spans import AttemptSpan, Span, SpanLog
 from agentfleet.runs.store import RunStore
 from agentfleet.runs.summary import CompletionStats, summary_from_record
 from agentfleet.runs.tally import StatsTally, flush_tallies
@@ -18,6 +21,7 @@ from agentfleet.runs.undo import UndoEntry, UndoLog
 __all__ = [
     "Advance",
     "Alert",
+    "AttemptSpan",
     "BeginState",
     "BudgetLedger",
     "Caps",
@@ -25,13 +29,17 @@ __all__ = [
     "ClaimRenewer",
     "CompletionStats",
     "FinishState",
+    "FleetHistory",
     "GraphSpec",
     "GraphState",
     "MemoryStore",
+    "Minute",
     "Refused",
     "Report",
     "RunKeys",
     "RunStore",
+    "Span",
+    "SpanLog",
     "Spend",
     "SpendKeys",
     "Standing",

@@ -25,6 +25,7 @@ from typing import Any, Literal
 from agentfleet.lua import ScriptSet
 from agentfleet.models import TaskOutcome
 from agentfleet.runs.keys import RunKeys
+from agentfleet.runs.spans import AttemptSpan
 
 __all__ = ["DELIVERY_LUA", "BeginState", "DeliveryScripts", "FinishState", "outcome_kind"]
 
@@ -94,7 +95,7 @@ class DeliveryScripts:
         self.ttl_s = ttl_s
         self.clustered = clustered
         self._scripts = DELIVERY_LUA.register(
-            client, "begin", "begin_item", "finish", "finish_item", "finish_run"
+            client, "begin", "begin_item", "finish", "finish_item", "finish_run", "attempt"
         )
 
     def _together(self, run_id: str, key: str) -> bool:
@@ -131,10 +132,13 @@ class DeliveryScripts:
             claim_left_s=max(0.0, int(left_ms) / 1000),
         )
 
-    def finish(self, outcome: TaskOutcome, *, store: bool, record: bool, token: str) -> FinishState:
+    def finish(
+        self, outcome: TaskOutcome, *, store: bool, record: bool, token: str, span: AttemptSpan | None = None
+    ) -> FinishState:
         """Store ``outcome`` (unless ``store`` is false), release ``token``'s claim, and count
         the outcome that stands for its run (when ``record``); nothing when another delivery
-        holds the item's claim (``fenced``)."""
+        holds the item's claim (``fenced``). ``span`` (the worker and its attempt's time) goes
+        on the run's timeline with the outcome, or as a stage passed on (see ``runs/spans.py``)."""
         run_id, key = outcome.run_id, outcome.idempotency_key
         item_keys = [
             self.keys.item("out", key),
@@ -144,6 +148,8 @@ class DeliveryScripts:
         memory = self.keys.item("mem", key)
         run_keys = [self.keys.run(run_id), self.keys.run(run_id, "done"), self.keys.run(run_id, "events")]
         inputs = self.keys.run(run_id, "inputs")
+        timeline = [self.keys.run(run_id, "spans"), self.keys.run(run_id, "lanes")]
+        worker, duration_ms = span.args() if span is not None else ("", 0)
         body = outcome.model_dump_json()
         counted: list[Any] = [
             outcome.index,
@@ -156,8 +162,8 @@ class DeliveryScripts:
         ]
         if self._together(run_id, key):
             reply = self._scripts["finish"](
-                keys=[*run_keys, *item_keys, inputs, memory],
-                args=[*counted, int(store), int(record), token],
+                keys=[*run_keys, *item_keys, inputs, memory, *timeline],
+                args=[*counted, int(store), int(record), token, worker, duration_ms],
             )
             *head, stood, fenced, left_ms = reply
             return _finish_state(head, body, str(stood or ""), bool(fenced), left_ms)
@@ -169,8 +175,26 @@ class DeliveryScripts:
         counts: list[Any] = []
         if record:
             counted[1] = stood
-            counts = self._scripts["finish_run"](keys=[*run_keys, inputs], args=counted)
+            counts = self._scripts["finish_run"](
+                keys=[*run_keys, inputs, *timeline], args=[*counted, worker, duration_ms]
+            )
         return _finish_state(counts, body, "" if stood == body else str(stood), False, 0)
+
+    def attempt(
+        self, run_id: str, field: str, *, event: str, index: int, span: AttemptSpan, ttl_s: int
+    ) -> bool:
+        """Add one to the run counter ``field`` (``retries`` or ``deferrals``) for ``event``,
+        once, and note the attempt on the run's timeline; True when this call counted it."""
+        keys = [
+            self.keys.run(run_id),
+            self.keys.run(run_id, "counted"),
+            self.keys.run(run_id, "spans"),
+            self.keys.run(run_id, "lanes"),
+        ]
+        kind = "r" if field == "retries" else "d"
+        worker, duration_ms = span.args()
+        args: list[Any] = [field, event, ttl_s, index, worker, duration_ms, kind]
+        return bool(self._scripts["attempt"](keys=keys, args=args))
 
 
 def _finish_state(head: list[Any], body: str, stood: str, fenced: bool, left_ms: Any) -> FinishState:

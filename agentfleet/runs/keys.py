@@ -47,7 +47,7 @@ class RunKeys:
 
     def run(self, run_id: str, part: str = "") -> str:
         """``p:run:{<id>}`` (hash), or one of its parts: ``items``, ``inputs``, ``done``,
-        ``events``, ``suspect``."""
+        ``events``, ``suspect``, ``counted``, ``spans``, ``lanes``."""
         return f"{self.prefix}:run:{{{run_id}}}" + (f":{part}" if part else "")
 
     def item(self, kind: str, key: str) -> str:
@@ -83,3 +83,7 @@ class RunKeys:
     def done_bucket(self, second: int) -> str:
         """Items counted in the epoch second ``second``."""
         return f"{self.prefix}:stats:done:{second}"
+
+    def minute(self, minute: int) -> str:
+        """Hash: the fleet's figures of the epoch minute ``minute`` (``runs/history.py``)."""
+        return f"{self.prefix}:stats:min:{minute}"

@@ -16,6 +16,10 @@ the braces are Redis Cluster hash tags, see ``runs/keys.py``). Every key expires
 - ``p:run:{<id>}:events``   stream: each outcome in completion order, then ``end``; ``reopen``
                             when a dead-lettered item is requeued (its next outcome follows);
                             ``aggregate`` once the aggregate is stored
+- ``p:run:{<id>}:spans``    list: the run's timeline, one short entry per outcome, retried or
+                            deferred attempt and passed stage (index, worker lane, end, ms,
+                            kind, cost; ``runs/spans.py``); about 30 bytes an entry
+- ``p:run:{<id>}:lanes``    hash: worker node -> its lane number in ``spans``
 - ``p:run:{<id>}:suspect``  hash: item index -> epoch seconds the reconciler first found it
                             with no outcome, no claim and no message (``tasks/reconciler.py``)
 - ``p:run:{<id>}:counted``  hash: ``<counter> <event id>`` -> 1 for each event ``incr`` counted,
@@ -40,6 +44,10 @@ the braces are Redis Cluster hash tags, see ``runs/keys.py``). Every key expires
                             counted; never expires (written by ``runs/tally.py``)
 - ``p:stats:done:<s>``      items counted in the epoch second ``s`` (kept 120 s), so the
                             completions of the last minute are one ``MGET`` of 60 keys
+- ``p:stats:min:<m>``       hash: the fleet's figures of the epoch minute ``m``: outcomes,
+                            dead letters, cost, retries, deferrals, an item-time histogram,
+                            queue depth and each worker's busy slots (``runs/history.py``);
+                            kept two hours
 
 An item's ``<tag>`` is its run id for a default idempotency key (the item lives in its run's
 slot) and the key itself for one given with ``key=``.
@@ -72,6 +80,7 @@ from agentfleet.redis_client import state_client
 from agentfleet.redis_handles import StateRedis
 from agentfleet.runs.delivery import BeginState, DeliveryScripts, FinishState, outcome_kind
 from agentfleet.runs.keys import RunKeys
+from agentfleet.runs.spans import AttemptSpan, SpanLog, parse_spans
 from agentfleet.runs.summary import CompletionStats, summary_from_record
 from agentfleet.runs.tally import StatsTally, flush_tallies
 
@@ -99,7 +108,7 @@ class RunStore:
             client, "reopen", "release", "renew", "count_event", "attempt_error"
         )
         self._delivery = DeliveryScripts(client, self.keys, ttl_s=ttl_s, clustered=self.clustered)
-        self.tally = StatsTally(client, self.keys.stats, self.keys.done_bucket)
+        self.tally = StatsTally(client, self.keys.stats, self.keys.done_bucket, minute_key=self.keys.minute)
 
     @classmethod
     def from_settings(cls, settings: Settings, client: StateRedis | None = None) -> RunStore:
@@ -266,6 +275,53 @@ class RunStore:
         return bool(self._scripts["count_event"](keys=keys, args=[field, amount, event, self.ttl_s]))
 
     @repeatable
+    def count_attempt(self, run_id: str, field: str, *, event: str, index: int, span: AttemptSpan) -> bool:
+        """``incr`` of ``retries`` or ``deferrals`` by one for ``event``, noting the attempt
+        (item ``index``, ``span``) on the run's timeline in the same script. True when counted."""
+        counted = self._delivery.attempt(run_id, field, event=event, index=index, span=span, ttl_s=self.ttl_s)
+        if counted:
+            self.tally.add_count(field, at=time.time())
+        return counted
+
+    @repeatable
+    def spans(self, run_id: str, *, after: SpanLog | None = None) -> SpanLog:
+        """The run's timeline (``runs/spans.py``): empty for a run recorded before it was kept.
+        Given ``after`` (an earlier read), only the entries written since are read."""
+        start = after.entries if after is not None else 0
+        pipe = self._redis.pipeline(transaction=False)
+        pipe.llen(self.run_key(run_id, "spans"))
+        pipe.lrange(self.run_key(run_id, "spans"), start, -1)
+        pipe.hgetall(self.run_key(run_id, "lanes"))
+        length, entries, lanes = pipe.execute()
+        if int(length) < start:
+            # The list is not the one read before (it expired): read it whole.
+            return self.spans(run_id)
+        return parse_spans(entries, lanes, after=after)
+
+    @repeatable
+    def attempt_errors_of(self, keys: Sequence[str]) -> list[list[dict[str, Any]]]:
+        """``attempt_errors`` of each item key, in one round trip."""
+        pipe = self._redis.pipeline(transaction=False)
+        for key in keys:
+            pipe.lrange(self.keys.item("errs", key), 0, -1)
+        return [[json.loads(x) for x in found] for found in pipe.execute()] if keys else []
+
+    @repeatable
+    def events_at(self, run_id: str, ids: Sequence[str]) -> dict[str, dict[str, str]]:
+        """The run's events with these stream ids (one ``XRANGE`` each, in one round trip)."""
+        if not ids:
+            return {}
+        key = self.run_key(run_id, "events")
+        pipe = self._redis.pipeline(transaction=False)
+        for entry_id in ids:
+            pipe.xrange(key, entry_id, entry_id)
+        found: dict[str, dict[str, str]] = {}
+        for reply in pipe.execute():
+            for entry_id, fields in reply:
+                found[entry_id] = fields
+        return found
+
+    @repeatable
     def events(
         self, run_id: str, last_id: str = "0-0", *, block_ms: int | None = None, count: int = 500
     ) -> list[tuple[str, dict[str, str]]]:
@@ -340,12 +396,19 @@ class RunStore:
 
     @repeatable
     def finish(
-        self, outcome: TaskOutcome, *, store: bool = True, record: bool = True, token: str = ""
+        self,
+        outcome: TaskOutcome,
+        *,
+        store: bool = True,
+        record: bool = True,
+        token: str = "",
+        span: AttemptSpan | None = None,
     ) -> FinishState:
         """Store an outcome under its key (first write wins), release the claim ``token``
         holds, and count the outcome once for its run; nothing while another delivery holds
-        the item's claim (``FinishState.fenced``)."""
-        state = self._delivery.finish(outcome, store=store, record=record, token=token)
+        the item's claim (``FinishState.fenced``). ``span``: the worker and the time of the
+        attempt that ends here, for the run's timeline."""
+        state = self._delivery.finish(outcome, store=store, record=record, token=token, span=span)
         now = time.time()
         if state.recorded:
             self.tally.add_outcome(
@@ -449,6 +512,7 @@ class RunStore:
                 self.run_key(run_id, "done"),
                 self.run_key(run_id, "events"),
                 self.run_key(run_id, "inputs"),
+                self.run_key(run_id, "spans"),
             ],
             args=[index, int(was_ok), int(was_dead), input_json],
         )

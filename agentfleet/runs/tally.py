@@ -1,7 +1,9 @@
 """Fleet-wide completion counters, added up in each process and written about once a second.
 
-Every counted outcome moves the fleet-wide counters (``p:stats``) and the per-second
-completion buckets (``p:stats:done:<second>``, kept 120 s). Writing them inside each
+Every counted outcome moves the fleet-wide counters (``p:stats``), the per-second
+completion buckets (``p:stats:done:<second>``, kept 120 s) and, given ``minute_key``, the
+fleet's minute (``p:stats:min:<minute>``: counts, cost and item-time histogram, see
+``runs/history.py``). Writing them inside each
 outcome's script would add six commands to every item, on keys every item shares (so a Redis
 Cluster could not place them beside the run's own). Instead the process that counted the
 outcome adds it here, and a daemon thread writes the sums in one pipeline every
@@ -23,6 +25,8 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
+from agentfleet.runs.history import HISTORY_TTL_S, item_time_bucket
+
 __all__ = ["StatsTally", "flush_tallies"]
 
 log = logging.getLogger("agentfleet.runs")
@@ -41,10 +45,12 @@ class StatsTally:
         bucket_key: Callable[[int], str],
         *,
         interval_s: float = 1.0,
+        minute_key: Callable[[int], str] | None = None,
     ) -> None:
         self.client = client
         self.stats_key = stats_key
         self.bucket_key = bucket_key
+        self.minute_key = minute_key
         self.interval_s = interval_s
         self._reset()
         _tallies.add(self)
@@ -54,6 +60,8 @@ class StatsTally:
         self._counts: defaultdict[str, int] = defaultdict(int)
         self._amounts: defaultdict[str, float] = defaultdict(float)
         self._per_second: defaultdict[int, int] = defaultdict(int)
+        # (epoch minute, field) -> amount, for the minute hashes.
+        self._per_minute: defaultdict[tuple[int, str], float] = defaultdict(float)
         self._last_done_at = 0.0
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
@@ -71,12 +79,23 @@ class StatsTally:
             self._amounts["worker_seconds"] += seconds
             self._per_second[int(at)] += 1
             self._last_done_at = max(self._last_done_at, at)
+            if self.minute_key is not None:
+                minute = int(at // 60)
+                self._per_minute[(minute, kind)] += 1
+                self._per_minute[(minute, f"t{item_time_bucket(seconds)}")] += 1
+                if dead_lettered:
+                    self._per_minute[(minute, "dead_lettered")] += 1
+                if cost_usd:
+                    self._per_minute[(minute, "cost_usd")] += cost_usd
             self._ensure_thread()
 
-    def add_count(self, field: str, amount: int = 1) -> None:
-        """Add ``amount`` to the counter ``field`` (``runs_finished``...)."""
+    def add_count(self, field: str, amount: int = 1, *, at: float | None = None) -> None:
+        """Add ``amount`` to the counter ``field`` (``runs_finished``...); with ``at`` (epoch
+        seconds), to that minute's ``field`` as well."""
         with self._lock:
             self._counts[field] += amount
+            if at is not None and self.minute_key is not None:
+                self._per_minute[(int(at // 60), field)] += amount
             self._ensure_thread()
 
     def _ensure_thread(self) -> None:
@@ -98,11 +117,12 @@ class StatsTally:
         """Write every pending addition now, in one pipeline."""
         with self._lock:
             counts, amounts, per_second = self._counts, self._amounts, self._per_second
-            last = self._last_done_at
+            per_minute, last = self._per_minute, self._last_done_at
             if not (counts or per_second):
                 return
             self._counts, self._amounts = defaultdict(int), defaultdict(float)
             self._per_second, self._last_done_at = defaultdict(int), 0.0
+            self._per_minute = defaultdict(float)
         try:
             pipe = self.client.pipeline(transaction=False)
             for field, n in counts.items():
@@ -115,10 +135,22 @@ class StatsTally:
             for second, n in per_second.items():
                 pipe.incrby(self.bucket_key(second), n)
                 pipe.expire(self.bucket_key(second), _BUCKET_TTL_S)
+            self._write_minutes(pipe, per_minute)
             pipe.execute()
         except Exception:
-            self._restore(counts, amounts, per_second, last)
+            self._restore(counts, amounts, per_second, last, per_minute)
             raise
+
+    def _write_minutes(self, pipe: Any, per_minute: dict[tuple[int, str], float]) -> None:
+        if self.minute_key is None:
+            return
+        for (minute, field), amount in per_minute.items():
+            if field == "cost_usd":
+                pipe.hincrbyfloat(self.minute_key(minute), field, amount)
+            else:
+                pipe.hincrby(self.minute_key(minute), field, int(amount))
+        for minute in {m for m, _ in per_minute}:
+            pipe.expire(self.minute_key(minute), HISTORY_TTL_S)
 
     def _restore(
         self,
@@ -126,8 +158,11 @@ class StatsTally:
         amounts: dict[str, float],
         per_second: dict[int, int],
         last: float,
+        per_minute: dict[tuple[int, str], float],
     ) -> None:
         with self._lock:
+            for key, amount in per_minute.items():
+                self._per_minute[key] += amount
             for field, n in counts.items():
                 self._counts[field] += n
             for field, value in amounts.items():

@@ -14,7 +14,7 @@
   off (403).
 - ``GET /runs/{id}``: the run's summary, with the same bearer token.
 - ``/console``: the operator's console (``agentfleet.service.console``), signed in with the
-  same token.
+  same token; its banner reads the fleet as ``/health`` does (``trouble.py``).
 
 /health and /metrics need no token: probes and scrapers reach them, so expose this service
 only where those may. Both answer in milliseconds: they read what the workers keep in Redis
@@ -65,6 +65,7 @@ from agentfleet.service.health import PendingClock, assess
 from agentfleet.service.outside import start_for_caller
 from agentfleet.service.prometheus import CONTENT_TYPE, render
 from agentfleet.service.request_body import read_json_body
+from agentfleet.service.trouble import TroubleWatch
 
 __all__ = ["ServiceState", "create_app"]
 
@@ -170,6 +171,7 @@ def create_app(settings: Settings, *, collectors: Sequence[Collector] = DEFAULT_
     """The service for ``settings``; ``collectors`` default to every built-in one."""
     state = ServiceState(settings, collectors=collectors)
     redactor = settings.redactor()
+    watch = TroubleWatch(settings, state, state.collectors, state.clock, ping=state.store.client.ping)
 
     def health(request: Request) -> Response:
         try:
@@ -263,7 +265,7 @@ def create_app(settings: Settings, *, collectors: Sequence[Collector] = DEFAULT_
             Route("/runs", start_run, methods=["POST"]),
             Route("/runs", list_runs, methods=["GET"]),
             Route("/runs/{run_id}", show_run, methods=["GET"]),
-            Mount("/console", app=create_console(settings, state.fleet)),
+            Mount("/console", app=create_console(settings, state.fleet, trouble=watch.now)),
         ],
         lifespan=lifespan,
         exception_handlers={HTTPException: _http_error, Exception: _unexpected},

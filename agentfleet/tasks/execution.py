@@ -62,7 +62,7 @@ from agentfleet.errors import (
 from agentfleet.models import TaskOutcome
 from agentfleet.outages import Patience, repeatable
 from agentfleet.redaction import Redactor
-from agentfleet.runs import BeginState, Claim, FinishState, claim_renewer, new_claim_token
+from agentfleet.runs import AttemptSpan, BeginState, Claim, FinishState, claim_renewer, new_claim_token
 from agentfleet.tasks import clients, failures
 from agentfleet.tasks.batch import execute_batch, is_batch, send_alone
 from agentfleet.tasks.celery_states import defer, raise_for_failures
@@ -140,6 +140,8 @@ class _Delivery:
         # The claim this delivery holds on its item while it runs the body ('' when none).
         self.token = ""
         self.claim: Claim | None = None
+        # When (monotonic seconds) this delivery claimed its item, for the run's timeline.
+        self.claimed_at: float | None = None
 
     @cached_property
     def redactor(self) -> Redactor:
@@ -163,7 +165,7 @@ class _Delivery:
             self.patience.call(note_success, *noted)
         if self.claim is not None:
             self.claim.finishing = True
-        state = self.store.finish(scoped, store=store, record=final, token=self.token)
+        state = self.store.finish(scoped, store=store, record=final, token=self.token, span=self._span())
         if state.fenced:
             why = "another delivery holds this item's claim; this outcome was not stored"
             self._hand_back(state.claim_left_s, why)
@@ -224,6 +226,19 @@ class _Delivery:
             requeues=self.meta.requeues,
         )
         self.store.add_attempt_error(self.key, record)
+
+    def _span(self) -> AttemptSpan | None:
+        """This delivery's attempt for the run's timeline: its worker and seconds since it
+        claimed the item (None when it claimed nothing)."""
+        if self.claimed_at is None:
+            return None
+        node = str(getattr(self.request or self.task.request, "hostname", None) or "local")
+        return AttemptSpan(node, time.monotonic() - self.claimed_at)
+
+    def _count_attempt(self, field: str) -> None:
+        """Count a retry or a deferral once for the run, noting it on the run's timeline."""
+        span = self._span() or AttemptSpan("", 0.0)
+        self.store.count_attempt(self.meta.run, field, event=self._event(), index=self.meta.idx, span=span)
 
     def _event(self) -> str:
         """What this delivery counts is its message's own: the same task id, requeue, attempt
@@ -347,6 +362,7 @@ class _Delivery:
             wait_s = cap_countdown(deferral_s(state.claim_left_s), self.settings.max_countdown_s)
             self._reschedule(self.meta, wait_s, deferral="another delivery of this item is running it")
         self.token = token
+        self.claimed_at = time.monotonic()
         self.claim = claim_renewer().hold(self.runs, self.key, token, ttl_s, confirmed_at=sent)
         try:
             return self._claimed(state.deliveries)
@@ -456,7 +472,7 @@ class _Delivery:
             self._hand_back(self.settings.delivery.claim_ttl_s, f"its claim is lost{after}", spent)
         if isinstance(err, Deferred):
             self.store.clear_deliveries(self.task_id, self.key)
-            self.store.incr(self.meta.run, "deferrals", event=self._event())
+            self._count_attempt("deferrals")
             countdown = cap_countdown(deferral_s(err.wait_s), self.settings.max_countdown_s)
             nxt = self.meta.model_copy(
                 update={"deferrals": self.meta.deferrals + 1, "elapsed_s": spent_s, "cost_usd": cost}
@@ -466,7 +482,7 @@ class _Delivery:
         retries_left = self.meta.attempt < self.task.fleet_max_retries
         if isinstance(err, RetryableError) and retries_left:
             self.store.clear_deliveries(self.task_id, self.key)
-            self.store.incr(self.meta.run, "retries", event=self._event())
+            self._count_attempt("retries")
             countdown = cap_countdown(
                 backoff_s(
                     self.meta.attempt,

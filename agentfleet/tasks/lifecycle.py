@@ -101,7 +101,8 @@ def _start_heartbeat(consumer: Any) -> None:
 
     app = consumer.app
     queues = sorted(app.amqp.queues.consume_from)
-    _heartbeat = Heartbeat(get_settings(), app, str(consumer.hostname), queues).start()
+    pool = getattr(consumer, "pool", None)
+    _heartbeat = Heartbeat(get_settings(), app, str(consumer.hostname), queues, pool=pool).start()
 
 
 @worker_shutdown.connect

@@ -1,12 +1,14 @@
 -- Un-count an item's outcome, so a new delivery records a new one (requeue). The caller drops
 -- the stored outcome and marks the run active beside this script (those keys live elsewhere).
--- KEYS: run, done, events, inputs
+-- The run's timeline, when it has one, notes the reopening (its outcome entry no longer stands).
+-- KEYS: run, done, events, inputs, spans
 -- ARGV: index, was ok (1/0), was dead-lettered (1/0), stage-0 input JSON or ''
 local run, done, events, inputs = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local idx, was_ok, was_dead, input = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 if redis.call('HDEL', done, idx) == 0 then return 0 end
 if input ~= '' then redis.call('HSET', inputs, idx, input) end
-redis.call('XADD', events, '*', 'kind', 'reopen', 'idx', idx)
+local event = redis.call('XADD', events, '*', 'kind', 'reopen', 'idx', idx)
+if redis.call('EXISTS', KEYS[5]) == 1 then redis.call('RPUSH', KEYS[5], idx .. ' -1 ' .. event .. ' 0 o') end
 redis.call('HINCRBY', run, 'done', -1)
 if was_ok == '1' then redis.call('HINCRBY', run, 'succeeded', -1)
 else redis.call('HINCRBY', run, 'failed', -1) end

@@ -1,23 +1,40 @@
 """What the console's pages show, read through the fleet's public APIs.
 
 Every read the console makes goes through here: ``Fleet`` (runs, and ``Fleet.dlq`` for the
-dead-letter queue), the run store, the limiter, the circuit breakers and the spend ledger.
-Nothing here changes state except ``requeue``, ``purge`` and ``cancel``.
+dead-letter queue), the run store (a run's items and timeline: ``run_data``; the fleet's
+last hour: ``runs.FleetHistory``), the worker registry, the limiter, the circuit breakers and
+the spend ledger. Nothing here changes state except ``requeue``, ``purge`` and ``cancel``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from agentfleet.config import FanoutSpec, ScheduleSpec, Settings
-from agentfleet.dlq import DeadLetter, DLQFilter, DLQStats, dead_letter_id
-from agentfleet.models import RunSummary, TaskOutcome
+from agentfleet.dlq import DeadLetter, DLQFilter, DLQStats
+from agentfleet.models import RunSummary
 from agentfleet.orchestration import Fleet
 from agentfleet.orchestration.dead_letters import RequeueResult
 from agentfleet.ratelimit import FLEET, Limiter, LimitStatus
 from agentfleet.ratelimit.circuit import CircuitBreaker, CircuitStatus
+from agentfleet.registry import WorkerRecord, WorkerRegistry
+from agentfleet.runs import FleetHistory
+from agentfleet.service.console.charts import Chart
+from agentfleet.service.console.run_data import (
+    ItemRow,
+    RunView,
+    SpanCache,
+    TimelineView,
+    finished,
+    read_run,
+    read_timeline,
+)
+from agentfleet.service.console.series import fleet_charts
+from agentfleet.service.console.svg import Shown
+from agentfleet.service.console.timeline import ITEM_LIMIT
 from agentfleet.spend import DaySpend, SpendLedger
 
 __all__ = [
@@ -28,46 +45,38 @@ __all__ = [
     "RunView",
     "ScheduleRow",
     "SpendView",
+    "WorkersView",
     "progress",
 ]
 
-# Items listed on one page of a run.
-ITEMS_PAGE = 100
 # Dead letters listed at once, and entries a bulk action may touch in one request.
 DLQ_PAGE = 100
+# Minutes of the fleet's history its charts show.
+FLEET_MINUTES = 60
 
-
-def progress(summary: RunSummary) -> int:
-    """Items with a final outcome (succeeded, failed or cancelled)."""
-    return summary.succeeded + summary.failed + summary.cancelled
-
-
-@dataclass(frozen=True)
-class ItemRow:
-    """One item of a run: its outcome when it has one, else the failed attempts so far."""
-
-    index: int
-    task_id: str
-    key: str
-    item_key: str
-    outcome: TaskOutcome | None
-    dead_letter: str | None = None
-    attempt_errors: list[dict[str, Any]] = field(default_factory=list)
+progress = finished
 
 
 @dataclass(frozen=True)
-class RunView:
-    summary: RunSummary
-    task: str
-    kind: str
-    items: list[ItemRow]
-    stragglers: list[ItemRow]
-    spend: dict[str, float]
-    aggregate: dict[str, Any] | None
-    has_aggregate: bool
-    page: int
-    pages: int
-    show: str
+class WorkersView:
+    """The live workers (by node name), the heartbeat interval and when they were read
+    (epoch seconds)."""
+
+    workers: list[WorkerRecord]
+    heartbeat_s: float
+    now: float
+
+    @property
+    def slots(self) -> int:
+        return sum(w.slots or 0 for w in self.workers)
+
+    @property
+    def busy(self) -> int:
+        return sum(w.busy or 0 for w in self.workers)
+
+    def late(self, worker: WorkerRecord) -> bool:
+        """True when the worker's last heartbeat is more than two intervals old."""
+        return self.now - worker.beat_at > 2 * self.heartbeat_s
 
 
 @dataclass(frozen=True)
@@ -111,6 +120,7 @@ class ConsoleData:
         self.settings = settings
         self.fleet = fleet
         self.ledger = SpendLedger.from_settings(settings, fleet.store.client)
+        self.spans = SpanCache()
 
     # Runs ----------------------------------------------------------------------------------
 
@@ -129,65 +139,25 @@ class ConsoleData:
 
     def run(self, run_id: str, *, page: int = 1, show: str = "all") -> RunView | None:
         """A run with one page of its items (``show``: ``all``, ``failed`` or ``pending``)."""
-        store = self.fleet.store
-        record = store.get_run(run_id)
-        if not record:
-            return None
-        summary = store.summary(run_id)
-        items = store.items(run_id)
-        outcomes = store.outcomes(run_id)
-        stages = len(record.get("task", "").split(",")) if record.get("kind") == "pipeline" else 1
-        rows = [self._row(index, item, outcomes.get(index), stages) for index, item in sorted(items.items())]
-        if show == "failed":
-            rows = [r for r in rows if r.outcome is not None and not r.outcome.ok]
-        elif show == "pending":
-            rows = [r for r in rows if r.outcome is None]
-        pages = max(1, -(-len(rows) // ITEMS_PAGE))
-        page = min(max(1, page), pages)
-        shown = rows[(page - 1) * ITEMS_PAGE : page * ITEMS_PAGE]
-        return RunView(
-            summary=summary,
-            task=record.get("task", ""),
-            kind=record.get("kind", "map"),
-            items=[self._with_attempts(r) if r.outcome is None else r for r in shown],
-            stragglers=self._stragglers(summary, items, outcomes),
-            spend=self.ledger.by_run(run_id),
-            aggregate=store.get_aggregate(run_id),
-            has_aggregate=bool(record.get("aggregate")),
-            page=page,
-            pages=pages,
-            show=show,
+        spend = self.ledger.by_run(run_id)
+        return read_run(self.fleet, self.spans, spend, run_id, page=page, show=show, now=time.time())
+
+    def timeline(self, run_id: str, *, link: Callable[[int], str], shown: Shown) -> TimelineView | None:
+        """A run's timeline (``link``: an item's address; ``shown``: the redactor)."""
+        return read_timeline(
+            self.fleet, self.spans, run_id, now=time.time(), link=link, shown=shown, item_limit=ITEM_LIMIT
         )
 
-    def _row(
-        self, index: int, item: tuple[str, str, str], outcome: TaskOutcome | None, stages: int
-    ) -> ItemRow:
-        task_id, key, item_key = item
-        dead = None
-        if outcome is not None and outcome.dead_lettered:
-            # A pipeline item's dead letter is the failed stage's: look for each stage's id.
-            ids = [dead_letter_id(key, stage) for stage in range(stages)]
-            found = self.fleet.dlq.store.get_many(ids)
-            dead = found[0].id if found else None
-        return ItemRow(index, task_id, key, item_key, outcome, dead)
+    def fleet_charts(self) -> list[Chart]:
+        """The fleet's last hour, minute by minute."""
+        history = FleetHistory(self.fleet.store.client, prefix=self.settings.key_prefix)
+        return fleet_charts(history.minutes(FLEET_MINUTES))
 
-    def _with_attempts(self, row: ItemRow) -> ItemRow:
-        errors = self.fleet.store.attempt_errors(row.key)
-        return ItemRow(row.index, row.task_id, row.key, row.item_key, None, None, errors[-3:])
-
-    def _stragglers(
-        self, summary: RunSummary, items: dict[int, tuple[str, str, str]], outcomes: dict[int, TaskOutcome]
-    ) -> list[ItemRow]:
-        """The items still without an outcome once most of the run is done (at most ten)."""
-        pending = [i for i in sorted(items) if i not in outcomes]
-        if summary.status != "running" or not pending or len(pending) > max(1, summary.tasks_total // 10):
-            return []
-        rows = []
-        for index in pending[:10]:
-            task_id, key, item_key = items[index]
-            errors = self.fleet.store.attempt_errors(key)
-            rows.append(ItemRow(index, task_id, key, item_key, None, None, errors[-3:]))
-        return rows
+    def workers(self) -> WorkersView:
+        registry = WorkerRegistry.from_settings(self.settings, self.fleet.store.client)
+        return WorkersView(
+            workers=registry.live(), heartbeat_s=self.settings.worker.heartbeat_s, now=time.time()
+        )
 
     def cancel(self, run_id: str) -> None:
         self.fleet.get_run(run_id).cancel()

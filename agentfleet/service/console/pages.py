@@ -1,8 +1,10 @@
-"""The console's pages (GET): runs, a run, the dead-letter queue, an entry, limits, schedules, spend.
+"""The console's pages (GET): runs (with the fleet's last hour), a run (with its charts), its
+timeline, workers, the dead-letter queue, an entry, limits, schedules, spend.
 
-A page about something still moving (a running run, the runs list while any runs) reloads
-itself every few seconds with a ``<meta http-equiv="refresh">``: no script. ``?refresh=0``
-stops it, for a screen reader or a long read.
+A page about something still moving (a running run and its timeline, the runs list while
+any runs, workers, limits) reloads itself every few seconds with a ``<meta
+http-equiv="refresh">``: polling, without a script. ``?refresh=0`` stops it, for a screen
+reader or a long read.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from starlette.responses import Response
 from agentfleet.errors import ConfigError
 from agentfleet.service.console.auth import Session, login_nonce, remember_login_nonce
 from agentfleet.service.console.data import progress
+from agentfleet.service.console.run_data import ITEMS_PAGE, success_rate
 
 if TYPE_CHECKING:
     from agentfleet.service.console.routes import Console
@@ -30,6 +33,8 @@ __all__ = [
     "runs_page",
     "schedules_page",
     "spend_page",
+    "timeline_page",
+    "workers_page",
 ]
 
 REFRESH_S = 5
@@ -59,6 +64,7 @@ def runs_page(console: Console, request: Request, session: Session | None) -> Re
         session,
         runs=runs,
         totals=console.data.fleet_totals(),
+        charts=console.data.fleet_charts(),
         progress=progress,
         refresh=_refresh(request, running),
     )
@@ -80,7 +86,34 @@ def run_page(console: Console, request: Request, session: Session | None) -> Res
         session,
         view=view,
         done=progress(view.summary),
+        rate=success_rate(view.summary),
         refresh=_refresh(request, view.summary.status == "running"),
+    )
+
+
+def timeline_page(console: Console, request: Request, session: Session | None) -> Response:
+    run_id = request.path_params["run_id"]
+    base = request.scope.get("root_path", "")
+
+    def link(index: int) -> str:
+        return f"{base}/runs/{run_id}?page={index // ITEMS_PAGE + 1}#item-{index}"
+
+    view = console.data.timeline(run_id, link=link, shown=console.renderer.shown)
+    if view is None:
+        return console.problem(request, session, f"No run {run_id}: it may have expired.", 404)
+    return console.page(
+        request,
+        "timeline.html",
+        session,
+        view=view,
+        link=link,
+        refresh=_refresh(request, view.summary.status == "running"),
+    )
+
+
+def workers_page(console: Console, request: Request, session: Session | None) -> Response:
+    return console.page(
+        request, "workers.html", session, view=console.data.workers(), refresh=_refresh(request, True)
     )
 
 

@@ -4,7 +4,9 @@ Mounted by the service at ``/console``. Every page needs a signed-in session (or
 reading, ``Authorization: Bearer <service.token>``: a wrong one answers 401, which the
 service's guard counts); every POST needs a session, a CSRF token and a same-origin request
 (see ``auth``). With no ``service.token`` configured the console is off and says how to turn
-it on.
+it on. Every page shown to a signed-in operator (or a bearer) carries the banner of what is
+wrong with the fleet now (``agentfleet.service.trouble``); the sign-in page and problems
+shown before signing in do not.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from agentfleet.service.console.auth import Session, check_token, csrf_ok, read_
 from agentfleet.service.console.data import ConsoleData
 from agentfleet.service.console.render import Renderer
 from agentfleet.service.guard import mark_authenticated
+from agentfleet.service.trouble import Trouble
 
 __all__ = ["Console", "Form", "create_console"]
 
@@ -40,16 +43,23 @@ _CSS = resources.files("agentfleet.service.console").joinpath("static/console.cs
 Form = dict[str, list[str]]
 Page = Callable[["Console", Request, Session | None], Response]
 Action = Callable[["Console", Request, Session, Form], Response]
+Troubles = Callable[[], list[Trouble]]
+
+
+def _no_trouble() -> list[Trouble]:
+    return []
 
 
 class Console:
-    """What the console's handlers share: settings, the data layer and the renderer."""
+    """What the console's handlers share: settings, the data layer, the renderer and what
+    says the fleet's trouble for the banner."""
 
-    def __init__(self, settings: Settings, fleet: Fleet) -> None:
+    def __init__(self, settings: Settings, fleet: Fleet, trouble: Troubles = _no_trouble) -> None:
         self.settings = settings
         self.data = ConsoleData(settings, fleet)
         self.renderer = Renderer(settings)
         self.sessions = SessionStore.from_settings(settings, fleet.store.client)
+        self.trouble = trouble
 
     def session(self, request: Request) -> Session | None:
         """The request's live session (raises ``redis.RedisError`` when Redis does not answer)."""
@@ -59,6 +69,8 @@ class Console:
         self, request: Request, template: str, session: Session | None, status_code: int = 200, **context: Any
     ) -> Response:
         context.setdefault("csrf", session.csrf if session else "")
+        if getattr(request.state, "console_reader", False) and "trouble" not in context:
+            context["trouble"] = self.trouble()
         return self.renderer.page(request, template, status_code, session=session, **context)
 
     def problem(self, request: Request, session: Session | None, message: str, status_code: int) -> Response:
@@ -126,6 +138,7 @@ def _guarded(console: Console, handler: Page) -> Callable[[Request], Awaitable[R
                     return _to_login(request)
                 if not bearer:
                     return _wrong_token(console, request)
+            request.state.console_reader = True
             return await run_in_threadpool(handler, console, request, session)
         except (redis.RedisError, OSError) as exc:
             return console.problem(request, session, f"Redis does not answer: {exc}", 503)
@@ -143,6 +156,7 @@ def _action(console: Console, handler: Action) -> Callable[[Request], Awaitable[
             return console.problem(request, None, f"Redis does not answer: {exc}", 503)
         if session is None:
             return _to_login(request)
+        request.state.console_reader = True
         try:
             form = await read_form(request)
         except ValueError as exc:
@@ -172,9 +186,10 @@ def _home(request: Request) -> Response:
     return RedirectResponse(f"{request.scope.get('root_path', '')}/runs", status_code=303)
 
 
-def create_console(settings: Settings, fleet: Fleet) -> Starlette:
-    """The console for ``settings``, reading and acting through ``fleet``."""
-    console = Console(settings, fleet)
+def create_console(settings: Settings, fleet: Fleet, *, trouble: Troubles = _no_trouble) -> Starlette:
+    """The console for ``settings``, reading and acting through ``fleet``; ``trouble`` says
+    what is wrong with the fleet now, for every page's banner."""
+    console = Console(settings, fleet, trouble)
 
     async def login_page(request: Request) -> Response:
         if settings.service.token is None:
@@ -207,6 +222,7 @@ def create_console(settings: Settings, fleet: Fleet) -> Starlette:
             Route("/logout/everywhere", _action(console, actions.logout_everywhere), methods=["POST"]),
             Route("/runs", _guarded(console, pages.runs_page), methods=["GET"]),
             Route("/runs/{run_id}", _guarded(console, pages.run_page), methods=["GET"]),
+            Route("/runs/{run_id}/timeline", _guarded(console, pages.timeline_page), methods=["GET"]),
             Route("/runs/{run_id}/cancel", _action(console, actions.cancel_run), methods=["POST"]),
             Route("/dlq", _guarded(console, pages.dlq_page), methods=["GET"]),
             Route("/dlq/requeue", _guarded(console, pages.requeue_preview), methods=["GET"]),
@@ -214,6 +230,7 @@ def create_console(settings: Settings, fleet: Fleet) -> Starlette:
             Route("/dlq/purge", _guarded(console, pages.purge_confirm), methods=["GET"]),
             Route("/dlq/purge", _action(console, actions.purge), methods=["POST"]),
             Route("/dlq/{entry_id}", _guarded(console, pages.dead_letter_page), methods=["GET"]),
+            Route("/workers", _guarded(console, pages.workers_page), methods=["GET"]),
             Route("/limits", _guarded(console, pages.limits_page), methods=["GET"]),
             Route("/schedules", _guarded(console, pages.schedules_page), methods=["GET"]),
             Route("/spend", _guarded(console, pages.spend_page), methods=["GET"]),

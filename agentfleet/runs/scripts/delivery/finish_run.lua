@@ -1,6 +1,8 @@
--- The run half of finish.lua: count the outcome that stands once for its run.
--- KEYS: run, done, events, inputs
--- ARGV: index, outcome JSON, kind, dead-lettered (1/0), cost, seconds, ttl
+-- The run half of finish.lua: count the outcome that stands once for its run, and note it on
+-- the run's timeline.
+-- KEYS: run, done, events, inputs, spans, lanes
+-- ARGV: index, outcome JSON, kind, dead-lettered (1/0), cost, seconds, ttl, worker node ('' for
+--       none), the attempt's ms
 -- Returns {recorded, done, total, run ended, aggregate path or '', stays active}.
-return record_outcome(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5],
-  ARGV[6], ARGV[7])
+return record_outcome(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], ARGV[1], ARGV[2], ARGV[3],
+  ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9])

@@ -67,16 +67,50 @@ local function end_run(run, events, n, total, now)
   return {1, n, total, 1, aggregate, (aggregate ~= '' or undoing) and 1 or 0}
 end
 
--- Count the outcome once for its run (``secs``: the body's time in whole microseconds); a run
+-- Append one entry to the run's timeline (runs/spans.py): item ``idx``, the lane of worker
+-- ``node`` ('' for none: lane -1), ``stamp`` (an event id, or epoch ms), the attempt's ``dur``
+-- in ms, its ``kind`` and ``cost`` in micro-dollars ('' or '0' for none). A worker seen for
+-- the first time in this run gets the next lane number.
+local function add_span(spans, lanes, idx, node, stamp, dur, kind, cost, ttl)
+  local lane = '-1'
+  if node ~= '' then
+    lane = redis.call('HGET', lanes, node)
+    if not lane then
+      lane = tostring(redis.call('HLEN', lanes))
+      redis.call('HSET', lanes, node, lane)
+      redis.call('EXPIRE', lanes, ttl)
+    end
+  end
+  local entry = idx .. ' ' .. lane .. ' ' .. stamp .. ' ' .. dur .. ' ' .. kind
+  if cost ~= '' and cost ~= '0' then entry = entry .. ' ' .. cost end
+  if redis.call('RPUSH', spans, entry) == 1 then redis.call('EXPIRE', spans, ttl) end
+end
+
+-- Redis's clock in whole epoch milliseconds, as text.
+local function now_ms_text()
+  return string.format('%d', math.floor(now_ms()))
+end
+
+-- US dollars (text) as whole micro-dollars (text).
+local function micro_usd(cost)
+  return string.format('%d', math.floor((tonumber(cost) or 0) * 1000000 + 0.5))
+end
+
+-- Count the outcome once for its run (``secs``: the body's time in whole microseconds) and
+-- note it on the run's timeline (``node``, ``dur``: the worker and its attempt's ms); a run
 -- it ends ends at Redis's clock. Returns {recorded, done, total, run ended, aggregate, stays
 -- active}. A run still being dispatched (``dispatching`` set) does not end here: its total is
 -- not known yet (``end_dispatch.lua`` ends it if every item already has its outcome).
-local function record_outcome(run, done, events, inputs, idx, body, kind, dead, cost, secs, ttl)
+local function record_outcome(run, done, events, inputs, spans, lanes, idx, body, kind, dead, cost, secs,
+                              ttl, node, dur)
   local head = redis.call('HMGET', run, 'tasks_total', 'dispatching')
   if not head[1] then return {0, 0, 0, 0, '', 0} end
   if redis.call('HSETNX', done, idx, '1') == 0 then return {0, 0, 0, 0, '', 0} end
   redis.call('HDEL', inputs, idx)
-  redis.call('XADD', events, '*', 'kind', 'outcome', 'idx', idx, 'outcome', body)
+  local event = redis.call('XADD', events, '*', 'kind', 'outcome', 'idx', idx, 'outcome', body)
+  local letter = 'f'
+  if kind == 'succeeded' then letter = 's' elseif kind == 'cancelled' then letter = 'c' end
+  add_span(spans, lanes, idx, node, event, dur, letter, micro_usd(cost), ttl)
   local n = redis.call('HINCRBY', run, 'done', 1)
   redis.call('HINCRBY', run, kind, 1)
   if dead == '1' then redis.call('HINCRBY', run, 'dead_lettered', 1) end
