@@ -1,8 +1,9 @@
 """The worker registry: which live workers serve which tasks, from which queues.
 
 Every worker writes a heartbeat when it is ready and then every ``worker.heartbeat_s``
-seconds: its node name, the queues it consumes, the task modules it imported and every task
-it registered (for a fleet task, its input parameters). A worker that stops writing counts
+seconds: its node name, the queues it consumes, the task modules it imported, every task
+it registered (for a fleet task, its input parameters) and the rate limits it applies
+(``agentfleet limits show`` reads them). A worker that stops writing counts
 as gone ``worker.heartbeat_ttl_s`` seconds later; one that shuts down cleanly removes itself
 at once. Dispatch reads it to refuse a task no live worker could run, and ``/health`` and
 ``/metrics`` read it instead of pinging every worker on each request.
@@ -23,7 +24,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from agentfleet.config import Settings
@@ -57,7 +58,13 @@ class TaskInfo:
 
 @dataclass(frozen=True)
 class WorkerRecord:
-    """One worker's last heartbeat: ``beat_at`` and ``started_at`` are epoch seconds."""
+    """One worker's last heartbeat: ``beat_at`` and ``started_at`` are epoch seconds.
+
+    ``limits`` is the limiter configuration the worker applies, as plain data: ``table``
+    (downstream -> the ``LimitSpec`` fields set), ``default`` (the same, for any other
+    downstream) and ``max_parallelism`` (None: no fleet ceiling); empty from a worker too old
+    to say.
+    """
 
     node: str
     queues: tuple[str, ...]
@@ -66,6 +73,7 @@ class WorkerRecord:
     pid: int = 0
     started_at: float = 0.0
     beat_at: float = 0.0
+    limits: Mapping[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> str:
         return json.dumps(
@@ -77,6 +85,7 @@ class WorkerRecord:
                 "pid": self.pid,
                 "started_at": self.started_at,
                 "beat_at": self.beat_at,
+                "limits": dict(self.limits),
             }
         )
 
@@ -91,6 +100,7 @@ class WorkerRecord:
             pid=int(raw.get("pid") or 0),
             started_at=float(raw.get("started_at") or 0.0),
             beat_at=float(raw.get("beat_at") or 0.0),
+            limits=dict(raw.get("limits") or {}),
         )
 
 

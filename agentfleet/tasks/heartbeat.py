@@ -13,6 +13,7 @@ import os
 import threading
 import time
 from collections.abc import Mapping
+from typing import Any
 
 from celery import Celery
 
@@ -20,7 +21,7 @@ from agentfleet.config import Settings
 from agentfleet.registry import TaskInfo, WorkerRecord, WorkerRegistry
 from agentfleet.tasks.base import FleetTask
 
-__all__ = ["Heartbeat", "task_catalog"]
+__all__ = ["Heartbeat", "limits_of", "task_catalog"]
 
 log = logging.getLogger("agentfleet.worker")
 
@@ -42,6 +43,15 @@ def task_catalog(tasks: Mapping[str, object]) -> dict[str, TaskInfo]:
             required=tuple(n for n, f in fields.items() if f.is_required()),
         )
     return catalog
+
+
+def limits_of(settings: Settings) -> dict[str, Any]:
+    """The limiter configuration a worker applies, as its heartbeat carries it."""
+    return {
+        "table": {name: spec.model_dump(exclude_none=True) for name, spec in settings.limits.items()},
+        "default": settings.limiter.default.model_dump(exclude_none=True),
+        "max_parallelism": settings.limiter.max_parallelism,
+    }
 
 
 class Heartbeat:
@@ -66,6 +76,7 @@ class Heartbeat:
             pid=os.getpid(),
             started_at=self.started_at,
             beat_at=time.time(),
+            limits=limits_of(self.settings),
         )
 
     def beat(self) -> None:
