@@ -110,7 +110,7 @@ def test_an_unknown_category_is_refused_naming_the_known_ones(
     fleet: Fleet, entries: dict[str, DeadLetter]
 ) -> None:
     with pytest.raises(
-        ConfigError, match="'nonsense' is no dead-letter category.*permanent, transient.*bad_request"
+        ConfigError, match=r"'nonsense' is no dead-letter category.*permanent, transient.*bad_request"
     ):
         fleet.dlq.requeue(category="nonsense", dry_run=True)
     with pytest.raises(ConfigError, match="nonsense"):
