@@ -6,7 +6,9 @@ Four rules, applied together by a ``Redactor``:
   Keys match by words, not substrings: ``api_key`` matches ``openai_api_key`` and
   ``X-Api-Key``, ``token`` matches ``access_token`` but not ``max_tokens``;
 - inside free text, the ``key=value``, ``key: value`` and ``"key": "value"`` forms of those
-  same keys lose their values (a header in a traceback, a query parameter in a URL);
+  same keys lose their values (a header in a traceback, a query parameter in a URL); prose is
+  not a pair: after ``key:``, one plain lower-case word that a sentence goes on from ("the
+  token: read it from the environment") is a word, not a secret, and stays;
 - a known secret value (a configured credential, an API key from the settings) is replaced
   wherever it appears in any string, also in its percent-encoded spellings and, for values
   of at least ``MIN_BASE64_CHARS``, inside base64 text (a Basic auth header echoed back);
@@ -102,7 +104,26 @@ def _pair_pattern(keys: tuple[tuple[str, ...], ...]) -> re.Pattern[str] | None:
     )
 
 
+# A word of prose: letters, lower case but for the first, short enough to be in a dictionary.
+_PROSE_WORD = re.compile(r"[A-Za-z][a-z]{0,11}")
+# ...that a sentence goes on from: a space, then another word.
+_SENTENCE_GOES_ON = re.compile(r"[ \t]+[A-Za-z]")
+
+
+def _is_prose(match: re.Match[str]) -> bool:
+    """A ``key: word ...`` that is a sentence (an ``=`` or a quoted value never is)."""
+    value = match.group("bv")
+    return (
+        value is not None
+        and "=" not in match.group("sep")
+        and _PROSE_WORD.fullmatch(value) is not None
+        and _SENTENCE_GOES_ON.match(match.string, match.end()) is not None
+    )
+
+
 def _mask_pair(match: re.Match[str]) -> str:
+    if _is_prose(match):
+        return match.group(0)
     head = match.group("key") + match.group("kq") + match.group("sep")
     quote_char = match.group("oq")
     if quote_char is not None:

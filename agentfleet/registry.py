@@ -1,10 +1,11 @@
 """The worker registry: which live workers serve which tasks, from which queues.
 
 Every worker writes a heartbeat when it is ready and then every ``worker.heartbeat_s``
-seconds: its node name, the queues it consumes, the task modules it imported and every task
-it registered (for a fleet task, its input parameters); and, for the console's workers page,
-its host, pool, slots and busy slots, memory and agentfleet version. A record from an older
-worker lacks those: they read as unknown (empty, or None). A worker that stops writing counts
+seconds: its node name, the queues it consumes, the task modules it imported, every task
+it registered (for a fleet task, its input parameters) and the rate limits it applies
+(``agentfleet limits show`` reads them); and, for the console's workers page, its host, pool,
+slots and busy slots, memory and agentfleet version. A record from an older worker lacks
+those: they read as unknown (empty, or None). A worker that stops writing counts
 as gone ``worker.heartbeat_ttl_s`` seconds later; one that shuts down cleanly removes itself
 at once. Dispatch reads it to refuse a task no live worker could run, and ``/health`` and
 ``/metrics`` read it instead of pinging every worker on each request.
@@ -25,7 +26,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from agentfleet.config import Settings
@@ -64,6 +65,11 @@ class WorkerRecord:
     ``pool`` is Celery's pool (``prefork``, ``threads``, ``gevent``, ``solo``...), ``slots``
     how many tasks it runs at once and ``busy`` how many it was running at the heartbeat;
     ``rss_bytes`` the resident memory of the worker and its pool processes, in bytes.
+
+    ``limits`` is the limiter configuration the worker applies, as plain data: ``table``
+    (downstream -> the ``LimitSpec`` fields set), ``default`` (the same, for any other
+    downstream) and ``max_parallelism`` (None: no fleet ceiling); empty from a worker too old
+    to say.
     """
 
     node: str
@@ -79,6 +85,7 @@ class WorkerRecord:
     busy: int | None = None
     rss_bytes: int | None = None
     version: str = ""
+    limits: Mapping[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> str:
         return json.dumps(
@@ -96,6 +103,7 @@ class WorkerRecord:
                 "busy": self.busy,
                 "rss_bytes": self.rss_bytes,
                 "version": self.version,
+                "limits": dict(self.limits),
             }
         )
 
@@ -116,6 +124,7 @@ class WorkerRecord:
             busy=_count(raw.get("busy")),
             rss_bytes=_count(raw.get("rss_bytes")),
             version=str(raw.get("version") or ""),
+            limits=dict(raw.get("limits") or {}),
         )
 
 

@@ -11,6 +11,8 @@ the rest sorted by severity. The Markdown report ends with the run's cost.
 
 Offline it reviews against the mock Messages API, which flags ``eval(``, hard-coded
 passwords, bare ``except:`` and the like; with ``ANTHROPIC_API_KEY`` set it asks Claude.
+Severities are calibrated: what ships and can be exploited is critical, the same line in a
+test or in the docs is low (fixtures hold fake credentials on purpose).
 """
 
 from __future__ import annotations
@@ -59,7 +61,8 @@ def _git(repo: Path, *args: str) -> str:
 
 
 def demo_repository(root: Path) -> Path:
-    """A small repository whose last commit changes four files, three of them for the worse."""
+    """A small repository whose last commit changes six files: three for the worse, a test with
+    a fake credential, a binary file and the README."""
     repo = root / "shop"
     repo.mkdir(parents=True)
     _git(repo, "init", "-q", "-b", "main")
@@ -87,6 +90,12 @@ def demo_repository(root: Path) -> Path:
         "    subprocess.call('lp ' + printer, shell=True)\n    return '\\n'.join(rows)\n"
     )
     (repo / "README.md").write_text("# shop\n\nNow with discounts.\n")
+    # A test's fake credential (a low finding, not a critical one) and a binary file (no hunk).
+    (repo / "tests").mkdir()
+    (repo / "tests/test_auth.py").write_text(
+        'TEST_PASSWORD = "not-a-real-one"\n\n\ndef test_login():\n    assert login("u", TEST_PASSWORD)\n'
+    )
+    (repo / "app/logo.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR")
     _git(repo, "add", "-A")
     _git(repo, "-c", "user.name=demo", "-c", "user.email=demo@example.invalid", "commit", "-qm", "discounts")
     return repo

@@ -93,3 +93,65 @@ def test_selecting_by_ids_and_filter_words_at_once_is_refused(
 def test_since_text_that_is_not_a_time_names_the_accepted_forms(fleet: Fleet) -> None:
     with pytest.raises(ConfigError, match="30m, 6h or 2d"):
         fleet.dlq.list(since="yesterday")
+
+
+def test_a_parent_category_selects_every_leaf_under_it(fleet: Fleet, entries: dict[str, DeadLetter]) -> None:
+    poison = dead_item(fleet, category="poison")
+    permanent = {e.id for e in fleet.dlq.list(category="permanent")}
+    assert permanent == {entries["old_bad"].id, entries["bad"].id, poison.id}
+    transient = {e.id for e in fleet.dlq.list(category="transient")}
+    assert transient == {entries["vendor_a"].id, entries["vendor_b"].id}
+    assert fleet.dlq.stats(category="permanent").depth == 3
+    planned = fleet.dlq.requeue(category="permanent", dry_run=True)
+    assert {r.id for r in planned} == permanent
+
+
+def test_an_unknown_category_is_refused_naming_the_known_ones(
+    fleet: Fleet, entries: dict[str, DeadLetter]
+) -> None:
+    with pytest.raises(
+        ConfigError, match=r"'nonsense' is no dead-letter category.*permanent, transient.*bad_request"
+    ):
+        fleet.dlq.requeue(category="nonsense", dry_run=True)
+    with pytest.raises(ConfigError, match="nonsense"):
+        fleet.dlq.list(category="nonsense")
+    assert fleet.dlq.stats().depth == 4
+
+
+def test_a_downstream_matches_its_provider_its_model_and_the_host_serving_it(
+    redis_url: str, key_prefix: str
+) -> None:
+    settings = load_settings(
+        broker_url=redis_url,
+        key_prefix=key_prefix,
+        queues={"agents": f"q-{key_prefix}"},
+        llm={"base_url": "http://127.0.0.1:9/v1"},
+    )
+    fleet = Fleet(settings)
+    haiku = dead_item(fleet, downstream="anthropic:claude-haiku-4-5")
+    sonnet = dead_item(fleet, downstream="anthropic:claude-sonnet-4-5")
+    gpt = dead_item(fleet, downstream="openai:gpt-4o-mini")
+    page = dead_item(fleet, downstream="vendor-b.example")
+    both = {haiku.id, sonnet.id}
+    for word in ("anthropic", "Anthropic", "api.anthropic.com", "127.0.0.1"):
+        assert {e.id for e in fleet.dlq.list(downstream=word)} == both, word
+    assert [e.id for e in fleet.dlq.list(downstream="anthropic:claude-haiku-4-5")] == [haiku.id]
+    assert [e.id for e in fleet.dlq.list(downstream="api.openai.com")] == [gpt.id]
+    assert [e.id for e in fleet.dlq.list(downstream="vendor-b.example")] == [page.id]
+    assert fleet.dlq.list(downstream="vendor-b") == []
+    assert fleet.dlq.stats(downstream="anthropic").depth == 2
+
+
+def test_a_requeue_for_one_vendor_skips_entries_its_api_never_saw(fleet: Fleet) -> None:
+    failed = dead_item(fleet, downstream="anthropic:claude-haiku-4-5")
+    invalid = dead_item(
+        fleet, downstream="anthropic:claude-haiku-4-5", category="invalid_input", error_type="InvalidInput"
+    )
+    results = {r.id: r for r in fleet.dlq.requeue(downstream="anthropic")}
+    assert results[failed.id].action == "requeued"
+    assert results[invalid.id].action == "skipped"
+    assert "never saw it" in (results[invalid.id].reason or "")
+    assert fleet.dlq.store.get(invalid.id) is not None
+    # Named by id or by category, the same entry is sent (the caller asked for it).
+    [planned] = fleet.dlq.requeue([invalid.id], dry_run=True)
+    assert planned.action == "would requeue"

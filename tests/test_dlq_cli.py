@@ -112,3 +112,28 @@ def test_an_unknown_id_is_one_line_and_a_non_zero_exit(env: dict[str, str]) -> N
     assert out.returncode == 2
     assert out.stderr.strip().count("\n") == 0
     assert "no dead letter no-such-entry" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_the_documented_parent_category_requeues_what_it_names(
+    env: dict[str, str], entries: list[DeadLetter]
+) -> None:
+    result = _run(env, "requeue", "--category", "permanent", "--dry-run")
+    assert result.exit_code == 0, result.output
+    assert "1 of 1 entries would be requeued" in result.output
+    assert entries[1].id in result.output
+
+
+def test_an_unknown_category_is_one_line_listing_the_known_ones(
+    env: dict[str, str], entries: list[DeadLetter]
+) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "agentfleet", "dlq", "requeue", "--category", "permannet", "--dry-run"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**env, "PATH": "/usr/bin:/bin"},
+    )
+    assert out.returncode == 2, out.stderr
+    assert "no entries matched" not in out.stdout
+    assert "'permannet' is no dead-letter category" in out.stderr and "permanent, transient" in out.stderr
+    assert "downstream_error" in out.stderr and "Traceback" not in out.stderr

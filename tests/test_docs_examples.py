@@ -49,3 +49,7 @@ def test_make_demo_shows_a_run_and_its_dead_letters() -> None:
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert "Dispatched run" in out.stdout
     assert "the dead-letter queue of run" in out.stdout
+    # Its closing hint says the Redis is gone, not to look things up in it, and how to keep one.
+    closing = " ".join(out.stdout[out.stdout.rindex("The embedded Redis") :].split())
+    assert "stopped with the demo" in closing and "To keep things running" in closing
+    assert "agentfleet worker --pool gevent --concurrency 200" in closing

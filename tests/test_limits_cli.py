@@ -8,11 +8,14 @@ import sys
 
 import pytest
 import redis
+from celery import Celery
 from ratelimit_support import make_limiter
 from typer.testing import CliRunner, Result
 
 from agentfleet.cli.app import app
-from agentfleet.config import LimitSpec
+from agentfleet.config import LimitSpec, load_settings
+from agentfleet.registry import WorkerRegistry
+from agentfleet.tasks.heartbeat import Heartbeat
 
 VENDOR = LimitSpec(rate_per_s=2, burst=4, max_concurrency=3)
 
@@ -85,3 +88,53 @@ def test_a_nonsense_plan_is_one_line_and_a_non_zero_exit() -> None:
     )
     assert out.returncode == 2
     assert out.stderr.strip() == "error: rps must be a number above 0 (got 0.0)"
+
+
+def _worker_beats(redis_url: str, key_prefix: str, node: str, **settings: object) -> None:
+    """``node``'s heartbeat as a worker configured with ``settings`` writes it."""
+    worker = load_settings(broker_url=redis_url, key_prefix=key_prefix, **settings)
+    heartbeat = Heartbeat(worker, Celery(node), node, ["agents"])
+    WorkerRegistry.from_settings(worker).beat(heartbeat.record())
+
+
+def test_show_reports_the_limits_the_workers_use_not_this_processes(
+    env: dict[str, str], redis_url: str, key_prefix: str
+) -> None:
+    # This process says vendor-a allows 2/s; the workers were started with 7/s and a cap of 5.
+    _worker_beats(
+        redis_url,
+        key_prefix,
+        "w1@host-a",
+        limits={"vendor-a.example": {"rate_per_s": 7, "max_concurrency": 5}},
+        limiter={"max_parallelism": 40},
+    )
+    document = json.loads(_run(env, "show", "--json").output)
+    assert (document["view"], document["workers"], document["other_views"]) == ("workers", ["w1@host-a"], [])
+    by_name = {d["downstream"]: d for d in document["downstreams"]}
+    assert by_name["vendor-a.example"]["limits"] == {"rate_per_s": 7, "max_concurrency": 5}
+    assert by_name["_fleet"]["max_slots"] == 40
+    table = _run(env, "show").output
+    assert "as 1 live worker use them (from heartbeats: w1@host-a)" in table
+    assert "7/s, 5 at once" in table and "2/s" not in table
+
+
+def test_workers_configured_differently_are_shown_one_view_each(
+    env: dict[str, str], redis_url: str, key_prefix: str
+) -> None:
+    for node in ("w1@a", "w2@b"):
+        _worker_beats(redis_url, key_prefix, node, limits={"vendor-a.example": {"rate_per_s": 7}})
+    _worker_beats(redis_url, key_prefix, "w3@c", limits={"vendor-a.example": {"rate_per_s": 1}})
+    document = json.loads(_run(env, "show", "vendor-a.example", "--json").output)
+    assert document["workers"] == ["w1@a", "w2@b"]
+    assert document["downstreams"][0]["limits"] == {"rate_per_s": 7}
+    [other] = document["other_views"]
+    assert other["workers"] == ["w3@c"] and other["downstreams"][0]["limits"] == {"rate_per_s": 1}
+    result = CliRunner().invoke(app, ["limits", "show", "vendor-a.example"], env=env)
+    assert "2 different limits configurations" in result.stderr
+    assert "2 live workers" in result.stdout and "1 live worker " in result.stdout
+
+
+def test_with_no_live_worker_show_says_it_reads_this_processes_configuration(env: dict[str, str]) -> None:
+    document = json.loads(_run(env, "show", "--json").output)
+    assert (document["view"], document["workers"]) == ("this process", [])
+    assert "this process's configuration (no live worker reports its own)" in _run(env, "show").output

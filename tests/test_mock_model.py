@@ -18,6 +18,7 @@ from agentfleet.mock_llm.model import (
 )
 from agentfleet.mock_llm.review import find_issues
 from agentfleet.mock_llm.sentiment import score_sentiment
+from agentfleet.tasks.llm_tasks import review_prompt
 
 TOOLS = [
     {"name": "search", "input_schema": {"type": "object", "properties": {}}},
@@ -189,6 +190,59 @@ def test_model_answers_a_diff_with_json_findings() -> None:
     findings = json.loads(text_of(answer))["findings"]
     assert len(findings) == 7
     assert set(findings[0]) == {"file", "line", "severity", "rule", "message"}
+
+
+# What ``git diff`` prints for files the review task is given but that have no hunk.
+HUNKLESS = {
+    "binary": (
+        "diff --git a/docs/img/run.png b/docs/img/run.png\nindex 48309e0..bde848a 100644\n"
+        "Binary files a/docs/img/run.png and b/docs/img/run.png differ\n"
+    ),
+    "rename": (
+        "diff --git a/agentfleet/tasks/autoscale.py b/agentfleet/transport/autoscale.py\n"
+        "similarity index 100%\nrename from agentfleet/tasks/autoscale.py\n"
+        "rename to agentfleet/transport/autoscale.py\n"
+    ),
+    "mode": "diff --git a/bin/run b/bin/run\nold mode 100644\nnew mode 100755\n",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(HUNKLESS))
+def test_the_review_prompt_of_a_file_without_hunks_is_answered_with_json(kind: str) -> None:
+    answer = reply(MockModel(), request(review_prompt(HUNKLESS[kind])))
+    assert json.loads(text_of(answer)) == {"findings": []}
+
+
+def test_the_review_prompt_is_answered_with_the_findings_as_json() -> None:
+    findings = json.loads(text_of(reply(MockModel(), request(review_prompt(DIFF)))))["findings"]
+    assert {(f["rule"], f["line"]) for f in findings} == {(f.rule, f.line) for f in find_issues(DIFF)}
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "tests/test_auth.py",
+        "svc/tests/helpers.py",
+        "test_login.py",
+        "pkg/login_test.go",
+        "conftest.py",
+        "tests/fixtures/keys.json",
+        "docs/agents.md",
+        "README.md",
+    ],
+)
+def test_findings_in_tests_and_docs_are_at_most_low(path: str) -> None:
+    diff = DIFF.replace("svc/api.py", path)
+    found = find_issues(diff)
+    assert len(found) == 7 and {f.severity for f in found} == {"low"}
+
+
+@pytest.mark.parametrize(
+    "path", ["svc/api.py", "app/contests.py", "latest/testing_tools.py", "src/attest.py"]
+)
+def test_findings_in_code_that_ships_keep_their_severity(path: str) -> None:
+    found = {f.rule: f.severity for f in find_issues(DIFF.replace("svc/api.py", path))}
+    assert found["hardcoded-secret"] == "critical" and found["eval-exec"] == "high"
 
 
 # Tool-call directives ------------------------------------------------------------------------

@@ -168,3 +168,40 @@ def test_a_shown_repr_is_redacted_before_it_is_cut() -> None:
     assert len(shown) <= 1024
     assert "999999" not in shown, "no part of the secret survives the cut"
     assert "'api_key': '[REDACTED]'" in shown
+
+
+# Findings and messages as people write them: a secret-named word, a colon, then a sentence.
+PROSE = (
+    "hard-coded secret assigned to 'ADMIN_PASSWORD': read it from the environment or a secret store",
+    "The token: keep it out of the repository.",
+    "Password: never commit one, rotate it instead",
+    "Authorization: see the docs for how to sign in",
+    "api_key: use the credential named in the settings",
+)
+
+
+@pytest.mark.parametrize("text", PROSE)
+def test_ordinary_prose_passes_through_unchanged(text: str) -> None:
+    assert Redactor.build().text(text) == text
+    assert Redactor.build().value({"findings": [{"message": text}]}) == {"findings": [{"message": text}]}
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ("password: hunter2 was found in the log", "hunter2"),
+        ("password: letmein\nnext line", "letmein"),
+        ("password: letmein", "letmein"),
+        ("token: abc.def goes on", "abc.def"),
+        ("secret: S3cr3tValue and more", "S3cr3tValue"),
+        ("api_key: sk-live-1234 is wrong", "sk-live-1234"),
+        ("Authorization: Bearer abcdef and more", "abcdef"),
+        ("Authorization: Basic dXNlcjpwYXNz", "dXNlcjpwYXNz"),
+        ("password=hunter and more", "hunter"),
+        ("token: QwErTy is mixed case", "QwErTy"),
+        ("the secret: 'shh' it says", "shh"),
+    ],
+)
+def test_secrets_beside_prose_are_still_redacted(text: str, secret: str) -> None:
+    clean = Redactor.build().text(text)
+    assert secret not in clean and REDACTED in clean

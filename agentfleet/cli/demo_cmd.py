@@ -63,7 +63,26 @@ def _report(fleet: Fleet, run: Run, *, labels: bool) -> None:
     if dead:
         console.print(entries_table(dead, title=f"the dead-letter queue of run {run.id}"))
         console.print(stats_view(fleet.dlq.stats()))
-        console.print("On a Redis of your own: `agentfleet dlq show ID`, `agentfleet dlq requeue ID`.")
+
+
+def _closing_hint(embedded: bool) -> str:
+    """What to do next: where the run's records are, and how to keep a fleet running."""
+    if not embedded:
+        return (
+            "The workers stopped; the run and its dead letters stay in your Redis: "
+            "`agentfleet runs list`, `agentfleet dlq show ID`, `agentfleet dlq requeue ID`."
+        )
+    return (
+        "The embedded Redis, the workers and the mock stopped with the demo, and the run and its "
+        "dead letters with them. To keep things running, point every process at one Redis and "
+        "start each in a terminal of its own:\n"
+        "  export AGENTFLEET_BROKER_URL=redis://localhost:6379/0\n"
+        "  agentfleet mock-llm --port 8765     # or set ANTHROPIC_API_KEY\n"
+        "  AGENTFLEET_LLM__BASE_URL=http://127.0.0.1:8765 agentfleet worker --pool gevent --concurrency 200\n"
+        "  agentfleet serve                    # /health, /metrics and the console\n"
+        "Then `agentfleet demo` runs on that Redis, and `agentfleet dlq show ID` finds its dead "
+        "letters afterwards (README: your own task on your own Redis)."
+    )
 
 
 def demo(
@@ -106,3 +125,5 @@ def demo(
         console.print(f"Dispatched run {run.id}: {run.total} tasks.")
         follow(run, fleet, timeout_s=timeout_s, label="simulated agents" if simulated else "sentiment agents")
         _report(fleet, run, labels=not simulated)
+        embedded = cluster.embedded
+    console.print(_closing_hint(embedded))

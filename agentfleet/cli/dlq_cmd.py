@@ -24,9 +24,17 @@ dlq_app = typer.Typer(
 )
 
 _CATEGORY = typer.Option(
-    None, "--category", "-c", help="Only this category, e.g. bad_request, poison, timeout."
+    None,
+    "--category",
+    "-c",
+    help="Only this category: a leaf (bad_request, poison, timeout) or a parent (permanent, transient).",
 )
-_DOWNSTREAM = typer.Option(None, "--downstream", "-d", help="Only entries for this downstream host.")
+_DOWNSTREAM = typer.Option(
+    None,
+    "--downstream",
+    "-d",
+    help="Only entries for this downstream: a host, a provider (anthropic) or provider:model.",
+)
 _RUN = typer.Option(None, "--run", "-r", help="Only entries of this run id.")
 _FINGERPRINT = typer.Option(None, "--fingerprint", "-f", help="Only entries with this fingerprint.")
 _SINCE = typer.Option(

@@ -49,9 +49,9 @@ def _paused(status: LimitStatus) -> Text:
     return Text(f"{status.paused_for_s:.1f} s more (until {until})", style="yellow")
 
 
-def limits_table(statuses: Iterable[LimitStatus]) -> Table:
+def limits_table(statuses: Iterable[LimitStatus], *, title: str = "limits") -> Table:
     """One row per downstream: its limits, tokens left per bucket, slots held, pause."""
-    table = Table(title="limits (as every worker sees them now)")
+    table = Table(title=title)
     table.add_column("downstream", no_wrap=True)
     table.add_column("limits", overflow="fold", ratio=2)
     table.add_column("tokens left", overflow="fold", ratio=2)

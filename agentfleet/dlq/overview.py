@@ -12,6 +12,7 @@ from typing import Protocol
 
 from agentfleet.config import DLQSettings
 from agentfleet.dlq.filters import DLQFilter
+from agentfleet.dlq.matching import downstream_matches
 from agentfleet.dlq.stats import DLQStats, merge_vendor_issues
 from agentfleet.dlq.store import DLQStore
 
@@ -45,7 +46,12 @@ def queue_stats(
     recent dead letters and the circuit breakers (only ``flt.downstream``'s when it is set).
     """
     stats = store.stats(window_s=settings.vendor_issue_window_s, flt=flt)
-    statuses = [s for s in circuits.statuses() if flt is None or flt.downstream in (None, s.downstream)]
+    wanted = flt.downstream if flt is not None else None
+    statuses = [
+        s
+        for s in circuits.statuses()
+        if wanted is None or downstream_matches(wanted, s.downstream, store.vendor_hosts)
+    ]
     failing = {
         s.downstream: s.failures for s in statuses if s.failure_ratio >= settings.circuit_failure_ratio
     }

@@ -24,12 +24,13 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from agentfleet.config import Settings
 from agentfleet.dlq.filters import DLQFilter
 from agentfleet.dlq.fingerprint import normalise_message
+from agentfleet.dlq.matching import downstream_matches, expand_category
 from agentfleet.dlq.model import DeadLetter
 from agentfleet.dlq.stats import NO_DOWNSTREAM, DLQStats, FingerprintCount, stats_of_entries
 from agentfleet.lua import ScriptSet
@@ -47,12 +48,24 @@ def _stream_ms(entry_id: str) -> float:
 
 
 class DLQStore:
-    """Dead letters in Redis. Safe to share between threads; every change is atomic."""
+    """Dead letters in Redis. Safe to share between threads; every change is atomic.
 
-    def __init__(self, client: StateRedis, *, prefix: str = "af") -> None:
+    A filter's category may be a parent (``permanent``, ``transient``) and its downstream a
+    provider or a host (``matching.py``); ``vendor_hosts`` (provider -> the hosts serving its
+    API) lets a host name match the ``<provider>:<model>`` entries of the calls it served.
+    """
+
+    def __init__(
+        self,
+        client: StateRedis,
+        *,
+        prefix: str = "af",
+        vendor_hosts: Mapping[str, Iterable[str]] | None = None,
+    ) -> None:
         # redis-py's reply types are unions of every RESP shape; this store knows each reply.
         self.client: Any = client
         self.prefix = f"{{{prefix}:dlq}}"
+        self.vendor_hosts = {name: frozenset(hosts) for name, hosts in (vendor_hosts or {}).items()}
         scripts = DLQ_LUA.register(client, "add", "remove")
         self._add, self._remove = scripts["add"], scripts["remove"]
 
@@ -236,9 +249,32 @@ class DLQStore:
     def _since_ok(entry: DeadLetter, flt: DLQFilter) -> bool:
         return flt.since is None or entry.dead_lettered_at >= flt.since
 
+    def counted(self, dim: str) -> dict[str, int]:
+        """The values of ``dim`` (``category``, ``downstream``, ``fingerprint``) stored entries
+        carry, with how many carry each."""
+        return {k: int(v) for k, v in self.client.hgetall(f"{self.prefix}:n:{dim}").items()}
+
+    def _values(self, dim: str, value: str) -> list[str]:
+        """The stored values of ``dim`` a filter word stands for."""
+        if dim == "category":
+            return sorted(expand_category(value))
+        if dim == "downstream":
+            return [
+                name
+                for name in self.counted("downstream")
+                if downstream_matches(value, name, self.vendor_hosts)
+            ]
+        return [value]
+
     def _indexed_ids(self, flt: DLQFilter) -> list[str]:
-        keys = [self._index_key(dim, value) for dim, value in flt.indexed.items()]
-        return sorted(self.client.sinter(keys))
+        found: set[str] | None = None
+        for dim, value in flt.indexed.items():
+            keys = [self._index_key(dim, v) for v in self._values(dim, value)]
+            ids = set(self.client.sunion(keys)) if keys else set()
+            found = ids if found is None else found & ids
+            if not found:
+                return []
+        return sorted(found or ())
 
     def _stream_ids(self, *, since: float | None, newest_first: bool, limit: int | None) -> list[str]:
         low = "-" if since is None else f"{int(since * 1000)}-0"

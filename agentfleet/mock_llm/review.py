@@ -17,7 +17,13 @@ rule                          severity  flags
 ``tls-verify-disabled``       high      ``verify=False``
 ============================  ========  =============================================
 
-A finding's message never repeats a secret's value.
+Severities are calibrated by where the line is: in a test (under ``tests/``, ``test/`` or
+``fixtures/``, or a ``test_*``, ``*_test.*`` or ``conftest.py`` file) or in documentation
+(under ``docs/``, or a ``.md``, ``.rst`` or ``.txt`` file), a finding is at most ``low``: test
+fixtures hold fake credentials on purpose, and neither ships to production.
+
+A file's diff with no hunk (a binary file, a rename, a mode change) has no findings. A
+finding's message never repeats a secret's value.
 """
 
 from __future__ import annotations
@@ -27,9 +33,22 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-__all__ = ["RULES", "Finding", "Rule", "find_issues", "is_unified_diff"]
+__all__ = ["RULES", "Finding", "Rule", "calibrated", "find_issues", "is_unified_diff"]
 
 Severity = Literal["low", "medium", "high", "critical"]
+
+_NOT_SHIPPED = re.compile(
+    r"""(?x)
+      (?:^|/)(?:tests?|testing|fixtures?|__tests__|docs?)/
+    | (?:^|/)(?:test_[^/]*|[^/]*_test\.\w+|conftest\.py)$
+    | \.(?:md|rst|txt)$
+    """
+)
+
+
+def calibrated(severity: Severity, file: str) -> Severity:
+    """``severity`` for a finding in ``file``: at most ``low`` in tests and documentation."""
+    return "low" if _NOT_SHIPPED.search(file) else severity
 
 
 @dataclass(frozen=True)
@@ -146,11 +165,13 @@ _HUNK = re.compile(r"^@@ -\d+(?:,(?P<old>\d+))? \+(?P<start>\d+)(?:,(?P<new>\d+)
 
 
 _HEADERS = ("+++ ", "--- ", "diff ", "index ")
+_GIT_HEADER = re.compile(r"^diff --git \S")
 
 
 def is_unified_diff(text: str) -> bool:
-    """True when ``text`` holds at least one unified-diff hunk header."""
-    return any(_HUNK.match(line) for line in text.splitlines())
+    """True when ``text`` holds a unified-diff hunk header or a ``diff --git`` file header
+    (a binary file, a rename or a mode change has no hunk)."""
+    return any(_HUNK.match(line) or _GIT_HEADER.match(line) for line in text.splitlines())
 
 
 def _added_lines(diff: str) -> Iterator[tuple[str, int, str]]:
@@ -208,5 +229,5 @@ def find_issues(diff: str) -> list[Finding]:
         for rule in RULES:
             message = rule.match(text)
             if message is not None:
-                findings.append(Finding(file, line_no, rule.severity, rule.name, message))
+                findings.append(Finding(file, line_no, calibrated(rule.severity, file), rule.name, message))
     return findings

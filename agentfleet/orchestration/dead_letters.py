@@ -9,8 +9,15 @@ Every call that selects entries takes the same filter words, as keyword argument
         print(entry.id, entry.error)
     dlq.stats(downstream="vendor-b.example")                   # its depth, fingerprints, circuit
     dlq.requeue(downstream="vendor-b.example", dry_run=True)   # what would be sent
-    dlq.requeue(downstream="vendor-b.example")                 # send them again
+    dlq.requeue(downstream="anthropic")                        # every Anthropic model's entries
+    dlq.list(category="permanent")                             # a parent: every permanent leaf
     dlq.purge(ids=["3f2a..."])
+
+``category`` is a leaf (``bad_request``) or a parent (``permanent``, ``transient``); an unknown
+one is a ``ConfigError`` naming the known ones. ``downstream`` is a host, a provider
+(``anthropic``), a ``provider:model``, or a host serving a provider's API
+(``api.anthropic.com``, the configured base URL's host). A requeue selected by downstream skips
+``invalid_input`` entries: the downstream never saw them, and sending them again fails again.
 """
 
 from __future__ import annotations
@@ -23,7 +30,9 @@ from celery import Celery
 
 from agentfleet.config import Settings
 from agentfleet.dlq import DeadLetter, DLQFilter, DLQStats, DLQStore, FilterFields, queue_stats
-from agentfleet.errors import ConfigError, DeadLetterNotFound
+from agentfleet.dlq.matching import unknown_category_error
+from agentfleet.errors import ConfigError, DeadLetterNotFound, InvalidInput
+from agentfleet.llm.vendors import vendors_for
 from agentfleet.orchestration.requeue import RequeueResult, requeue_entry
 from agentfleet.orchestration.requeue_guard import live_workers
 from agentfleet.ratelimit.circuit import CircuitBreaker
@@ -37,6 +46,8 @@ Ids = list[str]
 Results = list[RequeueResult]
 # What requeue and purge act on: entry ids (or one id), or a filter in their place.
 Selection = Sequence[str] | str | DLQFilter
+# Why a requeue selected by downstream leaves an invalid_input entry where it is.
+NOT_SEEN_BY_DOWNSTREAM = "its input was invalid: the downstream never saw it, and it would fail again"
 
 
 class DeadLetterQueue:
@@ -50,7 +61,19 @@ class DeadLetterQueue:
         self.settings = settings
         self.app = app
         self.runs = runs
-        self.store = DLQStore.from_settings(settings, runs.client)
+        self.store = DLQStore(
+            runs.client,
+            prefix=settings.key_prefix,
+            vendor_hosts={vendor.name: vendor.hosts for vendor in vendors_for(settings)},
+        )
+
+    def _checked(self, flt: DLQFilter) -> DLQFilter:
+        """``flt``, once its category is known (a leaf, a parent, or one stored entries carry)."""
+        if flt.category is not None:
+            problem = unknown_category_error(flt.category, self.store.counted("category"))
+            if problem is not None:
+                raise ConfigError(problem)
+        return flt
 
     # Reading -------------------------------------------------------------------------------
 
@@ -61,7 +84,7 @@ class DeadLetterQueue:
 
         ``since`` is a Unix time, or text such as ``"30m"``, ``"6h"``, ``"2d"`` or an ISO date.
         """
-        return self.store.find(DLQFilter.of(flt, **filters), limit=limit)
+        return self.store.find(self._checked(DLQFilter.of(flt, **filters)), limit=limit)
 
     def get(self, entry_id: str) -> DeadLetter:
         """One entry; raises ``DeadLetterNotFound`` when there is none with that id."""
@@ -76,11 +99,12 @@ class DeadLetterQueue:
         """Depth, breakdowns by category and downstream, top fingerprints, oldest age and vendor
         issues: of the whole queue, or of the entries matching the filters."""
         circuits = CircuitBreaker.from_settings(self.settings, self.runs.client)
-        return queue_stats(self.store, circuits, self.settings.dlq, DLQFilter.of(flt, **filters))
+        chosen = self._checked(DLQFilter.of(flt, **filters))
+        return queue_stats(self.store, circuits, self.settings.dlq, chosen)
 
     def entries(self, flt: DLQFilter | None = None, **filters: Unpack[FilterFields]) -> Iterator[DeadLetter]:
         """Every entry matching the filters, oldest first."""
-        return self.store.scan(DLQFilter.of(flt, **filters))
+        return self.store.scan(self._checked(DLQFilter.of(flt, **filters)))
 
     def export_jsonl(self, out: TextIO, flt: DLQFilter | None = None, **filters: Unpack[FilterFields]) -> int:
         """Write matching entries to ``out`` as JSON Lines, oldest first; returns how many."""
@@ -110,7 +134,7 @@ class DeadLetterQueue:
             flt, named = ids, []
         else:
             named = [ids] if isinstance(ids, str) else list(ids)
-        flt = DLQFilter.of(flt, **filters)
+        flt = self._checked(DLQFilter.of(flt, **filters))
         if named:
             if not flt.empty or everything:
                 raise ConfigError("name entries by id, or by filters, or --all: not several at once")
@@ -140,12 +164,15 @@ class DeadLetterQueue:
 
         An entry is deleted only once the broker took its message. Only fleet tasks the live
         workers register are sent (``requeue_guard.py``). ``dry_run`` says what would be sent
-        and changes nothing.
+        and changes nothing. Selected by downstream, ``invalid_input`` entries are skipped.
         """
         entries = self.select(ids, flt, everything=everything, **filters)
+        by_downstream = _by_downstream(ids, flt, filters)
         workers = live_workers(self.settings, self.runs) if entries else None
         return [
-            requeue_entry(
+            _not_seen(entry)
+            if by_downstream and entry.category == InvalidInput.category
+            else requeue_entry(
                 entry,
                 app=self.app,
                 runs=self.runs,
@@ -170,3 +197,21 @@ class DeadLetterQueue:
         ids that would be, deleting nothing)."""
         chosen = [e.id for e in self.select(ids, flt, everything=everything, **filters)]
         return chosen if dry_run else self.store.remove(chosen)
+
+
+def _by_downstream(ids: Selection, flt: DLQFilter | None, filters: FilterFields) -> bool:
+    """Whether a selection names a downstream (in a filter given as ``ids`` or ``flt``, or a word)."""
+    given = [f for f in (ids, flt) if isinstance(f, DLQFilter)]
+    return any(f.downstream is not None for f in given) or filters.get("downstream") is not None
+
+
+def _not_seen(entry: DeadLetter) -> RequeueResult:
+    return RequeueResult(
+        id=entry.id,
+        task_name=entry.task_name,
+        task_id=entry.task_id,
+        run_id=entry.run_id,
+        stage=entry.stage,
+        action="skipped",
+        reason=NOT_SEEN_BY_DOWNSTREAM,
+    )

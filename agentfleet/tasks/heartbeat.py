@@ -31,7 +31,7 @@ from agentfleet.tasks.base import FleetTask
 from agentfleet.tasks.worker_load import WorkerLoad, read_load
 from agentfleet.transport.layout import UNACKED, queue_keys
 
-__all__ = ["Heartbeat", "task_catalog"]
+__all__ = ["Heartbeat", "limits_of", "task_catalog"]
 
 log = logging.getLogger("agentfleet.worker")
 
@@ -62,6 +62,15 @@ def _version() -> str:
         return metadata.version("agentfleet")
     except metadata.PackageNotFoundError:
         return ""
+
+
+def limits_of(settings: Settings) -> dict[str, Any]:
+    """The limiter configuration a worker applies, as its heartbeat carries it."""
+    return {
+        "table": {name: spec.model_dump(exclude_none=True) for name, spec in settings.limits.items()},
+        "default": settings.limiter.default.model_dump(exclude_none=True),
+        "max_parallelism": settings.limiter.max_parallelism,
+    }
 
 
 class Heartbeat:
@@ -99,6 +108,7 @@ class Heartbeat:
             busy=load.busy,
             rss_bytes=load.rss_bytes,
             version=_version(),
+            limits=limits_of(self.settings),
         )
 
     def _queue_depth(self) -> tuple[int, int]:

@@ -24,6 +24,7 @@ __all__ = [
     "agent",
     "classify_sentiment",
     "review_diff",
+    "review_prompt",
     "sentiment_prompt",
 ]
 
@@ -88,17 +89,27 @@ def classify_sentiment(ctx: TaskContext, text: str, model: str | None = None) ->
 _JSON_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
 
 
+def review_prompt(diff: str) -> str:
+    """The prompt ``review_diff`` sends for one file's ``diff``: JSON findings, with severities
+    calibrated (critical only for what ships and can be exploited; tests and docs at most low)."""
+    return (
+        "Review this diff for security and reliability problems. Reply with JSON only: "
+        '{"findings": [{"file", "line", "severity", "rule", "message"}]}, '
+        '{"findings": []} when there is nothing to report (a binary file, a rename). '
+        "Severity is one of critical, high, medium, low: critical only for a flaw in code that "
+        "ships and can be exploited as it is (a real credential, injection); in tests, fixtures "
+        "and documentation, where fake credentials and unsafe calls are deliberate, at most low."
+        "\n\n" + diff
+    )
+
+
 @fleet_task(name="agentfleet.review_diff")
 def review_diff(ctx: TaskContext, diff: str, model: str | None = None) -> dict[str, Any]:
     """Review a unified diff; the findings (file, line, severity, rule, message) as a dict.
 
     Findings from many diffs merge with ``agentfleet.merge.merge_findings``.
     """
-    prompt = (
-        "Review this diff for security and reliability problems. Reply with JSON only: "
-        '{"findings": [{"file", "line", "severity", "rule", "message"}]}.\n\n' + diff
-    )
-    result = run_agent(ctx, prompt=prompt, model=model, max_tokens=2048, max_turns=1)
+    result = run_agent(ctx, prompt=review_prompt(diff), model=model, max_tokens=2048, max_turns=1)
     match = _JSON_OBJECT.search(result.text)
     try:
         parsed = json.loads(match.group(0) if match else result.text)
