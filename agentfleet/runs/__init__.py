@@ -1,14 +1,13 @@
-"""The run store (``store.py``): key names (``keys.py``), starting and finishing deliveries
-(``delivery.py``), fleet-wide counters (``tally.py``), run summaries (``summary.py``), item
-claims (``claims.py``), items' durable memory (``memory.py``), budget accounting
-(``budgets.py``), dependency-graph progress (``graph.py``) and compensation bookkeeping
-(``undo.py``)."""
+"""The run store (``store.py``): starting and finishing deliveries (``delivery.py``),
+fleet-wide counters (``tally.py``), run summaries (``summary.py``), item claims
+(``claims.py``), items' durable memory (``memory.py``), budget accounting (``budgets.py``),
+dependency-graph progress (``graph.py``) and compensation bookkeeping (``undo.py``). Its key
+names are built in ``agentfleet.keys``."""
 
-from agentfleet.runs.budgets import Alert, BudgetLedger, Caps, Report, Spend, SpendKeys, Standing
+from agentfleet.runs.budgets import Alert, BudgetLedger, Caps, Report, Spend, Standing
 from agentfleet.runs.claims import Claim, ClaimRenewer, claim_renewer, new_claim_token
 from agentfleet.runs.delivery import BeginState, FinishState
 from agentfleet.runs.graph import Advance, GraphSpec, GraphState, StepSpec
-from agentfleet.runs.keys import RunKeys, item_tag
 from agentfleet.runs.memory import MemoryStore, Refused
 from agentfleet.runs.store import RunStore
 from agentfleet.runs.summary import CompletionStats, summary_from_record
@@ -30,10 +29,8 @@ __all__ = [
     "MemoryStore",
     "Refused",
     "Report",
-    "RunKeys",
     "RunStore",
     "Spend",
-    "SpendKeys",
     "Standing",
     "StatsTally",
     "StepSpec",
@@ -41,7 +38,6 @@ __all__ = [
     "UndoLog",
     "claim_renewer",
     "flush_tallies",
-    "item_tag",
     "new_claim_token",
     "summary_from_record",
 ]

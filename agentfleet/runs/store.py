@@ -1,8 +1,8 @@
 """The run store: run records, one key per item outcome, counters by ``HINCRBY``, claims.
 
 Layout under the key prefix ``p`` (``<id>`` is a run id, ``<key>`` an item's idempotency key;
-the braces are Redis Cluster hash tags, see ``runs/keys.py``). Every key expires after
-``ttl_s`` seconds unless noted:
+names from ``agentfleet.keys``, whose docstring explains the Redis Cluster hash tags). Every
+key expires after ``ttl_s`` seconds unless noted:
 
 - ``p:run:{<id>}``          hash: name, kind, task names, queues, totals, status, times, the
                             counters, the aggregate's path, result and deliveries
@@ -65,13 +65,13 @@ from typing import Any
 import redis
 
 from agentfleet.config import Settings
+from agentfleet.keys import RunKeys
 from agentfleet.lua import ScriptSet
 from agentfleet.models import RunSummary, TaskOutcome
 from agentfleet.outages import repeatable
 from agentfleet.redis_client import state_client
 from agentfleet.redis_handles import StateRedis
 from agentfleet.runs.delivery import BeginState, DeliveryScripts, FinishState, outcome_kind
-from agentfleet.runs.keys import RunKeys
 from agentfleet.runs.summary import CompletionStats, summary_from_record
 from agentfleet.runs.tally import StatsTally, flush_tallies
 
@@ -290,6 +290,11 @@ class RunStore:
                     found[int(fields["idx"])] = TaskOutcome.model_validate_json(fields["outcome"])
 
     # Aggregates ----------------------------------------------------------------------------
+
+    def count_aggregate_delivery(self, run_id: str) -> int:
+        """Count one delivery of the run's aggregate; the deliveries so far (sent again after a
+        dropped connection, it would count twice: not ``@repeatable``)."""
+        return int(self._redis.hincrby(self.run_key(run_id), "aggregate_attempts", 1))
 
     @repeatable
     def mark_aggregate_started(self, run_id: str, at: float | None = None) -> None:
