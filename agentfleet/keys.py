@@ -285,7 +285,8 @@ def redbeat_prefix(prefix: str) -> str:
 @dataclass(frozen=True)
 class KeyPattern:
     """One kind of key: ``pattern`` as docs/keys.md writes it (``p`` the key prefix, ``<name>``
-    a variable part, ``...`` the rest of an item's idempotency key) and its Redis type."""
+    a variable part of at least one character, ``<name?>`` one that may be empty, ``...`` the
+    rest of an item's idempotency key) and its Redis type."""
 
     pattern: str
     type: str
@@ -294,11 +295,17 @@ class KeyPattern:
         """What the names of this kind look like under ``prefix``."""
         parts = re.split(r"(<[^>]+>|\.\.\.|(?:^|(?<=\{))p(?=:))", self.pattern)
         spelled = {"...": ".*", "p": re.escape(prefix)}
-        body = "".join(".+" if part.startswith("<") else spelled.get(part, re.escape(part)) for part in parts)
+        body = "".join(
+            _variable(part) if part.startswith("<") else spelled.get(part, re.escape(part)) for part in parts
+        )
         return re.compile(body, re.DOTALL)
 
     def matches(self, key: str, prefix: str) -> bool:
         return self.regex(prefix).fullmatch(key) is not None
+
+
+def _variable(part: str) -> str:
+    return ".*" if part.endswith("?>") else ".+"
 
 
 def _kinds(rows: str) -> tuple[KeyPattern, ...]:
@@ -339,7 +346,7 @@ KEYS: tuple[KeyPattern, ...] = _kinds(
     {p:cb}:<downstream>:w                 hash
     {p:dlq}:stream                        stream
     {p:dlq}:e:<id>                        hash
-    {p:dlq}:i:<dimension>:<value>         set
+    {p:dlq}:i:<dimension>:<value?>        set
     {p:dlq}:n:<dimension>                 hash
     {p:dlq}:fp                            hash
     {p:dlq}:malformed                     hash

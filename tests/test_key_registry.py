@@ -87,8 +87,9 @@ PINNED = [
     (
         dlq.index("category", "rate_limited"),
         "{af:dlq}:i:category:rate_limited",
-        "{p:dlq}:i:<dimension>:<value>",
+        "{p:dlq}:i:<dimension>:<value?>",
     ),
+    (dlq.index("run", ""), "{af:dlq}:i:run:", "{p:dlq}:i:<dimension>:<value?>"),  # an entry with no run
     (dlq.counts("downstream"), "{af:dlq}:n:downstream", "{p:dlq}:n:<dimension>"),
     (dlq.fingerprints, "{af:dlq}:fp", "{p:dlq}:fp"),
     (dlq.malformed, "{af:dlq}:malformed", "{p:dlq}:malformed"),
@@ -139,6 +140,13 @@ def test_a_pattern_matches_under_its_own_prefix_only() -> None:
     assert not record.matches("t2:run:{abc}", "t1")
     assert not record.matches("t1:run:{abc}:items", "t1")
     assert KeyPattern("p:spend:day:{p:spend:<date>}", "hash").matches("x:spend:day:{x:spend:d}", "x")
+
+
+def test_a_variable_part_is_empty_only_where_the_table_says_it_may_be() -> None:
+    assert not BY_PATTERN["{p:rl}:<downstream>:pause"].matches("{af:rl}::pause", "af")
+    assert not BY_PATTERN["p:queuehead:<list>"].matches("af:queuehead:", "af")
+    assert BY_PATTERN["{p:dlq}:i:<dimension>:<value?>"].matches("{af:dlq}:i:run:", "af")
+    assert not BY_PATTERN["{p:dlq}:i:<dimension>:<value?>"].matches("{af:dlq}:i::x", "af")
 
 
 def test_a_name_outside_the_registry_is_refused_where_it_would_be_built() -> None:

@@ -7,7 +7,7 @@ script can write an entry and every index of it, all the dead-letter keys live i
 - ``{p:dlq}:stream``                 stream: one ``id`` per entry, in the order they arrived
 - ``{p:dlq}:e:<id>``                 hash: ``data`` (the entry as JSON) and the indexed fields
 - ``{p:dlq}:i:<dimension>:<value>``  set of ids, for ``category``, ``downstream``, ``run``,
-  ``fingerprint``
+  ``fingerprint`` (an empty value: the entries without one)
 - ``{p:dlq}:n:<dimension>``          hash: value -> entry count, for ``category``,
   ``downstream``, ``fingerprint``
 - ``{p:dlq}:fp``                     hash: fingerprint -> a sample ``[error type, normalised
