@@ -198,6 +198,15 @@ def test_the_docs_table_lists_exactly_the_registrys_keys_and_types() -> None:
     assert _documented() == {(kind.pattern, kind.type) for kind in KEYS}
 
 
+def test_every_writer_the_docs_table_names_exists() -> None:
+    text = (REPO / "docs" / "keys.md").read_text()
+    section = text.split("\n## The keys\n", 1)[1].split("\n## ", 1)[0]
+    writers = [row.strip("|").split("|")[4] for row in section.splitlines() if row.startswith("| `")]
+    named = {path for cell in writers for path in re.findall(r"`([\w/]+\.(?:py|lua))`", cell)}
+    assert named, "the table names the modules that write each key"
+    assert sorted(p for p in named if not (PACKAGE / p).is_file()) == []
+
+
 # Built nowhere else ---------------------------------------------------------------------------
 
 _WRITES = {
