@@ -291,11 +291,6 @@ class RunStore:
 
     # Aggregates ----------------------------------------------------------------------------
 
-    def count_aggregate_delivery(self, run_id: str) -> int:
-        """Count one delivery of the run's aggregate; the deliveries so far (sent again after a
-        dropped connection, it would count twice: not ``@repeatable``)."""
-        return int(self._redis.hincrby(self.run_key(run_id), "aggregate_attempts", 1))
-
     @repeatable
     def mark_aggregate_started(self, run_id: str, at: float | None = None) -> None:
         """Note when the fan-in callback started (seconds since the epoch)."""

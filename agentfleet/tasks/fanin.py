@@ -42,6 +42,8 @@ __all__ = ["aggregate_dead_letter", "run_aggregate"]
 
 log = logging.getLogger("agentfleet.tasks")
 
+_ATTEMPTS = "aggregate_attempts"
+
 
 def aggregate_dead_letter(
     run_id: str, fn: str, error: str, *, attempts: int, trace: str, worker: str
@@ -112,7 +114,7 @@ class _Fanin:
         if not record:
             log.error("a fan-in message names run %s, which does not exist; dropped", run_id)
             return None
-        self.attempts = store.count_aggregate_delivery(run_id)
+        self.attempts = int(store.client.hincrby(store.run_key(run_id), _ATTEMPTS, 1))
         store.mark_aggregate_started(run_id)
         if record.get("status") == "failed":
             store.set_aggregate(run_id, ok=False, error="an item failed and the run fails fast")
