@@ -22,6 +22,7 @@ from kombu import Queue
 from agentfleet.config import Settings
 from agentfleet.config.cron import cron_schedule
 from agentfleet.config.redis_url import url_password, without_password
+from agentfleet.keys import redbeat_prefix
 from agentfleet.redis_client import keepalive_options, sentinel_hosts
 from agentfleet.transport import broker_transport, consumer_class, enabled
 
@@ -95,8 +96,9 @@ def beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
 
 
 def redbeat_key_prefix(settings: Settings) -> str:
-    """Where redbeat keeps entries and its lock (``<prefix>:lock``), under our key prefix."""
-    return f"{settings.key_prefix}:redbeat:"
+    """What redbeat puts before the names of its entries, schedule and lock: under our key
+    prefix (``agentfleet.keys.redbeat_prefix``)."""
+    return redbeat_prefix(settings.key_prefix)
 
 
 def _sentinel_options(settings: Settings) -> dict[str, Any]:

@@ -10,8 +10,8 @@ as gone ``worker.heartbeat_ttl_s`` seconds later; one that shuts down cleanly re
 at once. Dispatch reads it to refuse a task no live worker could run, and ``/health`` and
 ``/metrics`` read it instead of pinging every worker on each request.
 
-Keys under the key prefix ``p``, hash-tagged ``{p:wk}`` so that a heartbeat's transaction and
-``live``'s ``MGET`` stay on one node of a Redis Cluster:
+Keys under the key prefix ``p`` (names from ``agentfleet.keys``), hash-tagged ``{p:wk}`` so that
+a heartbeat's transaction and ``live``'s ``MGET`` stay on one node of a Redis Cluster:
 
 - ``{p:wk}:worker:<node>``  string, the worker's record as JSON; expires ``heartbeat_ttl_s``
                             after its last heartbeat
@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentfleet.config import Settings
+from agentfleet.keys import WorkerKeys
 from agentfleet.outages import repeatable
 from agentfleet.redis_client import state_client
 from agentfleet.redis_handles import StateRedis
@@ -140,7 +141,7 @@ class WorkerRegistry:
 
     def __init__(self, client: StateRedis, *, prefix: str = "af", ttl_s: float = 15.0) -> None:
         self.client: Any = client
-        self.prefix = prefix
+        self.keys = WorkerKeys(prefix)
         self.ttl_s = ttl_s
 
     @classmethod
@@ -151,28 +152,22 @@ class WorkerRegistry:
             ttl_s=settings.worker.heartbeat_ttl_s,
         )
 
-    def _index_key(self) -> str:
-        return f"{{{self.prefix}:wk}}:workers"
-
-    def _record_key(self, node: str) -> str:
-        return f"{{{self.prefix}:wk}}:worker:{node}"
-
     def beat(self, record: WorkerRecord) -> None:
         """Write ``record`` as its worker's heartbeat, good for ``ttl_s`` seconds."""
         now = time.time()
         ttl_ms = max(1, round(self.ttl_s * 1000))
         pipe = self.client.pipeline(transaction=True)
-        pipe.set(self._record_key(record.node), record.to_json(), px=ttl_ms)
-        pipe.zadd(self._index_key(), {record.node: now + self.ttl_s})
-        pipe.zremrangebyscore(self._index_key(), "-inf", now)
-        pipe.pexpire(self._index_key(), ttl_ms)
+        pipe.set(self.keys.record(record.node), record.to_json(), px=ttl_ms)
+        pipe.zadd(self.keys.index, {record.node: now + self.ttl_s})
+        pipe.zremrangebyscore(self.keys.index, "-inf", now)
+        pipe.pexpire(self.keys.index, ttl_ms)
         pipe.execute()
 
     def remove(self, node: str) -> None:
         """Forget ``node`` at once (it is shutting down)."""
         pipe = self.client.pipeline(transaction=True)
-        pipe.delete(self._record_key(node))
-        pipe.zrem(self._index_key(), node)
+        pipe.delete(self.keys.record(node))
+        pipe.zrem(self.keys.index, node)
         pipe.execute()
 
     @repeatable
@@ -181,10 +176,10 @@ class WorkerRegistry:
 
         The records' own expiry decides (kept by Redis), not this process's clock.
         """
-        nodes = self.client.zrange(self._index_key(), 0, -1)
+        nodes = self.client.zrange(self.keys.index, 0, -1)
         if not nodes:
             return []
-        found = self.client.mget([self._record_key(node) for node in nodes])
+        found = self.client.mget([self.keys.record(node) for node in nodes])
         return sorted(
             (WorkerRecord.from_json(text) for text in found if text),
             key=lambda record: record.node,

@@ -5,15 +5,16 @@ attempts that later failed or were retried spent too (a run's ``cost_usd`` count
 finished items). A downstream is named as the limiter names it: ``anthropic:<model>`` for a
 Messages API call.
 
-Layout under the key prefix ``p`` (the braces are Redis Cluster hash tags: a run's keys live
-in its run's slot, and a day's beside the budgets' per-day keys, ``runs/budgets.py``):
+Layout under the key prefix ``p`` (names from ``agentfleet.keys``; the braces are Redis
+Cluster hash tags: a run's keys live in its run's slot, and a day's beside the budgets' per-day
+keys, ``runs/budgets.py``):
 
-- ``p:spend:run:{<id>}``         hash: downstream -> US dollars the run's calls to it cost;
-                                 expires ``result_ttl_s`` seconds after its last change
-- ``p:spend:day:{p:<date>}``     hash: downstream -> US dollars spent on that UTC day
-                                 (``2026-01-31``); expires ``budgets.ledger_days`` days after
-- ``p:spend:budget:{<id>}``      string: a budget in US dollars given to that one run when it
-                                 was started (over ``budgets.run_usd``); expires with the run
+- ``p:spend:run:{<id>}``             hash: downstream -> US dollars the run's calls to it
+                                     cost; expires ``result_ttl_s`` seconds after its last change
+- ``p:spend:day:{p:spend:<date>}``   hash: downstream -> US dollars spent on that UTC day
+                                     (``2026-01-31``); expires ``budgets.ledger_days`` days after
+- ``p:spend:budget:{<id>}``          string: a budget in US dollars given to that one run when
+                                     it was started (over ``budgets.run_usd``); expires with the run
 
 Amounts move only by ``HINCRBYFLOAT``: any number of workers record at once without a
 read-modify-write.
@@ -27,6 +28,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from agentfleet.config import Settings
+from agentfleet.keys import SpendKeys
 from agentfleet.outages import repeatable
 from agentfleet.redis_client import state_client
 from agentfleet.redis_handles import StateRedis
@@ -63,7 +65,7 @@ class SpendLedger:
     ) -> None:
         # redis-py's reply types are unions of every RESP shape; this ledger knows each reply.
         self.client: Any = client
-        self.prefix = f"{prefix}:spend"
+        self.keys = SpendKeys(prefix)
         self.run_ttl_s = run_ttl_s
         self.keep_days = keep_days
 
@@ -77,13 +79,13 @@ class SpendLedger:
         )
 
     def run_key(self, run_id: str) -> str:
-        return f"{self.prefix}:run:{{{run_id}}}"
+        return self.keys.run(run_id)
 
     def day_key(self, day: str) -> str:
-        return f"{self.prefix}:day:{{{self.prefix}:{day}}}"
+        return self.keys.day(day)
 
     def budget_key(self, run_id: str) -> str:
-        return f"{self.prefix}:budget:{{{run_id}}}"
+        return self.keys.budget(run_id)
 
     @repeatable
     def set_budget(self, run_id: str, usd: float) -> None:

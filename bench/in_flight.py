@@ -41,8 +41,8 @@ from _probes import RedisUse, cpu_s, open_fds, pss_mib  # noqa: E402
 
 from agentfleet.config import load_settings  # noqa: E402
 from agentfleet.embedded_redis import EmbeddedRedis  # noqa: E402
+from agentfleet.keys import RunKeys  # noqa: E402
 from agentfleet.local import LocalCluster  # noqa: E402
-from agentfleet.runs.keys import RunKeys  # noqa: E402
 
 _ERRORS = ("ERROR", "Traceback", "MaxConnectionsError", "Too many connections", "Too many open files")
 

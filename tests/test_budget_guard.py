@@ -15,7 +15,6 @@ from agentfleet.config import get_settings, reset_settings
 from agentfleet.errors import BudgetExceeded, fleet_error_in_chain
 from agentfleet.mock_llm import MockMessagesServer
 from agentfleet.runs import BudgetLedger
-from agentfleet.spend import SpendLedger
 from agentfleet.tasks import clients
 from agentfleet.tasks.context import TaskContext
 from agentfleet.tasks.execution_state import new_context
@@ -95,7 +94,7 @@ def test_an_items_spending_carries_over_to_its_next_execution(
     _call(first)
     first.close()
     prefix = get_settings().key_prefix
-    ledger = BudgetLedger(redis_client, SpendLedger(redis_client, prefix=prefix), prefix=prefix)
+    ledger = BudgetLedger(redis_client, prefix=prefix)
     spent = ledger.item("item")
     assert spent.usd == pytest.approx(first.cost_usd) and spent.turns == 1
     assert spent.seconds > 0, "the execution's seconds were counted when it ended"

@@ -19,9 +19,9 @@ from fault_support import wait_until
 from http_scripted import Reply, ScriptedServer
 
 from agentfleet import LocalCluster
+from agentfleet.keys import RunKeys
 from agentfleet.mock_llm import MockMessagesServer
 from agentfleet.orchestration import Fleet, Run
-from agentfleet.runs import RunKeys
 
 pytestmark = pytest.mark.slow
 

@@ -49,7 +49,7 @@ def _report(seq: int, usd: float, *, token: str = "tok", tenant: str | None = "a
 
 def _ledgers(runs: RunStore) -> tuple[BudgetLedger, SpendLedger]:
     spend = SpendLedger(runs.client, prefix=runs.prefix)
-    return BudgetLedger(runs.client, spend, prefix=runs.prefix), spend
+    return BudgetLedger(runs.client, prefix=runs.prefix), spend
 
 
 def test_a_memory_write_is_refused_while_another_delivery_holds_the_claim(runs: RunStore) -> None:

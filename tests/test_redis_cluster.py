@@ -272,7 +272,7 @@ def test_spending_is_charged_once_with_its_alerts_on_the_cluster(own: Settings, 
     store = RunStore.from_settings(own, state)
     run_id, key = _durable_run(store)
     spend = SpendLedger(state, prefix=own.key_prefix)
-    ledger = BudgetLedger(state, spend, prefix=own.key_prefix)
+    ledger = BudgetLedger(state, prefix=own.key_prefix)
     caps = Caps(run_usd=1.0, tenant_usd=10.0, alert_at=0.5)
     raised = []
     for seq in (1, 1, 2):  # the first report sent twice

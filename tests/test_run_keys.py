@@ -5,7 +5,7 @@ from __future__ import annotations
 from redis.crc import key_slot
 
 from agentfleet.idempotency import default_item_key, stage_key
-from agentfleet.runs import RunKeys, item_tag
+from agentfleet.keys import RunKeys, item_tag
 
 RUN = "0123456789abcdef"
 keys = RunKeys("af")

@@ -1,6 +1,6 @@
 """Who may use the service: failed credential checks counted per client, and console sessions.
 
-Both live in Redis (keys listed in ``keys.py``), so every ``agentfleet serve`` process and an
+Both live in Redis (keys listed in ``agentfleet.keys``), so every ``agentfleet serve`` process and an
 ``agentfleet mcp`` over HTTP agree on them.
 """
 

@@ -13,8 +13,8 @@ from typing import Any
 
 import redis
 
-from agentfleet.access.keys import AccessKeys
 from agentfleet.config import Settings
+from agentfleet.keys import AccessKeys
 
 __all__ = ["SessionStore"]
 

@@ -21,8 +21,8 @@ from typing import Any
 
 import redis
 
-from agentfleet.access.keys import AccessKeys
 from agentfleet.config import Settings
+from agentfleet.keys import AccessKeys
 from agentfleet.lua import ScriptSet
 
 __all__ = ["ACCESS_LUA", "AuthThrottle", "Failure", "client_key", "retry_after"]

@@ -68,10 +68,18 @@ def worker(
 @healthcheck_app.command("beat")
 def beat() -> None:
     """A beat holds the schedule lock (it renews it on every wake)."""
-    from agentfleet.celery_config import redbeat_key_prefix
+    from redbeat.schedulers import RedBeatConfig
+
+    from agentfleet.celery_config import make_app
 
     settings = get_settings()
-    ttl_ms = int(broker_client(settings).pttl(redbeat_key_prefix(settings) + ":lock"))
+    app = make_app(settings)
+    try:
+        # redbeat's own name for its lock, under the prefix agentfleet gives it.
+        lock = RedBeatConfig(app).lock_key
+    finally:
+        app.close()
+    ttl_ms = int(broker_client(settings).pttl(lock))
     if ttl_ms <= 0:
         _down("no beat holds the schedule lock")
     console.print(f"a beat holds the schedule lock ({ttl_ms / 1000:.1f} s before it must renew)")

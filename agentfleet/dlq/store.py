@@ -1,13 +1,13 @@
 """The dead-letter store in Redis: a stream for order, a hash per entry, indexes and counts.
 
-Layout under the key prefix ``p`` (nothing here expires: entries stay until requeued or purged;
-the braces are a Redis Cluster hash tag, so that one script can write an entry and every index
-of it, all the dead-letter keys live in one slot):
+Layout under the key prefix ``p`` (names from ``agentfleet.keys``; nothing here expires:
+entries stay until requeued or purged; the braces are a Redis Cluster hash tag, so that one
+script can write an entry and every index of it, all the dead-letter keys live in one slot):
 
 - ``{p:dlq}:stream``                 stream: one ``id`` per entry, in the order they arrived
 - ``{p:dlq}:e:<id>``                 hash: ``data`` (the entry as JSON) and the indexed fields
 - ``{p:dlq}:i:<dimension>:<value>``  set of ids, for ``category``, ``downstream``, ``run``,
-  ``fingerprint``
+  ``fingerprint`` (an empty value: the entries without one)
 - ``{p:dlq}:n:<dimension>``          hash: value -> entry count, for ``category``,
   ``downstream``, ``fingerprint``
 - ``{p:dlq}:fp``                     hash: fingerprint -> a sample ``[error type, normalised
@@ -33,6 +33,7 @@ from agentfleet.dlq.fingerprint import normalise_message
 from agentfleet.dlq.matching import downstream_matches, expand_category
 from agentfleet.dlq.model import DeadLetter
 from agentfleet.dlq.stats import NO_DOWNSTREAM, DLQStats, FingerprintCount, stats_of_entries
+from agentfleet.keys import DeadLetterKeys
 from agentfleet.lua import ScriptSet
 from agentfleet.redis_client import state_client
 from agentfleet.redis_handles import StateRedis
@@ -64,7 +65,7 @@ class DLQStore:
     ) -> None:
         # redis-py's reply types are unions of every RESP shape; this store knows each reply.
         self.client: Any = client
-        self.prefix = f"{{{prefix}:dlq}}"
+        self.keys = DeadLetterKeys(prefix)
         self.vendor_hosts = {name: frozenset(hosts) for name, hosts in (vendor_hosts or {}).items()}
         scripts = DLQ_LUA.register(client, "add", "remove")
         self._add, self._remove = scripts["add"], scripts["remove"]
@@ -76,14 +77,11 @@ class DLQStore:
     # Keys ----------------------------------------------------------------------------------
 
     def entry_key(self, entry_id: str) -> str:
-        return f"{self.prefix}:e:{entry_id}"
+        return self.keys.entry(entry_id)
 
     @property
     def stream_key(self) -> str:
-        return f"{self.prefix}:stream"
-
-    def _index_key(self, dim: str, value: str) -> str:
-        return f"{self.prefix}:i:{dim}:{value}"
+        return self.keys.stream
 
     # Writing -------------------------------------------------------------------------------
 
@@ -94,7 +92,7 @@ class DLQStore:
             # The stream key routes the script to the slot every dead-letter key shares.
             keys=[self.stream_key],
             args=[
-                self.prefix,
+                self.keys.root,
                 entry.id,
                 entry.model_dump_json(),
                 entry.category,
@@ -119,14 +117,14 @@ class DLQStore:
         for start in range(0, len(ids), _PAGE):
             chunk = ids[start : start + _PAGE]
             gen = "" if generation is None else str(generation)
-            removed.extend(self._remove(keys=[self.stream_key], args=[self.prefix, gen, *chunk]))
+            removed.extend(self._remove(keys=[self.stream_key], args=[self.keys.root, gen, *chunk]))
         return removed
 
     # Malformed queue entries ---------------------------------------------------------------
 
     @property
     def malformed_key(self) -> str:
-        return f"{self.prefix}:malformed"
+        return self.keys.malformed
 
     def keep_malformed(self, entry: DeadLetter, *, max_entries: int) -> bool:
         """Store the dead letter of a malformed queue entry and count it, unless ``max_entries``
@@ -135,7 +133,7 @@ class DLQStore:
         The cap is checked before the write, not with it: workers writing at once may pass it
         by a few entries.
         """
-        waiting = int(self.client.hget(f"{self.prefix}:n:category", entry.category) or 0)
+        waiting = int(self.client.hget(self.keys.counts("category"), entry.category) or 0)
         if waiting >= max_entries:
             self.count_malformed("dropped")
             return False
@@ -215,13 +213,13 @@ class DLQStore:
             return stats_of_entries(list(self.scan(flt)), window_s=window_s, top=top, now=now)
         pipe = self.client.pipeline(transaction=False)
         pipe.xlen(self.stream_key)
-        pipe.hgetall(f"{self.prefix}:n:category")
-        pipe.hgetall(f"{self.prefix}:n:downstream")
-        pipe.hgetall(f"{self.prefix}:n:fingerprint")
+        pipe.hgetall(self.keys.counts("category"))
+        pipe.hgetall(self.keys.counts("downstream"))
+        pipe.hgetall(self.keys.counts("fingerprint"))
         pipe.xrange(self.stream_key, "-", "+", count=1)
         depth, categories, downstreams, fingerprints, oldest = pipe.execute()
         top_fps = sorted(((int(n), fp) for fp, n in fingerprints.items()), key=lambda x: (-x[0], x[1]))[:top]
-        samples = self.client.hmget(f"{self.prefix}:fp", [fp for _, fp in top_fps]) if top_fps else []
+        samples = self.client.hmget(self.keys.fingerprints, [fp for _, fp in top_fps]) if top_fps else []
         fingerprint_counts = []
         for (count, fp), sample in zip(top_fps, samples, strict=True):
             error_type, message = json.loads(sample) if sample else ("", "")
@@ -252,7 +250,7 @@ class DLQStore:
     def counted(self, dim: str) -> dict[str, int]:
         """The values of ``dim`` (``category``, ``downstream``, ``fingerprint``) stored entries
         carry, with how many carry each."""
-        return {k: int(v) for k, v in self.client.hgetall(f"{self.prefix}:n:{dim}").items()}
+        return {k: int(v) for k, v in self.client.hgetall(self.keys.counts(dim)).items()}
 
     def _values(self, dim: str, value: str) -> list[str]:
         """The stored values of ``dim`` a filter word stands for."""
@@ -269,7 +267,7 @@ class DLQStore:
     def _indexed_ids(self, flt: DLQFilter) -> list[str]:
         found: set[str] | None = None
         for dim, value in flt.indexed.items():
-            keys = [self._index_key(dim, v) for v in self._values(dim, value)]
+            keys = [self.keys.index(dim, v) for v in self._values(dim, value)]
             ids = set(self.client.sunion(keys)) if keys else set()
             found = ids if found is None else found & ids
             if not found:

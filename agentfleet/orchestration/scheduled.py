@@ -16,6 +16,7 @@ from typing import Any
 from agentfleet.celery_app import app
 from agentfleet.celery_config import RUN_SCHEDULE_TASK
 from agentfleet.config import get_settings
+from agentfleet.keys import firing_key
 from agentfleet.orchestration.fleet import Fleet
 from agentfleet.orchestration.named import start_named
 
@@ -42,7 +43,7 @@ def run_schedule(self: Any, name: str) -> dict[str, Any]:
     """Start the scheduled fan-out ``name``; returns its run id and size."""
     fleet = _process_fleet()
     firing = self.request.id or "direct"
-    claim = f"{fleet.settings.key_prefix}:sched:{firing}"
+    claim = firing_key(fleet.settings.key_prefix, firing)
     if not fleet.store.client.set(claim, "dispatching", nx=True, ex=_CLAIM_TTL_S):
         log.warning("schedule %s: firing %s was already dispatched; not starting it again", name, firing)
         return {"schedule": name, "run_id": None, "duplicate": True}

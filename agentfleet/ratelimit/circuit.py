@@ -22,9 +22,10 @@ How callers use it (the fleet transport per request, ``execute`` per attempt)::
         raise
     breaker.record_success("vendor-b.example")        # closes a half-open circuit
 
-Layout under the key prefix ``p`` (times are Redis server time, so worker clocks do not matter;
-the braces are a Redis Cluster hash tag: a report touches the downstream's keys and the list of
-known downstreams at once, so every circuit key lives in one slot):
+Layout under the key prefix ``p`` (names from ``agentfleet.keys``; times are Redis server time,
+so worker clocks do not matter; the braces are a Redis Cluster hash tag: a report touches the
+downstream's keys and the list of known downstreams at once, so every circuit key lives in one
+slot):
 
 - ``{p:cb}:<downstream>``    hash: ``state``, ``opened_at``, ``open_until``, ``probe_until``
 - ``{p:cb}:<downstream>:w``  hash: ``f:<bucket>`` / ``s:<bucket>`` / ``a:<bucket>`` failure,
@@ -42,6 +43,7 @@ from typing import Any
 
 from agentfleet.config import DLQSettings, Settings
 from agentfleet.errors import Deferred
+from agentfleet.keys import CircuitKeys
 from agentfleet.lua import ScriptSet
 from agentfleet.redis_client import state_client
 from agentfleet.redis_handles import StateRedis
@@ -81,7 +83,7 @@ class CircuitBreaker:
     ) -> None:
         # redis-py's reply types are unions of every RESP shape; this class knows each reply.
         self.client: Any = client
-        self.prefix = f"{{{prefix}:cb}}"
+        self.keys = CircuitKeys(prefix)
         self.settings = settings or DLQSettings()
         scripts = CIRCUIT_LUA.register(client, "before", "record", "release")
         self._before, self._record, self._release = scripts["before"], scripts["record"], scripts["release"]
@@ -90,9 +92,6 @@ class CircuitBreaker:
     def from_settings(cls, settings: Settings, client: StateRedis | None = None) -> CircuitBreaker:
         client = client or state_client(settings)
         return cls(client, prefix=settings.key_prefix, settings=settings.dlq)
-
-    def _key(self, downstream: str) -> str:
-        return f"{self.prefix}:{downstream}"
 
     # The caller's side ---------------------------------------------------------------------
 
@@ -112,7 +111,7 @@ class CircuitBreaker:
         s = self.settings
         ttl = probe_ttl_s if probe_ttl_s is not None else s.circuit_probe_ttl_s
         verdict, wait = self._before(
-            keys=[self._key(downstream), f"{self._key(downstream)}:w"],
+            keys=[self.keys.circuit(downstream), self.keys.window(downstream)],
             args=[ttl, int(count_attempt), s.vendor_issue_window_s, BUCKETS_PER_WINDOW],
         )
         if verdict == "wait":
@@ -131,12 +130,12 @@ class CircuitBreaker:
 
     def release_probe(self, downstream: str) -> None:
         """Give the probe back without a verdict (the call never reached the downstream)."""
-        self._release(keys=[self._key(downstream)])
+        self._release(keys=[self.keys.circuit(downstream)])
 
     def _report(self, kind: str, downstream: str) -> str:
         s = self.settings
         state, _, _ = self._record(
-            keys=[self._key(downstream), f"{self._key(downstream)}:w", f"{self.prefix}:known"],
+            keys=[self.keys.circuit(downstream), self.keys.window(downstream), self.keys.known],
             args=[
                 kind,
                 s.vendor_issue_window_s,
@@ -157,11 +156,11 @@ class CircuitBreaker:
 
     def statuses(self) -> list[CircuitStatus]:
         """Every downstream with failures in the window or a circuit that is not closed."""
-        names = list(self.client.zrange(f"{self.prefix}:known", 0, -1))
+        names = list(self.client.zrange(self.keys.known, 0, -1))
         found = self._statuses(names)
         idle = [s.downstream for s in found if s.state == CLOSED and not s.failures]
         if idle:
-            self.client.zrem(f"{self.prefix}:known", *idle)
+            self.client.zrem(self.keys.known, *idle)
         return [s for s in found if s.state != CLOSED or s.failures]
 
     def open_circuits(self) -> list[CircuitStatus]:
@@ -180,7 +179,7 @@ class CircuitBreaker:
 
     def reset(self, downstream: str) -> None:
         """Close ``downstream``'s circuit and forget its counts (an operator's override)."""
-        self.client.delete(self._key(downstream), f"{self._key(downstream)}:w")
+        self.client.delete(self.keys.circuit(downstream), self.keys.window(downstream))
 
     def _statuses(self, names: list[str]) -> list[CircuitStatus]:
         if not names:
@@ -190,8 +189,8 @@ class CircuitBreaker:
         current = int((seconds + micros / 1e6) // (window / BUCKETS_PER_WINDOW))
         pipe = self.client.pipeline(transaction=False)
         for name in names:
-            pipe.hgetall(self._key(name))
-            pipe.hgetall(f"{self._key(name)}:w")
+            pipe.hgetall(self.keys.circuit(name))
+            pipe.hgetall(self.keys.window(name))
         replies = pipe.execute()
         found = []
         for i, name in enumerate(names):

@@ -15,8 +15,8 @@ from typing import Any
 import redis
 
 from agentfleet.errors import ConfigError, ConnectionFailed, UnexpectedError
+from agentfleet.keys import LimiterKeys
 from agentfleet.ratelimit.bucket import BucketSpec
-from agentfleet.ratelimit.keys import KeySpace
 from agentfleet.ratelimit.scripts import LimiterScripts
 from agentfleet.redis_handles import StateRedis
 
@@ -80,7 +80,7 @@ def _text(value: Any) -> str:
 
 
 class RedisLimitStore:
-    """Runs the limiter scripts against one Redis client, under ``{<prefix>:rl}:`` (see ``keys.py``).
+    """Runs the limiter scripts against one Redis client, under ``{<prefix>:rl}:`` (see ``agentfleet.keys``).
 
     ``idle_ttl_s`` (seconds) is how long the registry and hold-time statistics outlive their
     last use; buckets, pauses and lease sets expire on their own as soon as they are idle.
@@ -97,7 +97,7 @@ class RedisLimitStore:
         unknown_hold_s: float = 0.1,
     ) -> None:
         self.client = client
-        self.keys = KeySpace(prefix)
+        self.keys = LimiterKeys(prefix)
         self.scripts = LimiterScripts.register(client)
         self._idle_ms = max(1, round(idle_ttl_s * 1000))
         self._unknown_hold_ms = max(1, round(unknown_hold_s * 1000))

@@ -1,16 +1,15 @@
-"""The run store (``store.py``): key names (``keys.py``), starting and finishing deliveries
-(``delivery.py``), fleet-wide counters (``tally.py``), run summaries (``summary.py``), item
-claims (``claims.py``), items' durable memory (``memory.py``), budget accounting
-(``budgets.py``), dependency-graph progress (``graph.py``), compensation bookkeeping
-(``undo.py``), each run's timeline (``spans.py``) and the fleet's last two hours
-(``history.py``)."""
+"""The run store (``store.py``): starting and finishing deliveries (``delivery.py``),
+fleet-wide counters (``tally.py``), run summaries (``summary.py``), item claims
+(``claims.py``), items' durable memory (``memory.py``), budget accounting (``budgets.py``),
+dependency-graph progress (``graph.py``), compensation bookkeeping (``undo.py``), each run's
+timeline (``spans.py``) and the fleet's last two hours (``history.py``). Its key names are
+built in ``agentfleet.keys``."""
 
-from agentfleet.runs.budgets import Alert, BudgetLedger, Caps, Report, Spend, SpendKeys, Standing
+from agentfleet.runs.budgets import Alert, BudgetLedger, Caps, Report, Spend, Standing
 from agentfleet.runs.claims import Claim, ClaimRenewer, claim_renewer, new_claim_token
 from agentfleet.runs.delivery import BeginState, FinishState
 from agentfleet.runs.graph import Advance, GraphSpec, GraphState, StepSpec
 from agentfleet.runs.history import FleetHistory, Minute
-from agentfleet.runs.keys import RunKeys, item_tag
 from agentfleet.runs.memory import MemoryStore, Refused
 from agentfleet.runs.spans import AttemptSpan, Span, SpanLog
 from agentfleet.runs.store import RunStore
@@ -36,12 +35,10 @@ __all__ = [
     "Minute",
     "Refused",
     "Report",
-    "RunKeys",
     "RunStore",
     "Span",
     "SpanLog",
     "Spend",
-    "SpendKeys",
     "Standing",
     "StatsTally",
     "StepSpec",
@@ -49,7 +46,6 @@ __all__ = [
     "UndoLog",
     "claim_renewer",
     "flush_tallies",
-    "item_tag",
     "new_claim_token",
     "summary_from_record",
 ]

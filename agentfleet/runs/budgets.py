@@ -8,8 +8,7 @@ then the run's and the day's when it counted the report):
 - ``p:mem:{<tag>}...`` fields ``$usd``, ``$tokens``, ``$turns``, ``$s`` and ``$seq:<token>``:
   the item's spending over every attempt (see ``runs/memory.py``, whose expiry it shares);
 - the spend ledger's run and day hashes (``agentfleet.spend``: spend by downstream, per run and
-  per UTC day), whose key names the caller hands over (``SpendKeys``), and the run's own
-  budget there;
+  per UTC day), and the run's own budget there;
 - ``<day key>:tenants`` hash: tenant -> US dollars spent that UTC day;
 - ``<day key>:alerts`` hash: ``fleet:<level>`` and ``tenant:<name>:<level>`` -> 1, set once
   when that budget alerted that day (both beside the ledger's day hash, in its hash tag);
@@ -28,14 +27,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import redis
 
+from agentfleet.keys import RunKeys, SpendKeys
 from agentfleet.lua import ScriptSet
 from agentfleet.outages import repeatable
 from agentfleet.redis_handles import StateRedis
-from agentfleet.runs.keys import RunKeys
 from agentfleet.runs.tally import StatsTally
 
 __all__ = [
@@ -45,7 +44,6 @@ __all__ = [
     "Caps",
     "Report",
     "Spend",
-    "SpendKeys",
     "Standing",
     "utc_date",
 ]
@@ -56,17 +54,6 @@ SPEND_LUA = ScriptSet("agentfleet.runs", "scripts/spend", libraries=("parts",))
 def utc_date(at: float | None = None) -> str:
     """The UTC date of ``at`` (epoch seconds; default now) as ``YYYY-MM-DD``."""
     return time.strftime("%Y-%m-%d", time.gmtime(time.time() if at is None else at))
-
-
-class SpendKeys(Protocol):
-    """Where the spend ledger keeps a run's and a day's spend by downstream, and a run's own
-    budget (``agentfleet.spend.SpendLedger``)."""
-
-    def run_key(self, run_id: str) -> str: ...
-
-    def day_key(self, day: str) -> str: ...
-
-    def budget_key(self, run_id: str) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -134,14 +121,13 @@ class BudgetLedger:
     def __init__(
         self,
         client: StateRedis,
-        keys: SpendKeys,
         *,
         prefix: str = "af",
         ttl_s: int = 7 * 86400,
         day_ttl_s: int = 36 * 86400,
     ) -> None:
         self.client: Any = client
-        self.keys = keys
+        self.keys = SpendKeys(prefix)
         self.prefix = prefix
         self.ttl_s = ttl_s
         self.day_ttl_s = day_ttl_s
@@ -151,10 +137,10 @@ class BudgetLedger:
         self.tally = StatsTally(client, self._runs.stats, self._runs.done_bucket)
 
     def tenants_key(self, day: str | None = None) -> str:
-        return self.keys.day_key(day or utc_date()) + ":tenants"
+        return self.keys.tenants(day or utc_date())
 
     def alerts_key(self, day: str | None = None) -> str:
-        return self.keys.day_key(day or utc_date()) + ":alerts"
+        return self.keys.alerts(day or utc_date())
 
     def _mem(self, key: str) -> str:
         return self._runs.item("mem", key)
@@ -182,8 +168,8 @@ class BudgetLedger:
         run_cap, tenant_cap, fleet_cap = (
             repr(c or 0.0) for c in (caps.run_usd, caps.tenant_usd, caps.fleet_usd)
         )
-        run_keys = [self._runs.run(run_id), self.keys.run_key(run_id), self.keys.budget_key(run_id)]
-        day_keys = [self.keys.day_key(day), self.tenants_key(day), self.alerts_key(day)]
+        run_keys = [self._runs.run(run_id), self.keys.run(run_id), self.keys.budget(run_id)]
+        day_keys = [self.keys.day(day), self.tenants_key(day), self.alerts_key(day)]
         if not self.clustered:
             *totals, raw = self._scripts["charge"](
                 keys=[self._mem(report.key), *run_keys, *day_keys],
@@ -230,9 +216,9 @@ class BudgetLedger:
         """What the run, its tenant today and the fleet today have spent, in one round trip."""
         day = utc_date()
         pipe = self.client.pipeline(transaction=False)
-        pipe.hvals(self.keys.run_key(run_id))
-        pipe.get(self.keys.budget_key(run_id))
-        pipe.hvals(self.keys.day_key(day))
+        pipe.hvals(self.keys.run(run_id))
+        pipe.get(self.keys.budget(run_id))
+        pipe.hvals(self.keys.day(day))
         pipe.hget(self.tenants_key(day), tenant or "")
         run_spent, budget, fleet, tenant_spent = pipe.execute()
         return Standing(

@@ -7,7 +7,7 @@ outcome yet (the finishing delivery's claim lapsed and was taken over): then it 
 and says so (``FinishState.fenced``). A run ends at Redis's clock, when its last outcome is
 stored. Each is one script call (``runs/scripts/delivery/``) when the item's
 keys live in its run's slot: always on a single Redis, and on a Redis Cluster for every item
-with a default idempotency key (see ``runs/keys.py``). An item whose key was given with
+with a default idempotency key (see ``agentfleet.keys``). An item whose key was given with
 ``key=`` may live in another slot of a cluster; then ``begin`` reads the run's status and runs
 the item's half, and ``finish`` runs the item's half, then the run's half with the outcome that
 stood (two round trips each).
@@ -22,9 +22,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from agentfleet.keys import RunKeys
 from agentfleet.lua import ScriptSet
 from agentfleet.models import TaskOutcome
-from agentfleet.runs.keys import RunKeys
 from agentfleet.runs.spans import AttemptSpan
 
 __all__ = ["DELIVERY_LUA", "BeginState", "DeliveryScripts", "FinishState", "outcome_kind"]

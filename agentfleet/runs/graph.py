@@ -3,7 +3,7 @@
 A graph run's record holds its spec (``graph``: every step's task, queue and dependencies, in
 topological order). Each item's progress is one hash, under its idempotency key:
 
-- ``p:graph:{<tag>}...``  hash (tagged like the item's other keys, ``runs/keys.py``):
+- ``p:graph:{<tag>}...``  hash (tagged like the item's other keys, ``agentfleet.keys``):
   ``{step}`` -> ``succeeded``, ``failed`` or ``skipped``;
   ``{step}:r`` -> 1 once the step was released (its dependencies all succeeded: its message
   was or is about to be sent; steps without dependencies are released at dispatch);

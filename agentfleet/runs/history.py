@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentfleet.runs.keys import RunKeys
+from agentfleet.keys import RunKeys
 
 __all__ = [
     "HISTORY_TTL_S",

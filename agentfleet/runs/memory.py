@@ -3,7 +3,7 @@
 Layout under the key prefix ``p`` (the key is the item's idempotency key, or its pipeline
 stage's or graph step's own key):
 
-- ``p:mem:{<tag>}...``  hash (tagged like the item's other keys, ``runs/keys.py``):
+- ``p:mem:{<tag>}...``  hash (tagged like the item's other keys, ``agentfleet.keys``):
 
   - ``s:{name}#{n}``           a step's result (JSON): the ``n``-th call of step ``name`` in
                                an execution (``TaskContext.step``)
@@ -31,8 +31,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from agentfleet.keys import RunKeys
 from agentfleet.redis_handles import StateRedis
-from agentfleet.runs.keys import RunKeys
 from agentfleet.runs.store import RUNS_LUA
 
 __all__ = ["MemoryStore", "Refused"]
@@ -48,14 +48,15 @@ class MemoryStore:
     def __init__(self, client: StateRedis, *, prefix: str = "af", ttl_s: int = 7 * 86400) -> None:
         self.client: Any = client
         self.prefix = prefix
+        self.keys = RunKeys(prefix)
         self.ttl_s = ttl_s
         self._put = RUNS_LUA.register(client, "memory_put")["memory_put"]
 
     def key(self, key: str) -> str:
-        return RunKeys(self.prefix).item("mem", key)
+        return self.keys.item("mem", key)
 
     def claim_key(self, key: str) -> str:
-        return RunKeys(self.prefix).item("claim", key)
+        return self.keys.item("claim", key)
 
     def read(self, key: str, fields: Sequence[str]) -> dict[str, Any]:
         """The ``fields`` of item ``key`` that are stored, decoded from JSON."""

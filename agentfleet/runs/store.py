@@ -1,8 +1,8 @@
 """The run store: run records, one key per item outcome, counters by ``HINCRBY``, claims.
 
 Layout under the key prefix ``p`` (``<id>`` is a run id, ``<key>`` an item's idempotency key;
-the braces are Redis Cluster hash tags, see ``runs/keys.py``). Every key expires after
-``ttl_s`` seconds unless noted:
+names from ``agentfleet.keys``, whose docstring explains the Redis Cluster hash tags). Every
+key expires after ``ttl_s`` seconds unless noted:
 
 - ``p:run:{<id>}``          hash: name, kind, task names, queues, totals, status, times, the
                             counters, the aggregate's path, result and deliveries
@@ -73,13 +73,13 @@ from typing import Any
 import redis
 
 from agentfleet.config import Settings
+from agentfleet.keys import RunKeys
 from agentfleet.lua import ScriptSet
 from agentfleet.models import RunSummary, TaskOutcome
 from agentfleet.outages import repeatable
 from agentfleet.redis_client import state_client
 from agentfleet.redis_handles import StateRedis
 from agentfleet.runs.delivery import BeginState, DeliveryScripts, FinishState, outcome_kind
-from agentfleet.runs.keys import RunKeys
 from agentfleet.runs.spans import AttemptSpan, SpanLog, parse_spans
 from agentfleet.runs.summary import CompletionStats, summary_from_record
 from agentfleet.runs.tally import StatsTally, flush_tallies

@@ -11,7 +11,8 @@ the queue's priority lists (0 when the queue is empty). The first sighting is ke
 on Redis's clock, so every service replica reports the same figure and a restarted service
 does not start again from zero. It is at most one scrape interval short of the truth.
 
-Layout under the key prefix ``p``, on the broker's Redis (beside the lists it watches):
+Layout under the key prefix ``p`` (``agentfleet.keys.queue_head_key``), on the broker's Redis
+(beside the lists it watches):
 
 - ``p:queuehead:{list}``  hash: ``tag`` (the delivery tag of the message at the head of that
   broker list when last seen) and ``at`` (Unix time it was first seen there); expires after
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentfleet.keys import queue_head_key
 from agentfleet.service.samples import Sample, Sources
 from agentfleet.transport.layout import delivery_tag, queue_keys
 
@@ -63,7 +65,7 @@ def collect_queue_age(sources: Sources) -> list[Sample]:
     for _, _, key in lists:
         pipe.lindex(key, -1)
     tags = [delivery_tag(raw) for raw in pipe.execute()]
-    state_keys = [f"{prefix}:queuehead:{key}" for _, _, key in lists]
+    state_keys = [queue_head_key(prefix, key) for _, _, key in lists]
     waits = client.eval(_OBSERVE, len(state_keys), *state_keys, _STATE_TTL_S, *tags)
     longest: dict[tuple[str, str], float] = {}
     for (role, name, _), wait in zip(lists, waits, strict=True):

@@ -72,7 +72,7 @@ def collect_daily_budgets(sources: Sources) -> list[Sample]:
         samples.append(
             Sample("agentfleet_budget_cap_usd", budgets.fleet_daily_usd, {"scope": "fleet"}, help=_CAP_HELP)
         )
-    spent = BudgetLedger(store.client, ledger, prefix=store.prefix).tenants_today()
+    spent = BudgetLedger(store.client, prefix=store.prefix).tenants_today()
     for tenant in sorted(set(spent) | set(budgets.tenants)):
         labels = {"scope": "tenant", "tenant": tenant}
         samples.append(

@@ -73,12 +73,12 @@ def memory_store(settings: Settings) -> MemoryStore:
 
 
 def budget_ledger(settings: Settings) -> BudgetLedger:
-    runs, ledger = run_store(settings), spend_ledger(settings)
+    runs = run_store(settings)
     day_ttl_s = (settings.budgets.ledger_days + 1) * 86400
     return per_process(
         "budgets",
         settings,
-        lambda: BudgetLedger(runs.client, ledger, prefix=runs.prefix, ttl_s=runs.ttl_s, day_ttl_s=day_ttl_s),
+        lambda: BudgetLedger(runs.client, prefix=runs.prefix, ttl_s=runs.ttl_s, day_ttl_s=day_ttl_s),
     )
 
 

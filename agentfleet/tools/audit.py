@@ -14,6 +14,7 @@ import redis
 from pydantic import BaseModel
 
 from agentfleet.errors import ConnectionFailed
+from agentfleet.keys import audit_key
 from agentfleet.redis_handles import StateRedis
 
 __all__ = ["AuditEntry", "AuditLog"]
@@ -36,11 +37,12 @@ def _text(value: Any) -> str:
 
 
 class AuditLog:
-    """The stream ``{prefix}:creds:audit``, capped at about ``maxlen`` entries."""
+    """The stream ``<prefix>:creds:audit`` (``agentfleet.keys.audit_key``), capped at about
+    ``maxlen`` entries."""
 
     def __init__(self, client: StateRedis, prefix: str, *, maxlen: int = DEFAULT_MAXLEN) -> None:
         self._client = client
-        self.key = f"{prefix}:creds:audit"
+        self.key = audit_key(prefix)
         self._maxlen = maxlen
 
     def record(self, task_id: str | None, credential: str, domain: str, *, at: float | None = None) -> str:

@@ -1,6 +1,6 @@
 -- The halves of starting and finishing a delivery, sent in front of each script of this folder.
 -- An item's keys live in its run's slot unless its idempotency key was given with key=
--- (runs/keys.py); then the item half and the run half are separate scripts.
+-- (agentfleet/keys.py); then the item half and the run half are separate scripts.
 
 -- Claim the item for this delivery and count the delivery, unless it has a stored outcome or
 -- another delivery holds a live claim. Returns {stored or '', deliveries, verdict, claim ms left}.
