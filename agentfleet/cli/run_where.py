@@ -69,7 +69,7 @@ class OutcomeFile:
         self.path = path
         self.written = 0
         try:
-            self._file: TextIO = Path(path).open("w", encoding="utf-8")
+            self._file: TextIO = Path(path).open("w", encoding="utf-8")  # noqa: SIM115 (closed by close())
         except OSError as exc:
             raise DispatchError(f"--output {path}: {exc.strerror or exc}; nothing was sent") from None
 
