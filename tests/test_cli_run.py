@@ -188,3 +188,21 @@ def test_an_input_of_the_wrong_type_is_refused_before_anything_is_sent(
         out.stderr
     )
     assert {s.run_id for s in cluster.fleet().runs(100)} == before
+
+
+def test_runs_show_says_how_many_outcomes_it_shows_and_pages(cluster: LocalCluster) -> None:
+    run = cluster.fleet().map("fleet_test_tasks.echo", [{"n": i} for i in range(60)])
+    assert run.wait(60).succeeded == 60
+    table = _cli(cluster, "runs", "show", run.id[:8])
+    assert table.returncode == 0, table.stderr
+    assert (
+        f"50 of 60 outcomes shown (1-50); --offset 50 for the next, --all for every one "
+        f"(agentfleet runs show {run.id} --all)"
+    ) in " ".join(table.stdout.split())
+    first = json.loads(_cli(cluster, "runs", "show", run.id, "--json").stdout)
+    assert (first["outcomes_total"], len(first["outcomes"])) == (60, 50)
+    rest = json.loads(_cli(cluster, "runs", "show", run.id, "--json", "--offset", "50").stdout)
+    assert [o["index"] for o in rest["outcomes"]] == list(range(50, 60))
+    every = json.loads(_cli(cluster, "runs", "show", run.id, "--json", "--all").stdout)
+    assert len(every["outcomes"]) == 60
+    assert "outcomes shown" not in _cli(cluster, "runs", "show", run.id, "--all").stdout
