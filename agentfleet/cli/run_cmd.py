@@ -138,7 +138,9 @@ def run(
     ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON document."),
 ) -> None:
-    """Dispatch TASK once per input line and (by default) wait for the run.
+    """Fan TASK out over the inputs and wait for the run.
+
+    Dispatches TASK once per input line and (unless --no-wait) waits for the outcomes.
 
     Prints the run's id (and its console page) once it is dispatched. On Ctrl-C the run goes
     on in the workers, unless --cancel-on-interrupt.

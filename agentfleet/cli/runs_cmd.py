@@ -18,7 +18,7 @@ runs_app = typer.Typer(help="List runs and show one run's summary and outcomes."
 
 @runs_app.command("list")
 def list_runs(
-    limit: int = typer.Option(20, "--limit", "-n", min=1, help="How many of the newest runs."),
+    limit: int = typer.Option(20, "--limit", "-n", min=1, help="How many of the newest runs.", metavar="N"),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON document."),
 ) -> None:
     """The newest runs, newest first."""
@@ -93,14 +93,17 @@ def page_note(shown: int, total: int, offset: int, run_id: str) -> str:
 
 @runs_app.command("cancel")
 def cancel_run(
-    run_id: str = typer.Argument(..., help="The run's id, or its first characters."),
+    run_id: str = typer.Argument(..., help="The run's id, or its first characters.", metavar="RUN_ID"),
     compensate: bool = typer.Option(
         True,
         "--compensate/--no-compensate",
         help="Undo the succeeded items whose tasks declare a compensation.",
     ),
 ) -> None:
-    """Cancel a run: items that have not started do not run; succeeded ones are compensated."""
+    """Cancel a run: its items that have not started never run.
+
+    Succeeded ones are compensated (unless --no-compensate).
+    """
     fleet = Fleet(broker_url=require_broker())
     run = fleet.get_run(run_id)
     run.cancel(compensate=compensate)
@@ -108,8 +111,13 @@ def cancel_run(
 
 
 @runs_app.command("compensate")
-def compensate_run(run_id: str = typer.Argument(..., help="The run's id, or its first characters.")) -> None:
-    """Undo a run's succeeded items whose tasks declare a compensation, newest first."""
+def compensate_run(
+    run_id: str = typer.Argument(..., help="The run's id, or its first characters.", metavar="RUN_ID"),
+) -> None:
+    """Undo a run's succeeded items that declare a compensation.
+
+    Newest first.
+    """
     fleet = Fleet(broker_url=require_broker())
     run = fleet.get_run(run_id)
     if run.compensate():

@@ -29,21 +29,35 @@ def resolve_queues(spec: str | None) -> str:
 
 def worker(
     ctx: typer.Context,
-    pool: str | None = typer.Option(None, help="prefork, threads, gevent or solo (default from settings)."),
-    concurrency: int | None = typer.Option(None, "--concurrency", "-c", min=1, help="Pool size."),
+    pool: str | None = typer.Option(
+        None, help="prefork, threads, gevent or solo (default from settings).", metavar="POOL"
+    ),
+    concurrency: int | None = typer.Option(
+        None, "--concurrency", "-c", min=1, help="Pool size.", metavar="N"
+    ),
     autoscale: str | None = typer.Option(
-        None, help="'max,min' pool sizes; prefork or gevent (gevent unless --pool says otherwise)."
+        None,
+        help="'max,min' pool sizes; prefork or gevent (gevent unless --pool says otherwise).",
+        metavar="MAX,MIN",
     ),
     queues: str | None = typer.Option(
         None,
         "--queues",
         "-Q",
         help="Comma-separated queues or roles (agents, fanin, maintenance); default: all.",
+        metavar="QUEUES",
     ),
-    loglevel: str = typer.Option("INFO", "--loglevel", "-l", help="Log level."),
-    hostname: str | None = typer.Option(None, "--hostname", "-n", help="Node name, e.g. agents1@%h."),
+    log_level: str = typer.Option("INFO", "--log-level", "-l", help="Log level.", metavar="LEVEL"),
+    old_log_level: str | None = typer.Option(
+        None, "--loglevel", hidden=True, help="Old spelling of --log-level."
+    ),
+    hostname: str | None = typer.Option(
+        None, "--hostname", "-n", help="Node name, e.g. agents1@%h.", metavar="NAME"
+    ),
 ) -> None:
-    """Start a worker on the configured broker (``celery -A agentfleet.celery_app worker``).
+    """Start a worker on the configured broker.
+
+    It runs celery -A agentfleet.celery_app worker with the queues and pool given.
 
     Any further option is Celery's and is passed on, e.g. --max-tasks-per-child 100.
     """
@@ -76,7 +90,7 @@ def worker(
         "--pool",
         chosen_pool,
         "--loglevel",
-        loglevel,
+        old_log_level or log_level,
         "--task-events",
     ]
     argv += ["--queues", resolve_queues(queues)]
