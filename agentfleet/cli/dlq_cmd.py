@@ -46,8 +46,10 @@ _SINCE = typer.Option(
 )
 _JSON = typer.Option(False, "--json", help="Print one JSON document.")
 _ALL = typer.Option(False, "--all", help="Every entry (when no ids and no filters are given).")
-_REQUEUE_IDS = typer.Argument(None, help="Entry ids to requeue.", metavar="ENTRY_ID")
-_PURGE_IDS = typer.Argument(None, help="Entry ids to delete.", metavar="ENTRY_ID")
+_REQUEUE_IDS = typer.Argument(
+    None, help="Entry ids (or their first characters) to requeue.", metavar="ENTRY_ID"
+)
+_PURGE_IDS = typer.Argument(None, help="Entry ids (or their first characters) to delete.", metavar="ENTRY_ID")
 
 
 def _queue() -> DeadLetterQueue:
@@ -92,7 +94,7 @@ def list_entries(
 @dlq_app.command("show")
 def show_entry(
     entry_id: str = typer.Argument(
-        ..., help="The entry's id (see `agentfleet dlq list`).", metavar="ENTRY_ID"
+        ..., help="The entry's id, or its first characters (see agentfleet dlq list).", metavar="ENTRY_ID"
     ),
     as_json: bool = _JSON,
 ) -> None:
