@@ -206,3 +206,30 @@ def test_runs_show_says_how_many_outcomes_it_shows_and_pages(cluster: LocalClust
     every = json.loads(_cli(cluster, "runs", "show", run.id, "--json", "--all").stdout)
     assert len(every["outcomes"]) == 60
     assert "outcomes shown" not in _cli(cluster, "runs", "show", run.id, "--all").stdout
+
+
+def test_a_worker_that_cannot_import_its_task_module_says_so_in_one_line(
+    redis_url: str, key_prefix: str, tmp_path: Path
+) -> None:
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "PYTHONPATH": str(tmp_path),
+        "AGENTFLEET_BROKER_URL": redis_url,
+        "AGENTFLEET_KEY_PREFIX": key_prefix,
+        "AGENTFLEET_TASK_MODULES": "no_such_tasks_module",
+    }
+    process = subprocess.Popen(
+        [sys.executable, "-m", "agentfleet", "worker", "--pool", "solo", "-Q", f"{key_prefix}.q"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        _, err = process.communicate(timeout=60)
+    finally:
+        _stop(process)
+    assert process.returncode == 2, err
+    assert err.strip().count("\n") == 0, err
+    assert "no_such_tasks_module" in err and "AGENTFLEET_TASK_MODULES" in err
+    assert f"PYTHONPATH (now {tmp_path})" in err

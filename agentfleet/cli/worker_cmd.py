@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 
@@ -9,8 +10,9 @@ import typer
 from pydantic import ValidationError
 
 from agentfleet.config import WorkerSettings, get_settings
+from agentfleet.errors import ConfigError
 
-__all__ = ["resolve_queues", "worker"]
+__all__ = ["require_task_modules", "resolve_queues", "worker"]
 
 # An autoscaling worker's pool when none is chosen: gevent measured at about 1 MiB per slot
 # against about 33 MiB for prefork (bench/pool_choice.py; figures in the README).
@@ -25,6 +27,29 @@ def resolve_queues(spec: str | None) -> str:
         return ",".join(named.values())
     parts = [part.strip() for part in spec.split(",") if part.strip()]
     return ",".join(named.get(part, part) for part in parts)
+
+
+def _findable(module: str) -> str | None:
+    """None when ``module`` can be imported from here; else why not."""
+    try:
+        return None if importlib.util.find_spec(module) is not None else "no such module"
+    except (ImportError, ValueError) as exc:
+        return f"{type(exc).__name__}: {exc}"
+
+
+def require_task_modules(modules: list[str]) -> None:
+    """One ``ConfigError`` naming the task modules this process cannot import, before Celery
+    tries (and stops with a traceback)."""
+    missing = {module: why for module in modules if (why := _findable(module)) is not None}
+    if not missing:
+        return
+    named = ", ".join(f"{module} ({why})" for module, why in missing.items())
+    path = os.environ.get("PYTHONPATH") or "unset"
+    raise ConfigError(
+        f"cannot import the task module {named}, named in AGENTFLEET_TASK_MODULES "
+        f"({','.join(modules)}); install it, or add its directory to PYTHONPATH (now {path}), "
+        "then start the worker again"
+    )
 
 
 def worker(
@@ -62,6 +87,7 @@ def worker(
     Any further option is Celery's and is passed on, e.g. --max-tasks-per-child 100.
     """
     settings = get_settings()
+    require_task_modules(settings.task_modules)
     if autoscale is not None:
         try:
             autoscale = WorkerSettings(autoscale=autoscale).autoscale
