@@ -42,9 +42,15 @@ class TaskInfo:
     fleet: bool = False
     params: tuple[str, ...] = ()
     required: tuple[str, ...] = ()
+    llm: bool = False
 
     def as_dict(self) -> dict[str, Any]:
-        return {"fleet": self.fleet, "params": list(self.params), "required": list(self.required)}
+        return {
+            "fleet": self.fleet,
+            "params": list(self.params),
+            "required": list(self.required),
+            "llm": self.llm,
+        }
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> TaskInfo:
@@ -52,12 +58,14 @@ class TaskInfo:
             fleet=bool(raw.get("fleet")),
             params=tuple(raw.get("params") or ()),
             required=tuple(raw.get("required") or ()),
+            llm=bool(raw.get("llm")),
         )
 
 
 @dataclass(frozen=True)
 class WorkerRecord:
-    """One worker's last heartbeat: ``beat_at`` and ``started_at`` are epoch seconds."""
+    """One worker's last heartbeat: ``beat_at`` and ``started_at`` are epoch seconds; ``llm``
+    is False when it has no LLM endpoint (a record without the field is taken to have one)."""
 
     node: str
     queues: tuple[str, ...]
@@ -66,6 +74,7 @@ class WorkerRecord:
     pid: int = 0
     started_at: float = 0.0
     beat_at: float = 0.0
+    llm: bool = True
 
     def to_json(self) -> str:
         return json.dumps(
@@ -77,6 +86,7 @@ class WorkerRecord:
                 "pid": self.pid,
                 "started_at": self.started_at,
                 "beat_at": self.beat_at,
+                "llm": self.llm,
             }
         )
 
@@ -91,6 +101,7 @@ class WorkerRecord:
             pid=int(raw.get("pid") or 0),
             started_at=float(raw.get("started_at") or 0.0),
             beat_at=float(raw.get("beat_at") or 0.0),
+            llm=bool(raw.get("llm", True)),
         )
 
 

@@ -111,9 +111,7 @@ def test_run_prints_the_run_id_and_its_console_page_before_the_outcomes(
     assert cluster.fleet().get_run(run_id).summary().succeeded == 1
 
 
-def test_ctrl_c_leaves_the_run_going_and_says_how_to_cancel_it(
-    cluster: LocalCluster, tmp_path: Path
-) -> None:
+def test_ctrl_c_leaves_the_run_going_and_says_how_to_cancel_it(cluster: LocalCluster, tmp_path: Path) -> None:
     items = [{"n": i, "sleep_s": 2.0} for i in range(3)]
     process = _start(cluster, "run", "fleet_test_tasks.sleepy", "--inputs", _inputs(tmp_path, items))
     try:
@@ -233,3 +231,20 @@ def test_a_worker_that_cannot_import_its_task_module_says_so_in_one_line(
     assert err.strip().count("\n") == 0, err
     assert "no_such_tasks_module" in err and "AGENTFLEET_TASK_MODULES" in err
     assert f"PYTHONPATH (now {tmp_path})" in err
+
+
+def test_an_llm_task_with_no_llm_endpoint_on_the_workers_is_refused_in_one_line(
+    cluster: LocalCluster, tmp_path: Path
+) -> None:
+    assert not any(w.llm for w in cluster.registry().live()), "the session's workers have no LLM endpoint"
+    before = {s.run_id for s in cluster.fleet().runs(100)}
+    out = _cli(
+        cluster, "run", "agentfleet.classify_sentiment", "--inputs", _inputs(tmp_path, [{"text": "hi"}])
+    )
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert out.stderr.strip().count("\n") == 0, out.stderr
+    assert "agentfleet.classify_sentiment calls an LLM and no worker that runs it has an LLM endpoint" in (
+        out.stderr
+    )
+    assert "ANTHROPIC_API_KEY" in out.stderr and "AGENTFLEET_LLM__BASE_URL" in out.stderr
+    assert {s.run_id for s in cluster.fleet().runs(100)} == before

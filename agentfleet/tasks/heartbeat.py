@@ -20,9 +20,15 @@ from agentfleet.config import Settings
 from agentfleet.registry import TaskInfo, WorkerRecord, WorkerRegistry
 from agentfleet.tasks.base import FleetTask
 
-__all__ = ["Heartbeat", "task_catalog"]
+__all__ = ["Heartbeat", "llm_configured", "task_catalog"]
 
 log = logging.getLogger("agentfleet.worker")
+
+
+def llm_configured(settings: Settings) -> bool:
+    """True when this process has an LLM endpoint: a key, or a Messages API base URL."""
+    llm = settings.llm
+    return bool(llm.base_url or llm.api_key or os.environ.get("ANTHROPIC_API_KEY"))
 
 
 def task_catalog(tasks: Mapping[str, object]) -> dict[str, TaskInfo]:
@@ -40,6 +46,7 @@ def task_catalog(tasks: Mapping[str, object]) -> dict[str, TaskInfo]:
             fleet=True,
             params=tuple(fields),
             required=tuple(n for n, f in fields.items() if f.is_required()),
+            llm=bool(getattr(task, "uses_llm", False)),
         )
     return catalog
 
@@ -66,6 +73,7 @@ class Heartbeat:
             pid=os.getpid(),
             started_at=self.started_at,
             beat_at=time.time(),
+            llm=llm_configured(self.settings),
         )
 
     def beat(self) -> None:
