@@ -46,9 +46,15 @@ class TaskInfo:
     fleet: bool = False
     params: tuple[str, ...] = ()
     required: tuple[str, ...] = ()
+    llm: bool = False
 
     def as_dict(self) -> dict[str, Any]:
-        return {"fleet": self.fleet, "params": list(self.params), "required": list(self.required)}
+        return {
+            "fleet": self.fleet,
+            "params": list(self.params),
+            "required": list(self.required),
+            "llm": self.llm,
+        }
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> TaskInfo:
@@ -56,6 +62,7 @@ class TaskInfo:
             fleet=bool(raw.get("fleet")),
             params=tuple(raw.get("params") or ()),
             required=tuple(raw.get("required") or ()),
+            llm=bool(raw.get("llm")),
         )
 
 
@@ -71,6 +78,9 @@ class WorkerRecord:
     (downstream -> the ``LimitSpec`` fields set), ``default`` (the same, for any other
     downstream) and ``max_parallelism`` (None: no fleet ceiling); empty from a worker too old
     to say.
+
+    ``llm`` is False when the worker has no LLM endpoint (a record without the field is taken
+    to have one).
     """
 
     node: str
@@ -87,6 +97,7 @@ class WorkerRecord:
     rss_bytes: int | None = None
     version: str = ""
     limits: Mapping[str, Any] = field(default_factory=dict)
+    llm: bool = True
 
     def to_json(self) -> str:
         return json.dumps(
@@ -105,6 +116,7 @@ class WorkerRecord:
                 "rss_bytes": self.rss_bytes,
                 "version": self.version,
                 "limits": dict(self.limits),
+                "llm": self.llm,
             }
         )
 
@@ -126,6 +138,7 @@ class WorkerRecord:
             rss_bytes=_count(raw.get("rss_bytes")),
             version=str(raw.get("version") or ""),
             limits=dict(raw.get("limits") or {}),
+            llm=bool(raw.get("llm", True)),
         )
 
 

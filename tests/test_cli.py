@@ -78,3 +78,18 @@ def test_run_reads_json_lines_and_names_the_first_bad_line(tmp_path: Path) -> No
         list(read_inputs(str(bad)))
     with pytest.raises(DispatchError, match="no such file"):
         read_inputs(str(tmp_path / "absent.jsonl"))
+
+
+def test_an_empty_inputs_file_is_exit_2_and_sends_nothing(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n")
+    out = subprocess.run(
+        [sys.executable, "-m", "agentfleet", "run", "myapp.tasks.classify", "--inputs", str(empty)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"AGENTFLEET_BROKER_URL": "redis://127.0.0.1:1/0", "PATH": "/usr/bin:/bin"},
+    )
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert out.stderr.strip().count("\n") == 0, out.stderr
+    assert f"--inputs {empty} holds no inputs" in out.stderr and "nothing was sent" in out.stderr

@@ -137,3 +137,28 @@ def test_an_unknown_category_is_one_line_listing_the_known_ones(
     assert "no entries matched" not in out.stdout
     assert "'permannet' is no dead-letter category" in out.stderr and "permanent, transient" in out.stderr
     assert "downstream_error" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_show_requeue_and_purge_take_the_first_characters_of_an_id(
+    env: dict[str, str], entries: list[DeadLetter]
+) -> None:
+    shown = json.loads(_run(env, "show", entries[0].id[:6], "--json").output)
+    assert shown["id"] == entries[0].id
+    dry = json.loads(_run(env, "requeue", entries[2].id[:6], "--dry-run", "--json").output)
+    assert [r["id"] for r in dry] == [entries[2].id]
+    assert _run(env, "purge", entries[1].id[:6], "--yes").exit_code == 0
+    assert _run(env, "show", entries[1].id).exception is not None
+
+
+def test_a_prefix_of_several_dead_letters_is_refused_naming_them(
+    redis_client: redis.Redis, key_prefix: str, env: dict[str, str]
+) -> None:
+    store = DLQStore(redis_client, prefix=key_prefix)
+    made = [sample_entry(index=i) for i in range(40)]
+    for entry in made:
+        store.add(entry)
+    shared = next(a.id[:1] for a in made if sum(b.id.startswith(a.id[:1]) for b in made) > 1)
+    result = _run(env, "show", shared)
+    assert isinstance(result.exception, ConfigError)
+    assert f"{shared} is the start of several dead letters" in str(result.exception)
+    assert "give more of the id" in str(result.exception)

@@ -26,6 +26,7 @@ app = typer.Typer(
     help="Run fleets of parallel LLM-agent tasks on Celery and Redis.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
 )
 
 

@@ -10,8 +10,16 @@ import typer
 __all__ = ["beat"]
 
 
-def beat(loglevel: str = typer.Option("INFO", "--loglevel", "-l", help="Log level.")) -> None:
-    """Run celery beat for agentfleet.celery_app; a second beat waits for the lock instead of sending."""
-    argv = ["-m", "celery", "-A", "agentfleet.celery_app", "beat", "--loglevel", loglevel]
+def beat(
+    log_level: str = typer.Option("INFO", "--log-level", "-l", help="Log level.", metavar="LEVEL"),
+    old_log_level: str | None = typer.Option(
+        None, "--loglevel", hidden=True, help="Old spelling of --log-level."
+    ),
+) -> None:
+    """Run celery beat, which sends the schedules.
+
+    A second beat waits for the lock instead of sending.
+    """
+    argv = ["-m", "celery", "-A", "agentfleet.celery_app", "beat", "--loglevel", old_log_level or log_level]
     sys.stdout.flush()
     os.execv(sys.executable, [sys.executable, *argv])

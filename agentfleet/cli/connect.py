@@ -8,9 +8,11 @@ run work start an embedded Redis, and they say so.
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from agentfleet.broker_check import check_broker
 from agentfleet.config import Settings, get_settings
@@ -19,7 +21,7 @@ from agentfleet.local import LocalCluster
 from agentfleet.orchestration import Fleet
 from agentfleet.redis_client import mask_url
 
-__all__ = ["broker_configured", "fleet_for_work", "importable_module_of", "require_broker"]
+__all__ = ["broker_configured", "fleet_for_work", "importable_module_of", "local_task", "require_broker"]
 
 
 def broker_configured(settings: Settings) -> bool:
@@ -43,6 +45,29 @@ def importable_module_of(task_name: str) -> str | None:
         return module if importlib.util.find_spec(module) is not None else None
     except (ImportError, ValueError):
         return None
+
+
+def local_task(task_name: str, say: Callable[[str], object]) -> Any:
+    """The fleet task object of ``task_name`` when this process can import its module, so its
+    inputs are validated against their types as ``Fleet.map`` does with a task object; else
+    ``task_name`` itself (then only the parameter names the workers registered are checked,
+    and ``say`` is told why)."""
+    module = importable_module_of(task_name)
+    if module is None:
+        return task_name
+    try:
+        importlib.import_module(module)
+    except Exception as exc:
+        say(
+            f"note: {module} does not import here ({type(exc).__name__}: {exc}); inputs are checked "
+            "against the parameter names the workers registered, not their types"
+        )
+        return task_name
+    from agentfleet.celery_app import app
+    from agentfleet.tasks.base import FleetTask
+
+    task = app.tasks.get(task_name)
+    return task if isinstance(task, FleetTask) else task_name
 
 
 @contextmanager

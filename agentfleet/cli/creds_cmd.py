@@ -18,13 +18,20 @@ creds_app = typer.Typer(help="Credentials: the audit of every use.", no_args_is_
 
 @creds_app.command("audit")
 def audit(
-    limit: int = typer.Option(100, "--limit", "-n", min=1, help="At most this many entries."),
+    limit: int = typer.Option(100, "--limit", "-n", min=1, help="At most this many entries.", metavar="N"),
     since: str | None = typer.Option(
-        None, "--since", "-s", help="The first entries from then on: 30m, 6h, 2d or an ISO date."
+        None,
+        "--since",
+        "-s",
+        help="The first entries from then on: 30m, 6h, 2d or an ISO date.",
+        metavar="WHEN",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON document."),
 ) -> None:
-    """Uses of credentials, oldest first: the latest --limit, or the first since --since."""
+    """Uses of credentials, oldest first.
+
+    The latest --limit, or the first since --since.
+    """
     start = parse_since(since) if since is not None else None
     require_broker()
     audit = AuditLog(state_client(get_settings()), get_settings().key_prefix)

@@ -86,16 +86,29 @@ def _closing_hint(embedded: bool) -> str:
 
 
 def demo(
-    tasks: int = typer.Option(0, "--tasks", "-t", min=0, help="Items beyond the ten quickstart texts."),
-    workers: int = typer.Option(2, "--workers", "-w", min=1, help="Worker processes to start."),
-    concurrency: int = typer.Option(16, "--concurrency", "-c", min=1, help="Pool size per worker."),
-    pool: str = typer.Option("threads", help="Worker pool: threads, prefork or gevent."),
-    latency_s: float = typer.Option(0.5, min=0.0, help="Median latency of a model call (or task), seconds."),
-    failure_rate: float = typer.Option(0.1, min=0.0, max=1.0, help="Share of calls that fail transiently."),
+    tasks: int = typer.Option(
+        0, "--tasks", "-t", min=0, help="Items beyond the ten quickstart texts.", metavar="N"
+    ),
+    workers: int = typer.Option(2, "--workers", "-w", min=1, help="Worker processes to start.", metavar="N"),
+    concurrency: int = typer.Option(
+        16, "--concurrency", "-c", min=1, help="Pool size per worker.", metavar="N"
+    ),
+    pool: str = typer.Option("threads", help="Worker pool: threads, prefork or gevent.", metavar="POOL"),
+    latency_s: float = typer.Option(
+        0.5, min=0.0, help="Median latency of a model call (or task), seconds.", metavar="SECONDS"
+    ),
+    failure_rate: float = typer.Option(
+        0.1, min=0.0, max=1.0, help="Share of calls that fail transiently.", metavar="SHARE"
+    ),
     simulated: bool = typer.Option(False, "--simulated", help="Sleeping stand-ins instead of LLM agents."),
-    timeout_s: float = typer.Option(300.0, min=1.0, help="How long to wait for the run, seconds."),
+    timeout_s: float = typer.Option(
+        300.0, min=1.0, help="How long to wait for the run, seconds.", metavar="SECONDS"
+    ),
 ) -> None:
-    """Fan out agents over real Celery workers on an embedded Redis, and show what happened."""
+    """Fan out agents over real workers and an embedded Redis.
+
+    Shows the run as it goes, its summary and its dead letters.
+    """
     real_api = bool(os.environ.get("ANTHROPIC_API_KEY")) and not simulated
     with ExitStack() as stack:
         env: dict[str, str] = {}

@@ -19,7 +19,7 @@ from agentfleet.orchestration.dead_letters import DeadLetterQueue
 __all__ = ["dlq_app"]
 
 dlq_app = typer.Typer(
-    help="Triage the dead-letter queue: items that failed for good, with their full context.",
+    help="Triage the dead-letter queue: items that failed for good.",
     no_args_is_help=True,
 )
 
@@ -28,22 +28,32 @@ _CATEGORY = typer.Option(
     "--category",
     "-c",
     help="Only this category: a leaf (bad_request, poison, timeout) or a parent (permanent, transient).",
+    metavar="CATEGORY",
 )
 _DOWNSTREAM = typer.Option(
     None,
     "--downstream",
     "-d",
     help="Only entries for this downstream: a host, a provider (anthropic) or provider:model.",
+    metavar="DOWNSTREAM",
 )
-_RUN = typer.Option(None, "--run", "-r", help="Only entries of this run id.")
-_FINGERPRINT = typer.Option(None, "--fingerprint", "-f", help="Only entries with this fingerprint.")
+_RUN = typer.Option(None, "--run", "-r", help="Only entries of this run id.", metavar="RUN_ID")
+_FINGERPRINT = typer.Option(
+    None, "--fingerprint", "-f", help="Only entries with this fingerprint.", metavar="FINGERPRINT"
+)
 _SINCE = typer.Option(
-    None, "--since", "-s", help="Only entries dead-lettered since: 30m, 6h, 2d or an ISO date."
+    None,
+    "--since",
+    "-s",
+    help="Only entries dead-lettered since: 30m, 6h, 2d or an ISO date.",
+    metavar="WHEN",
 )
 _JSON = typer.Option(False, "--json", help="Print one JSON document.")
 _ALL = typer.Option(False, "--all", help="Every entry (when no ids and no filters are given).")
-_REQUEUE_IDS = typer.Argument(None, help="Entry ids to requeue.")
-_PURGE_IDS = typer.Argument(None, help="Entry ids to delete.")
+_REQUEUE_IDS = typer.Argument(
+    None, help="Entry ids (or their first characters) to requeue.", metavar="ENTRY_ID"
+)
+_PURGE_IDS = typer.Argument(None, help="Entry ids (or their first characters) to delete.", metavar="ENTRY_ID")
 
 
 def _queue() -> DeadLetterQueue:
@@ -69,7 +79,9 @@ def list_entries(
     run_id: str | None = _RUN,
     fingerprint: str | None = _FINGERPRINT,
     since: str | None = _SINCE,
-    limit: int = typer.Option(50, "--limit", "-n", min=1, help="At most this many, newest first."),
+    limit: int = typer.Option(
+        50, "--limit", "-n", min=1, help="At most this many, newest first.", metavar="N"
+    ),
     as_json: bool = _JSON,
 ) -> None:
     """Dead letters, newest first."""
@@ -85,10 +97,12 @@ def list_entries(
 
 @dlq_app.command("show")
 def show_entry(
-    entry_id: str = typer.Argument(..., help="The entry's id (see `agentfleet dlq list`)."),
+    entry_id: str = typer.Argument(
+        ..., help="The entry's id, or its first characters (see agentfleet dlq list).", metavar="ENTRY_ID"
+    ),
     as_json: bool = _JSON,
 ) -> None:
-    """Everything about one dead letter: input, every attempt's error, the traceback."""
+    """One dead letter: its input, each attempt's error, the traceback."""
     entry = _queue().get(entry_id)
     if as_json:
         print_json(entry.model_dump(mode="json"))
@@ -105,8 +119,11 @@ def stats(
     since: str | None = _SINCE,
     as_json: bool = _JSON,
 ) -> None:
-    """Depth, breakdowns by category and downstream, top fingerprints, oldest age, vendor issues:
-    of the whole queue, or of the entries matching the filters."""
+    """How many dead letters, of what kinds, from where.
+
+    Depth, breakdowns by category and downstream, top fingerprints, oldest age, vendor issues:
+    of the whole queue, or of the entries matching the filters.
+    """
     found = _queue().stats(_filter(category, downstream, run_id, fingerprint, since))
     if as_json:
         print_json(found.model_dump(mode="json"))
@@ -126,8 +143,9 @@ def requeue(
     dry_run: bool = typer.Option(False, "--dry-run", help="Show what would be sent; change nothing."),
     as_json: bool = _JSON,
 ) -> None:
-    """Send items again with the same idempotency key and a fresh retry budget.
+    """Send items again, with a fresh retry budget.
 
+    Each keeps its idempotency key.
     A pipeline item starts again at the stage that failed, with the previous stage's stored
     result, and the later stages follow. An entry leaves the queue once the broker took it.
     """
@@ -186,10 +204,15 @@ def export(
     run_id: str | None = _RUN,
     fingerprint: str | None = _FINGERPRINT,
     since: str | None = _SINCE,
-    fmt: str = typer.Option("jsonl", "--format", help="Output format: jsonl (one entry per line)."),
-    output: str = typer.Option("-", "--output", "-o", help="File to write, or - for stdout."),
+    fmt: str = typer.Option(
+        "jsonl", "--format", help="Output format: jsonl (one entry per line).", metavar="FORMAT"
+    ),
+    output: str = typer.Option("-", "--output", "-o", help="File to write, or - for stdout.", metavar="FILE"),
 ) -> None:
-    """Write dead letters (all, or those matching the filters) as JSON Lines, oldest first."""
+    """Write dead letters as JSON Lines, oldest first.
+
+    All of them, or those matching the filters.
+    """
     if fmt != "jsonl":
         raise ConfigError(f"--format {fmt}: the only export format is jsonl")
     flt = _filter(category, downstream, run_id, fingerprint, since)

@@ -70,12 +70,21 @@ def flower_launch(
 
 
 def flower(
-    address: str | None = typer.Option(None, help="Address to bind (default flower.host, 127.0.0.1)."),
-    port: int | None = typer.Option(None, min=1, max=65535, help="Port (default flower.port, 5555)."),
+    host: str | None = typer.Option(
+        None, "--host", help="Address to bind (default flower.host, 127.0.0.1).", metavar="HOST"
+    ),
+    address: str | None = typer.Option(None, "--address", hidden=True, help="Old spelling of --host."),
+    port: int | None = typer.Option(
+        None, min=1, max=65535, help="Port (default flower.port, 5555).", metavar="PORT"
+    ),
     insecure: bool = typer.Option(False, "--insecure", help="Start without authentication."),
 ) -> None:
-    """Start Flower for agentfleet.celery_app, behind basic auth (AGENTFLEET_FLOWER__BASIC_AUTH)."""
+    """Start Flower, behind basic auth.
+
+    Flower shows agentfleet.celery_app; its password is AGENTFLEET_FLOWER__BASIC_AUTH.
+    """
     settings = get_settings()
+    address = host or address
     argv, env = flower_launch(settings, address=address, port=port, insecure=insecure, environ=os.environ)
     bind = address or settings.flower.host
     if not is_loopback(bind):

@@ -43,8 +43,10 @@ def _local(host: str) -> str:
 
 @healthcheck_app.command("worker")
 def worker(
-    node: str = typer.Option(..., help="The worker's node name, e.g. agents@%h (%h: this host's name)."),
-    timeout_s: float = typer.Option(5.0, min=0.1, help="Seconds to wait for the reply."),
+    node: str = typer.Option(
+        ..., help="The worker's node name, e.g. agents@%h (%h: this host's name).", metavar="NODE"
+    ),
+    timeout_s: float = typer.Option(5.0, min=0.1, help="Seconds to wait for the reply.", metavar="SECONDS"),
 ) -> None:
     """The worker NODE answers a ping."""
     from kombu.exceptions import OperationalError
@@ -86,14 +88,14 @@ def beat() -> None:
 
 
 @healthcheck_app.command("flower")
-def flower(timeout_s: float = typer.Option(5.0, min=0.1, help="Seconds to wait.")) -> None:
+def flower(timeout_s: float = typer.Option(5.0, min=0.1, help="Seconds to wait.", metavar="SECONDS")) -> None:
     """Flower answers on /healthcheck."""
     settings = get_settings().flower
     _get(f"http://{_local(settings.host)}:{settings.port}/healthcheck", timeout_s)
 
 
 @healthcheck_app.command("api")
-def api(timeout_s: float = typer.Option(5.0, min=0.1, help="Seconds to wait.")) -> None:
-    """``agentfleet serve`` answers 200 on /health."""
+def api(timeout_s: float = typer.Option(5.0, min=0.1, help="Seconds to wait.", metavar="SECONDS")) -> None:
+    """The service (agentfleet serve) answers 200 on /health."""
     settings = get_settings().service
     _get(f"http://{_local(settings.host)}:{settings.port}/health", timeout_s)

@@ -15,14 +15,16 @@ from agentfleet.redis_client import state_client
 __all__ = ["limits_app"]
 
 limits_app = typer.Typer(
-    help="Cluster-wide rate limits: what each downstream has left, and how to size a cap.",
+    help="Cluster-wide rate limits: what is left, and sizing a cap.",
     no_args_is_help=True,
 )
 
 _NONE_YET = "no downstreams yet: none is in the limits table and none has been called lately"
 _JSON = typer.Option(False, "--json", help="Print one JSON document.")
 _DOWNSTREAMS = typer.Argument(
-    None, help="Only these downstreams (a host, or provider:model). Default: every one known."
+    None,
+    help="Only these downstreams (a host, or provider:model). Default: every one known.",
+    metavar="DOWNSTREAM",
 )
 
 
@@ -31,7 +33,7 @@ def show(
     downstreams: list[str] | None = _DOWNSTREAMS,
     as_json: bool = _JSON,
 ) -> None:
-    """Each downstream's limits, tokens left, slots in use and pause, as the workers use them.
+    """Each downstream's limits, tokens left, slots in use and pause.
 
     The limits are those the live workers apply (from their heartbeats), and the title says
     whose they are; with no live worker, this process's configuration. Known downstreams are
@@ -77,14 +79,19 @@ def _statuses(view: LimitsView, downstreams: list[str] | None) -> list[LimitStat
 
 @limits_app.command("plan")
 def plan(
-    rps: float = typer.Option(..., "--rps", help="Requests a second the downstream allows."),
-    latency_s: float = typer.Option(..., "--latency-s", help="Seconds one call takes, on average."),
+    rps: float = typer.Option(..., "--rps", help="Requests a second the downstream allows.", metavar="RATE"),
+    latency_s: float = typer.Option(
+        ..., "--latency-s", help="Seconds one call takes, on average.", metavar="SECONDS"
+    ),
     headroom: float = typer.Option(
-        0.2, "--headroom", help="Extra slots for slow calls, as a fraction: 0.2 is 20%."
+        0.2, "--headroom", help="Extra slots for slow calls, as a fraction: 0.2 is 20%.", metavar="SHARE"
     ),
     as_json: bool = _JSON,
 ) -> None:
-    """Size max_concurrency with Little's law: calls in flight = rate x latency, plus headroom."""
+    """Size max_concurrency with Little's law.
+
+    Calls in flight = rate x latency, plus headroom.
+    """
     found = concurrency_plan(rps, latency_s, headroom)
     if as_json:
         print_json(found.as_dict())

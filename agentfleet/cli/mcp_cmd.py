@@ -18,19 +18,26 @@ class Transport(StrEnum):
     http = "http"
 
 
-_TRANSPORT = typer.Option(Transport.stdio, help="stdio (the client starts this) or http.")
+_TRANSPORT = typer.Option(
+    Transport.stdio, help="stdio (the client starts this) or http.", metavar="stdio|http"
+)
 _ALLOW = typer.Option(
-    [], "--allow-task", help="A task clients may start (repeat it); default: any registered task."
+    [],
+    "--allow-task",
+    help="A task clients may start (repeat it); default: any registered task.",
+    metavar="TASK",
 )
 
 
 def mcp(
     transport: Transport = _TRANSPORT,
-    host: str = typer.Option("127.0.0.1", help="Address to bind, with --transport http."),
-    port: int = typer.Option(8766, min=1, max=65535, help="Port, with --transport http."),
+    host: str = typer.Option("127.0.0.1", help="Address to bind, with --transport http.", metavar="HOST"),
+    port: int = typer.Option(8766, min=1, max=65535, help="Port, with --transport http.", metavar="PORT"),
     allow_task: list[str] = _ALLOW,
 ) -> None:
-    """Serve fan_out_tasks, run_status, run_results and dlq_stats to MCP clients.
+    """Serve the fleet's tools to MCP clients.
+
+    The tools: fan_out_tasks, run_status, run_results and dlq_stats.
 
     Over stdio the MCP client starts this command itself; over HTTP (at /mcp) each request
     needs Authorization: Bearer $AGENTFLEET_SERVICE__TOKEN (failed checks are throttled per

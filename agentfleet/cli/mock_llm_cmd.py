@@ -12,7 +12,9 @@ __all__ = ["mock_llm"]
 _ERROR_RATE = typer.Option(
     [], "--error-rate", metavar="STATUS=RATE", help="Answer this HTTP error at this rate, e.g. 529=0.05."
 )
-_API_KEY = typer.Option([], "--api-key", help="Accept only this key (repeatable; default: any key).")
+_API_KEY = typer.Option(
+    [], "--api-key", help="Accept only this key (repeatable; default: any key).", metavar="KEY"
+)
 
 
 def _announce(server: MockMessagesServer) -> None:
@@ -23,24 +25,35 @@ def _announce(server: MockMessagesServer) -> None:
 
 
 def mock_llm(
-    host: str = typer.Option("127.0.0.1", help="Address to listen on."),
-    port: int = typer.Option(DEFAULT_PORT, min=0, max=65535, help="Port to listen on; 0 picks a free one."),
-    latency: str = typer.Option(
-        "0", help="Reply latency in seconds: S, fixed:S, uniform:LO,HI or lognormal:MEDIAN,SIGMA[,MAX]."
+    host: str = typer.Option("127.0.0.1", help="Address to listen on.", metavar="HOST"),
+    port: int = typer.Option(
+        DEFAULT_PORT, min=0, max=65535, help="Port to listen on; 0 picks a free one.", metavar="PORT"
     ),
-    requests_per_min: float | None = typer.Option(None, min=0, help="Requests a minute before a 429."),
+    latency: str = typer.Option(
+        "0",
+        help="Reply latency in seconds: S, fixed:S, uniform:LO,HI or lognormal:MEDIAN,SIGMA[,MAX].",
+        metavar="SPEC",
+    ),
+    requests_per_min: float | None = typer.Option(
+        None, min=0, help="Requests a minute before a 429.", metavar="N"
+    ),
     input_tokens_per_min: float | None = typer.Option(
-        None, min=0, help="Input tokens a minute before a 429."
+        None, min=0, help="Input tokens a minute before a 429.", metavar="N"
     ),
     output_tokens_per_min: float | None = typer.Option(
-        None, min=0, help="Output tokens a minute before a 429."
+        None, min=0, help="Output tokens a minute before a 429.", metavar="N"
     ),
-    tokens_per_min: float | None = typer.Option(None, min=0, help="Input plus output tokens a minute."),
+    tokens_per_min: float | None = typer.Option(
+        None, min=0, help="Input plus output tokens a minute.", metavar="N"
+    ),
     error_rate: list[str] = _ERROR_RATE,
     api_key: list[str] = _API_KEY,
-    seed: int = typer.Option(0, help="Seed for latency draws, injected errors and ids."),
+    seed: int = typer.Option(0, help="Seed for latency draws, injected errors and ids.", metavar="N"),
 ) -> None:
-    """Serve the mock Anthropic Messages API on loopback until Ctrl-C, for offline runs and tests."""
+    """Serve a mock Anthropic Messages API, for offline runs.
+
+    It listens on loopback until Ctrl-C; tests and the demo use it too.
+    """
     serve(
         host,
         port,

@@ -8,27 +8,32 @@ status says how the run went, for scripts and CI:
 - 2: nothing ran: a usage or configuration mistake, an unknown task, inputs that do not fit
   it, a broker that does not answer;
 - 3: some items had no outcome when ``--timeout-s`` ran out (they go on running; ``agentfleet
-  runs show RUN_ID`` follows them). This wins over 1.
+  runs show RUN_ID`` follows them). This wins over 1;
+- 130: interrupted (Ctrl-C): the run goes on in the workers unless ``--cancel-on-interrupt``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from enum import IntEnum
 from pathlib import Path
 from typing import Any
 
 import typer
 
-from agentfleet.cli.connect import fleet_for_work, importable_module_of
+from agentfleet.cli.connect import fleet_for_work, importable_module_of, local_task
 from agentfleet.cli.option_flags import with_run_options
 from agentfleet.cli.output import console, err_console, outcomes_table, print_json, summary_table
 from agentfleet.cli.progress import follow
+from agentfleet.cli.run_where import OutcomeFile, dispatched_line, interrupted_line
 from agentfleet.config import RunOptions
 from agentfleet.errors import DispatchError
-from agentfleet.models import RunSummary
+from agentfleet.models import RunSummary, TaskOutcome
+from agentfleet.orchestration import Fleet, Run
 from agentfleet.orchestration.dispatch import DispatchProgress
 from agentfleet.orchestration.fleet import Progress
 from agentfleet.orchestration.named import iter_jsonl
@@ -43,6 +48,7 @@ class ExitCode(IntEnum):
     ITEMS_FAILED = 1
     USAGE = 2
     TIMED_OUT = 3
+    INTERRUPTED = 130
 
 
 def exit_code(summary: RunSummary) -> ExitCode:
@@ -84,46 +90,88 @@ def _dispatch_progress(say: Any, every_s: float) -> Progress:
     return show
 
 
+def _first_and_rest(items: Iterator[dict[str, Any]], source: str) -> Iterator[dict[str, Any]]:
+    """``items`` again once it is known to hold one; ``DispatchError`` for an empty file."""
+    first = next(items, None)
+    if first is None:
+        raise DispatchError(f"--inputs {source} holds no inputs (one JSON object a line); nothing was sent")
+    return itertools.chain([first], items)
+
+
 @with_run_options
 def run(
-    task: str = typer.Argument(..., help="Registered task name, e.g. myapp.tasks.classify."),
-    inputs: str = typer.Option(..., "--inputs", "-i", help="JSON Lines file of inputs, or - for stdin."),
-    timeout_s: float = typer.Option(600.0, min=0.0, help="How long to wait, seconds."),
-    wait: bool = typer.Option(True, "--wait/--no-wait", help="Wait for the outcomes."),
+    task: str = typer.Argument(..., metavar="TASK", help="Registered task name, e.g. myapp.tasks.classify."),
+    inputs: str = typer.Option(
+        ..., "--inputs", "-i", metavar="FILE", help="JSON Lines file of inputs, or - for stdin."
+    ),
+    timeout_s: float = typer.Option(600.0, min=0.0, metavar="SECONDS", help="How long to wait."),
+    wait: bool = typer.Option(True, "--wait/--no-wait", help="Wait for the outcomes (the default)."),
     wait_for_workers_s: float | None = typer.Option(
         None,
         "--wait-for-workers",
         min=0.0,
-        help="Seconds to wait for workers that are starting before refusing the task "
+        metavar="SECONDS",
+        help="How long to wait for workers that are starting before refusing the task "
         "(default dispatch.wait_for_workers_s).",
     ),
-    workers: int = typer.Option(2, min=1, help="Workers to start when using an embedded cluster."),
+    workers: int = typer.Option(
+        2, min=1, metavar="N", help="Workers to start when using an embedded cluster."
+    ),
     progress_every_s: float = typer.Option(
         10.0,
         "--progress-every",
         min=0.5,
-        help="Seconds between progress lines when not on a terminal, and while a long dispatch sends.",
+        metavar="SECONDS",
+        help="Time between progress lines when not on a terminal, and while a long dispatch sends.",
+    ),
+    output: str | None = typer.Option(
+        None,
+        "--output",
+        "-o",
+        metavar="FILE",
+        help="Write one JSON line per outcome to FILE as each arrives.",
+    ),
+    cancel_on_interrupt: bool = typer.Option(
+        False,
+        "--cancel-on-interrupt",
+        help="Cancel the run on Ctrl-C (without it, the run goes on in the workers).",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON document."),
     *,
     options: RunOptions,
 ) -> None:
-    """Dispatch TASK once per input line and (by default) wait for the run.
+    """Fan TASK out over the inputs and wait for the run.
+
+    Dispatches TASK once per input line and (unless --no-wait) waits for the outcomes.
+
+    Prints the run's id (and its console page) once it is dispatched. On Ctrl-C the run goes
+    on in the workers, unless --cancel-on-interrupt.
 
     Every run option is a flag (--name, --aggregate, --budget-usd, --max-in-flight, ...).
     Exit status: 0 every item succeeded; 1 some failed; 2 nothing ran (a mistake); 3 some
-    had no outcome in time.
+    had no outcome in time; 130 interrupted.
     """
-    items = read_inputs(inputs)
+    if output is not None and not wait:
+        raise DispatchError(
+            "--output needs the outcomes: drop --no-wait, or use `agentfleet runs show --json`"
+        )
+    items = _first_and_rest(read_inputs(inputs), inputs)
     say = err_console.print if as_json else console.print
     module = importable_module_of(task)
-    with fleet_for_work(
-        workers=workers, concurrency=None, pool=None, task_modules=[module] if module else [], say=say
-    ) as (fleet, cluster):
+    with (
+        OutcomeFile(output) if output is not None else contextlib.nullcontext() as sink,
+        fleet_for_work(
+            workers=workers,
+            concurrency=None,
+            pool=None,
+            task_modules=[module] if module else [],
+            say=say,
+        ) as (fleet, cluster),
+    ):
         if not wait and cluster is not None:
             raise DispatchError("--no-wait needs a running Redis and workers (AGENTFLEET_BROKER_URL)")
         handle = fleet.map(
-            task,
+            local_task(task, err_console.print),
             items,
             options=options,
             wait_for_workers_s=wait_for_workers_s,
@@ -135,19 +183,52 @@ def run(
             else:
                 console.print(f"dispatched run {handle.id} ({handle.total} tasks)")
             return
-        if as_json:
-            summary = handle.wait(timeout_s)
-            print_json(
-                {
-                    "summary": summary.model_dump(mode="json"),
-                    "outcomes": [o.model_dump(mode="json") for o in handle.outcomes()],
-                }
-            )
-        else:
-            follow(handle, fleet, timeout_s=timeout_s, label=task, plain_every_s=progress_every_s)
-            summary = handle.summary(report_timeouts=True)
-            console.print(summary_table(summary))
-            failed = [o for o in handle.outcomes() if not o.ok]
-            if failed:
-                console.print(outcomes_table(failed, title="failed items"))
+        say(
+            dispatched_line(fleet.settings, handle.id, handle.total),
+            highlight=False,
+            soft_wrap=True,
+            markup=False,
+        )
+        on_outcome = sink.write if sink is not None else None
+        try:
+            summary = _follow(handle, fleet, task, timeout_s, progress_every_s, on_outcome, as_json=as_json)
+        except KeyboardInterrupt:
+            if cancel_on_interrupt:
+                handle.cancel(compensate=False)
+            line = interrupted_line(handle.id, cancelled=cancel_on_interrupt, embedded=cluster is not None)
+            err_console.print(line, highlight=False, soft_wrap=True, markup=False)
+            raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
     raise typer.Exit(int(exit_code(summary)))
+
+
+def _follow(
+    handle: Run,
+    fleet: Fleet,
+    label: str,
+    timeout_s: float,
+    every_s: float,
+    on_outcome: Callable[[TaskOutcome], None] | None,
+    *,
+    as_json: bool,
+) -> RunSummary:
+    """Wait for the run, showing its progress (or, with ``as_json``, printing one document at
+    the end); ``on_outcome`` hears each outcome as it arrives."""
+    if as_json:
+        for outcome in handle.as_completed(timeout_s):
+            if on_outcome is not None:
+                on_outcome(outcome)
+        summary = handle.summary(report_timeouts=True)
+        print_json(
+            {
+                "summary": summary.model_dump(mode="json"),
+                "outcomes": [o.model_dump(mode="json") for o in handle.outcomes()],
+            }
+        )
+        return summary
+    follow(handle, fleet, timeout_s=timeout_s, label=label, plain_every_s=every_s, on_outcome=on_outcome)
+    summary = handle.summary(report_timeouts=True)
+    console.print(summary_table(summary))
+    failed = [o for o in handle.outcomes() if not o.ok]
+    if failed:
+        console.print(outcomes_table(failed, title="failed items"))
+    return summary

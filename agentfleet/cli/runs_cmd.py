@@ -18,7 +18,7 @@ runs_app = typer.Typer(help="List runs and show one run's summary and outcomes."
 
 @runs_app.command("list")
 def list_runs(
-    limit: int = typer.Option(20, "--limit", "-n", min=1, help="How many of the newest runs."),
+    limit: int = typer.Option(20, "--limit", "-n", min=1, help="How many of the newest runs.", metavar="N"),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON document."),
 ) -> None:
     """The newest runs, newest first."""
@@ -35,13 +35,19 @@ def list_runs(
 @runs_app.command("show")
 def show_run(
     run_id: str = typer.Argument(
-        ..., help="The run's id, or its first characters (see `agentfleet runs list`)."
+        ..., metavar="RUN_ID", help="The run's id, or its first characters (see agentfleet runs list)."
     ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON document."),
     failures_only: bool = typer.Option(False, "--failures", help="List only failed items."),
-    limit: int = typer.Option(50, "--limit", "-n", min=1, help="How many outcomes to list."),
+    limit: int = typer.Option(50, "--limit", "-n", min=1, metavar="N", help="How many outcomes to list."),
+    offset: int = typer.Option(0, "--offset", min=0, metavar="N", help="Skip this many outcomes first."),
+    every: bool = typer.Option(False, "--all", help="List every outcome (no --limit)."),
 ) -> None:
-    """A run's summary, the downstreams every worker is paused on, and its items' outcomes."""
+    """A run's summary, paused downstreams and its items' outcomes.
+
+    Lists --limit outcomes in input order and says how many there are: page with --offset,
+    or list them all with --all.
+    """
     fleet = Fleet(broker_url=require_broker())
     try:
         run = fleet.get_run(run_id)
@@ -49,6 +55,7 @@ def show_run(
         raise DispatchError(f"{exc}; see `agentfleet runs list`") from None
     summary = run.summary()
     outcomes = [o for o in run.outcomes() if not (failures_only and o.ok)]
+    page = outcomes[offset:] if every else outcomes[offset : offset + limit]
     paused = Limiter.from_settings(fleet.settings, fleet.store.client).paused(
         fleet.settings.limiter.pause_notice_s
     )
@@ -57,7 +64,9 @@ def show_run(
             {
                 "summary": summary.model_dump(mode="json"),
                 "paused_downstreams": paused,
-                "outcomes": [o.model_dump(mode="json") for o in outcomes[:limit]],
+                "outcomes_total": len(outcomes),
+                "offset": offset,
+                "outcomes": [o.model_dump(mode="json") for o in page],
             }
         )
         return
@@ -66,20 +75,35 @@ def show_run(
         console.print(f"[yellow]{pause_reason(downstream, left_s)}[/yellow]", highlight=False)
     if summary.steps:
         console.print(steps_table(summary))
-    if outcomes:
-        console.print(outcomes_table(outcomes, limit=limit))
+    if page:
+        console.print(outcomes_table(page, limit=len(page)))
+    if len(page) < len(outcomes):
+        console.print(page_note(len(page), len(outcomes), offset, run.id), highlight=False, soft_wrap=True)
+
+
+def page_note(shown: int, total: int, offset: int, run_id: str) -> str:
+    """How many of a run's outcomes a page shows, and how to see the others."""
+    first = f"{offset + 1}-{offset + shown}" if shown else "none"
+    more = f"--offset {offset + shown} for the next, " if offset + shown < total else ""
+    return (
+        f"{shown} of {total} outcomes shown ({first}); "
+        f"{more}--all for every one (agentfleet runs show {run_id} --all)"
+    )
 
 
 @runs_app.command("cancel")
 def cancel_run(
-    run_id: str = typer.Argument(..., help="The run's id, or its first characters."),
+    run_id: str = typer.Argument(..., help="The run's id, or its first characters.", metavar="RUN_ID"),
     compensate: bool = typer.Option(
         True,
         "--compensate/--no-compensate",
         help="Undo the succeeded items whose tasks declare a compensation.",
     ),
 ) -> None:
-    """Cancel a run: items that have not started do not run; succeeded ones are compensated."""
+    """Cancel a run: its items that have not started never run.
+
+    Succeeded ones are compensated (unless --no-compensate).
+    """
     fleet = Fleet(broker_url=require_broker())
     run = fleet.get_run(run_id)
     run.cancel(compensate=compensate)
@@ -87,8 +111,13 @@ def cancel_run(
 
 
 @runs_app.command("compensate")
-def compensate_run(run_id: str = typer.Argument(..., help="The run's id, or its first characters.")) -> None:
-    """Undo a run's succeeded items whose tasks declare a compensation, newest first."""
+def compensate_run(
+    run_id: str = typer.Argument(..., help="The run's id, or its first characters.", metavar="RUN_ID"),
+) -> None:
+    """Undo a run's succeeded items that declare a compensation.
+
+    Newest first.
+    """
     fleet = Fleet(broker_url=require_broker())
     run = fleet.get_run(run_id)
     if run.compensate():

@@ -17,11 +17,18 @@ __all__ = ["serve", "service_server"]
 
 
 def serve(
-    host: str | None = typer.Option(None, help="Address to bind (default service.host, 127.0.0.1)."),
-    port: int | None = typer.Option(None, min=1, max=65535, help="Port (default service.port, 8080)."),
-    log_level: str = typer.Option("warning", help="uvicorn's log level."),
+    host: str | None = typer.Option(
+        None, help="Address to bind (default service.host, 127.0.0.1).", metavar="HOST"
+    ),
+    port: int | None = typer.Option(
+        None, min=1, max=65535, help="Port (default service.port, 8080).", metavar="PORT"
+    ),
+    log_level: str = typer.Option("warning", help="uvicorn's log level.", metavar="LEVEL"),
 ) -> None:
-    """Serve GET /health, GET /metrics, POST /runs, GET /runs/{id} and the console."""
+    """Serve health, metrics, the run trigger and the console.
+
+    Paths: GET /health, GET /metrics, POST /runs, GET /runs/ID and /console.
+    """
     from agentfleet.service import create_app
     from agentfleet.service.server import banner
 

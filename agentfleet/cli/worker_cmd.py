@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 
@@ -9,8 +10,9 @@ import typer
 from pydantic import ValidationError
 
 from agentfleet.config import WorkerSettings, get_settings
+from agentfleet.errors import ConfigError
 
-__all__ = ["resolve_queues", "worker"]
+__all__ = ["require_task_modules", "resolve_queues", "worker"]
 
 # An autoscaling worker's pool when none is chosen: gevent measured at about 1 MiB per slot
 # against about 33 MiB for prefork (bench/pool_choice.py; figures in the README).
@@ -27,27 +29,65 @@ def resolve_queues(spec: str | None) -> str:
     return ",".join(named.get(part, part) for part in parts)
 
 
+def _findable(module: str) -> str | None:
+    """None when ``module`` can be imported from here; else why not."""
+    try:
+        return None if importlib.util.find_spec(module) is not None else "no such module"
+    except (ImportError, ValueError) as exc:
+        return f"{type(exc).__name__}: {exc}"
+
+
+def require_task_modules(modules: list[str]) -> None:
+    """One ``ConfigError`` naming the task modules this process cannot import, before Celery
+    tries (and stops with a traceback)."""
+    missing = {module: why for module in modules if (why := _findable(module)) is not None}
+    if not missing:
+        return
+    named = ", ".join(f"{module} ({why})" for module, why in missing.items())
+    path = os.environ.get("PYTHONPATH") or "unset"
+    raise ConfigError(
+        f"cannot import the task module {named}, named in AGENTFLEET_TASK_MODULES "
+        f"({','.join(modules)}); install it, or add its directory to PYTHONPATH (now {path}), "
+        "then start the worker again"
+    )
+
+
 def worker(
     ctx: typer.Context,
-    pool: str | None = typer.Option(None, help="prefork, threads, gevent or solo (default from settings)."),
-    concurrency: int | None = typer.Option(None, "--concurrency", "-c", min=1, help="Pool size."),
+    pool: str | None = typer.Option(
+        None, help="prefork, threads, gevent or solo (default from settings).", metavar="POOL"
+    ),
+    concurrency: int | None = typer.Option(
+        None, "--concurrency", "-c", min=1, help="Pool size.", metavar="N"
+    ),
     autoscale: str | None = typer.Option(
-        None, help="'max,min' pool sizes; prefork or gevent (gevent unless --pool says otherwise)."
+        None,
+        help="'max,min' pool sizes; prefork or gevent (gevent unless --pool says otherwise).",
+        metavar="MAX,MIN",
     ),
     queues: str | None = typer.Option(
         None,
         "--queues",
         "-Q",
         help="Comma-separated queues or roles (agents, fanin, maintenance); default: all.",
+        metavar="QUEUES",
     ),
-    loglevel: str = typer.Option("INFO", "--loglevel", "-l", help="Log level."),
-    hostname: str | None = typer.Option(None, "--hostname", "-n", help="Node name, e.g. agents1@%h."),
+    log_level: str = typer.Option("INFO", "--log-level", "-l", help="Log level.", metavar="LEVEL"),
+    old_log_level: str | None = typer.Option(
+        None, "--loglevel", hidden=True, help="Old spelling of --log-level."
+    ),
+    hostname: str | None = typer.Option(
+        None, "--hostname", "-n", help="Node name, e.g. agents1@%h.", metavar="NAME"
+    ),
 ) -> None:
-    """Start a worker on the configured broker (``celery -A agentfleet.celery_app worker``).
+    """Start a worker on the configured broker.
+
+    It runs celery -A agentfleet.celery_app worker with the queues and pool given.
 
     Any further option is Celery's and is passed on, e.g. --max-tasks-per-child 100.
     """
     settings = get_settings()
+    require_task_modules(settings.task_modules)
     if autoscale is not None:
         try:
             autoscale = WorkerSettings(autoscale=autoscale).autoscale
@@ -76,7 +116,7 @@ def worker(
         "--pool",
         chosen_pool,
         "--loglevel",
-        loglevel,
+        old_log_level or log_level,
         "--task-events",
     ]
     argv += ["--queues", resolve_queues(queues)]

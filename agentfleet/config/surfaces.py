@@ -53,7 +53,9 @@ class ServiceSettings(BaseModel):
     ``trusted_proxies`` are addresses whose ``X-Forwarded-For`` names the real client (none:
     the peer address is the client). ``max_run_usd`` is the largest ``budget_usd`` (US
     dollars) a ``POST /runs`` or MCP caller may give a run (default: ``budgets.run_usd``; a
-    caller may lower the operator's cap, never raise it).
+    caller may lower the operator's cap, never raise it). ``public_url`` is the address people
+    open the service at (behind a proxy, say), used in the links the CLI prints (default:
+    ``http://host:port``).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -78,6 +80,7 @@ class ServiceSettings(BaseModel):
     max_connections_per_client: int = Field(default=32, ge=1)
     trusted_proxies: list[str] = Field(default_factory=list)
     max_run_usd: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    public_url: str | None = None
 
     @field_validator("token")
     @classmethod

@@ -23,6 +23,7 @@ redelivery) updates it in place.
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
@@ -42,6 +43,8 @@ __all__ = ["DLQ_LUA", "NO_DOWNSTREAM", "DLQStore"]
 
 DLQ_LUA = ScriptSet("agentfleet.dlq", "scripts", libraries=("indexes",))
 _PAGE = 500
+# The characters an entry id is made of (a hex digest); a start with others matches nothing.
+_ID_CHARS = re.compile(r"^[0-9A-Za-z_-]+$")
 
 
 def _stream_ms(entry_id: str) -> float:
@@ -155,6 +158,18 @@ class DLQStore:
     def get(self, entry_id: str) -> DeadLetter | None:
         raw = self.client.hget(self.entry_key(entry_id), "data")
         return DeadLetter.model_validate_json(raw) if raw else None
+
+    def ids_starting_with(self, start: str, *, limit: int = 6) -> list[str]:
+        """Up to ``limit`` entry ids that begin with ``start`` (a SCAN of the entry keys)."""
+        if not _ID_CHARS.match(start):
+            return []
+        head = self.entry_key("")
+        found: list[str] = []
+        for key in self.client.scan_iter(match=f"{head}{start}*", count=1000):
+            found.append((key.decode() if isinstance(key, bytes) else key).removeprefix(head))
+            if len(found) >= limit:
+                break
+        return sorted(found)
 
     def get_many(self, ids: Sequence[str]) -> list[DeadLetter]:
         """The entries that exist among ``ids``, in the order given."""

@@ -178,6 +178,14 @@ def _problems(workers: Sequence[WorkerRecord], stages: Sequence[Stage]) -> list[
                 f"no live worker that has {stage.name} consumes its queue {stage.queue!r} (they "
                 f"consume {', '.join(serving)}); start one with `agentfleet worker -Q {stage.queue}`"
             )
+        elif info.llm and not any(
+            w.llm and stage.name in w.tasks and stage.queue in w.queues for w in workers
+        ):
+            problems.append(
+                f"{stage.name} calls an LLM and no worker that runs it has an LLM endpoint: set "
+                "ANTHROPIC_API_KEY, or AGENTFLEET_LLM__BASE_URL (e.g. `agentfleet mock-llm`), "
+                "where the workers run and restart them"
+            )
     return problems
 
 

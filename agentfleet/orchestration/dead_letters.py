@@ -87,13 +87,25 @@ class DeadLetterQueue:
         return self.store.find(self._checked(DLQFilter.of(flt, **filters)), limit=limit)
 
     def get(self, entry_id: str) -> DeadLetter:
-        """One entry; raises ``DeadLetterNotFound`` when there is none with that id."""
-        entry = self.store.get(entry_id)
+        """One entry, by its id or the id's first characters; raises ``DeadLetterNotFound``
+        when none has it, ``ConfigError`` when several start with it."""
+        entry = self.store.get(self.full_id(entry_id))
         if entry is None:
             raise DeadLetterNotFound(
                 f"no dead letter {entry_id}: it may have been requeued or purged; see `agentfleet dlq list`"
             )
         return entry
+
+    def full_id(self, start: str) -> str:
+        """The id of the one entry whose id is or begins with ``start`` (``start`` itself when
+        none does); ``ConfigError`` naming them when several do."""
+        if self.store.get(start) is not None:
+            return start
+        found = self.store.ids_starting_with(start)
+        if len(found) > 1:
+            shown = ", ".join(found[:5]) + (" ..." if len(found) > 5 else "")
+            raise ConfigError(f"{start} is the start of several dead letters ({shown}); give more of the id")
+        return found[0] if found else start
 
     def stats(self, flt: DLQFilter | None = None, **filters: Unpack[FilterFields]) -> DLQStats:
         """Depth, breakdowns by category and downstream, top fingerprints, oldest age and vendor
@@ -138,6 +150,7 @@ class DeadLetterQueue:
         if named:
             if not flt.empty or everything:
                 raise ConfigError("name entries by id, or by filters, or --all: not several at once")
+            named = [self.full_id(entry_id) for entry_id in named]
             entries = self.store.get_many(named)
             missing = set(named) - {e.id for e in entries}
             if missing:

@@ -63,6 +63,9 @@ class FleetTask(Task):
     input_model: type[BaseModel]
     fleet_max_retries: int = 3
     downstream: str | None = None
+    # Calls the Messages API (``ctx.anthropic``): refused at dispatch by workers that have no
+    # LLM endpoint. True for a ``downstream`` naming Anthropic, and for the built-in LLM tasks.
+    uses_llm: bool = False
     retry_on: tuple[type[BaseException], ...] = ()
     fail_on: tuple[type[BaseException], ...] = ()
     budget: TaskBudget = TaskBudget()

@@ -92,6 +92,8 @@ def _register(
         "input_model": input_model_for(fn, model_name=f"{fn.__name__}_input"),
         "fleet_max_retries": settings.retry.max_retries if max_retries is None else max_retries,
         "downstream": downstream,
+        "uses_llm": downstream is not None
+        and (downstream.startswith("anthropic:") or downstream == "api.anthropic.com"),
         "retry_on": tuple(retry_on),
         "fail_on": tuple(fail_on),
         "budget": budget,

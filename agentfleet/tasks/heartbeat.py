@@ -31,9 +31,15 @@ from agentfleet.tasks.base import FleetTask
 from agentfleet.tasks.worker_load import WorkerLoad, read_load
 from agentfleet.transport.layout import UNACKED, queue_keys
 
-__all__ = ["Heartbeat", "limits_of", "task_catalog"]
+__all__ = ["Heartbeat", "limits_of", "llm_configured", "task_catalog"]
 
 log = logging.getLogger("agentfleet.worker")
+
+
+def llm_configured(settings: Settings) -> bool:
+    """True when this process has an LLM endpoint: a key, or a Messages API base URL."""
+    llm = settings.llm
+    return bool(llm.base_url or llm.api_key or os.environ.get("ANTHROPIC_API_KEY"))
 
 
 def task_catalog(tasks: Mapping[str, object]) -> dict[str, TaskInfo]:
@@ -51,6 +57,7 @@ def task_catalog(tasks: Mapping[str, object]) -> dict[str, TaskInfo]:
             fleet=True,
             params=tuple(fields),
             required=tuple(n for n, f in fields.items() if f.is_required()),
+            llm=bool(getattr(task, "uses_llm", False)),
         )
     return catalog
 
@@ -109,6 +116,7 @@ class Heartbeat:
             rss_bytes=load.rss_bytes,
             version=_version(),
             limits=limits_of(self.settings),
+            llm=llm_configured(self.settings),
         )
 
     def _queue_depth(self) -> tuple[int, int]:

@@ -145,3 +145,7 @@ def agent(
         max_tokens=max_tokens,
     )
     return result.as_dict()
+
+
+for _task in (classify_sentiment, review_diff, agent):
+    _task.uses_llm = True
