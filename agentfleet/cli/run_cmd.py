@@ -147,7 +147,7 @@ def run(
     Prints the run's id (and its console page) once it is dispatched. On Ctrl-C the run goes
     on in the workers, unless --cancel-on-interrupt.
 
-    Every run option is a flag (--name, --aggregate, --budget-usd, --max-in-flight, ...).
+    Every run option is a flag: --name, --aggregate, --budget-usd and the others below.
     Exit status: 0 every item succeeded; 1 some failed; 2 nothing ran (a mistake); 3 some
     had no outcome in time; 130 interrupted.
     """
