@@ -20,10 +20,10 @@ from agentfleet.config import Settings, load_settings
 from agentfleet.errors import DispatchError
 from agentfleet.orchestration import Fleet
 from agentfleet.orchestration.dispatch import DispatchProgress
+from agentfleet.protocol.messages import item_signature
+from agentfleet.protocol.meta import META_KWARG, ItemMeta
 from agentfleet.runs.dispatching import DispatchRecord
-from agentfleet.tasks.meta import META_KWARG, ItemMeta
 from agentfleet.tasks.reconciler import Reconciler
-from agentfleet.tasks.redispatch import item_signature
 from agentfleet.transport.stamping import MessageTemplate, new_delivery_tag
 
 CHUNK = 50

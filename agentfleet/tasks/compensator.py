@@ -14,15 +14,16 @@ from agentfleet.celery_app import app
 from agentfleet.config import Settings, get_settings
 from agentfleet.dlq import dead_letter_id
 from agentfleet.errors import CompensationFailed, RetryableError
+from agentfleet.protocol.messages import cap_countdown
+from agentfleet.protocol.meta import ItemMeta
+from agentfleet.protocol.names import COMPENSATE_TASK, compensation_task_id
+from agentfleet.protocol.task import FleetTask
 from agentfleet.runs import UndoEntry, claim_renewer, new_claim_token
 from agentfleet.tasks import failures
-from agentfleet.tasks.base import FleetTask
 from agentfleet.tasks.circuit_guard import CircuitGuard
 from agentfleet.tasks.item_state import item_context
-from agentfleet.tasks.meta import ItemMeta
 from agentfleet.tasks.process_logging import process_redactor
-from agentfleet.tasks.redispatch import COMPENSATE_TASK, compensation_task_id
-from agentfleet.tasks.retry_policy import backoff_s, cap_countdown
+from agentfleet.tasks.retry_policy import backoff_s
 from agentfleet.tasks.shared import circuit_breaker, run_store, undo_log
 
 __all__ = ["compensate"]

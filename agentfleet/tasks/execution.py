@@ -61,35 +61,30 @@ from agentfleet.errors import (
 )
 from agentfleet.models import TaskOutcome
 from agentfleet.outages import Patience, repeatable
+from agentfleet.protocol.batches import is_batch
+from agentfleet.protocol.messages import aggregate_signature, cap_countdown, request_compensation
+from agentfleet.protocol.meta import META_KWARG, ItemMeta
+from agentfleet.protocol.task import validate_input
 from agentfleet.redaction import Redactor
 from agentfleet.runs import BeginState, Claim, FinishState, claim_renewer, new_claim_token
 from agentfleet.tasks import clients, failures
-from agentfleet.tasks.batch import execute_batch, is_batch, send_alone
+from agentfleet.tasks.batch import execute_batch, send_alone
 from agentfleet.tasks.celery_states import defer, raise_for_failures
 from agentfleet.tasks.circuit_guard import CircuitGuard
-from agentfleet.tasks.compensation import note_success, request_compensation
+from agentfleet.tasks.compensation import note_success
 from agentfleet.tasks.context import TaskContext
 from agentfleet.tasks.graph import finish_step, step_inputs
-from agentfleet.tasks.item import (
-    cancelled_outcome,
-    jsonable,
-    meta_for,
-    outcome_for,
-    previous_stage,
-    validate_input,
-)
+from agentfleet.tasks.item import cancelled_outcome, jsonable, meta_for, outcome_for, previous_stage
 from agentfleet.tasks.item_state import item_context
-from agentfleet.tasks.meta import META_KWARG, ItemMeta
 from agentfleet.tasks.process_logging import process_redactor
-from agentfleet.tasks.redispatch import aggregate_signature
-from agentfleet.tasks.retry_policy import backoff_s, cap_countdown, deferral_s
+from agentfleet.tasks.retry_policy import backoff_s, deferral_s
 from agentfleet.tasks.shared import circuit_breaker, graph_state, run_store, undo_log
 from agentfleet.transport.result_repr import OutcomeDict
 
 if TYPE_CHECKING:
     from celery.app.task import Context
 
-    from agentfleet.tasks.base import FleetTask
+    from agentfleet.protocol.task import FleetTask
 
 __all__ = ["cancelled_outcome", "execute"]
 

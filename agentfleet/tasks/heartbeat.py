@@ -17,8 +17,8 @@ from collections.abc import Mapping
 from celery import Celery
 
 from agentfleet.config import Settings
+from agentfleet.protocol.task import FleetTask
 from agentfleet.registry import TaskInfo, WorkerRecord, WorkerRegistry
-from agentfleet.tasks.base import FleetTask
 
 __all__ = ["Heartbeat", "task_catalog"]
 

@@ -15,15 +15,15 @@ from typing import Any
 from agentfleet.config import Settings
 from agentfleet.log_filter import RedactingAdapter
 from agentfleet.outages import Patience
+from agentfleet.protocol.meta import ItemMeta
+from agentfleet.protocol.task import FleetTask
 from agentfleet.redaction import Redactor
 from agentfleet.runs import Claim, Spend
 from agentfleet.tasks import clients
-from agentfleet.tasks.base import FleetTask
 from agentfleet.tasks.circuit_guard import CircuitGuard
 from agentfleet.tasks.context import TaskContext
 from agentfleet.tasks.execution_state import new_context
 from agentfleet.tasks.memory import StoredMemory
-from agentfleet.tasks.meta import ItemMeta
 from agentfleet.tasks.shared import budget_ledger, memory_store
 
 __all__ = ["item_context", "item_state"]

@@ -24,9 +24,9 @@ from celery.signals import (
     worker_shutdown,
 )
 
+from agentfleet.protocol.reprs import redact_published_reprs
 from agentfleet.redis_client import reset_connections
 from agentfleet.runs import flush_tallies
-from agentfleet.tasks.message_reprs import redact_published_reprs
 from agentfleet.tasks.process_logging import process_redactor
 from agentfleet.transport.result_repr import install as install_result_repr
 
@@ -164,8 +164,8 @@ def _on_worker_init(sender: Any = None, **_: Any) -> None:
 def _record_revoked(request: Any = None, **_: Any) -> None:
     # A revoked item never runs its body; count it as cancelled so its run still completes.
     from agentfleet.config import get_settings
+    from agentfleet.protocol.meta import META_KWARG, ItemMeta
     from agentfleet.tasks.execution import cancelled_outcome
-    from agentfleet.tasks.meta import META_KWARG, ItemMeta
     from agentfleet.tasks.shared import run_store
 
     raw = (getattr(request, "kwargs", None) or {}).get(META_KWARG)

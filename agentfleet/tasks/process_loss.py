@@ -13,15 +13,16 @@ from typing import TYPE_CHECKING, Any
 
 from agentfleet.config import get_settings
 from agentfleet.errors import TaskTimeLimit
+from agentfleet.protocol.batches import batch_items, is_batch
 from agentfleet.runs.claims import claim_owner_prefix
-from agentfleet.tasks.batch import batch_items, is_batch, send_alone
+from agentfleet.tasks.batch import send_alone
 from agentfleet.tasks.execution import _Delivery, _Rescheduled
 from agentfleet.tasks.shared import run_store
 
 if TYPE_CHECKING:
     from celery.app.task import Context
 
-    from agentfleet.tasks.base import FleetTask
+    from agentfleet.protocol.task import FleetTask
 
 __all__ = ["after_hard_time_limit", "release_claim_of_dead_process"]
 

@@ -38,22 +38,20 @@ from celery import Celery
 from agentfleet.config import Settings
 from agentfleet.idempotency import stage_key
 from agentfleet.models import TaskOutcome
+from agentfleet.protocol.messages import (
+    aggregate_signature,
+    compensation_signature,
+    item_signature,
+    recorded_priority,
+)
+from agentfleet.protocol.meta import ItemMeta, run_meta_fields
+from agentfleet.protocol.names import aggregate_task_id, batch_task_id, compensation_task_id
 from agentfleet.redis_client import broker_client
 from agentfleet.redis_handles import BrokerRedis
 from agentfleet.runs import RunStore, new_claim_token
 from agentfleet.runs.dispatching import DispatchRecord, dispatch_deadline
-from agentfleet.tasks.batch import batch_task_id
 from agentfleet.tasks.graph import graph_waiting, recover_graph_item
 from agentfleet.tasks.item import cancelled_outcome
-from agentfleet.tasks.meta import ItemMeta, run_meta_fields
-from agentfleet.tasks.redispatch import (
-    aggregate_signature,
-    aggregate_task_id,
-    compensation_signature,
-    compensation_task_id,
-    item_signature,
-    recorded_priority,
-)
 from agentfleet.tasks.shared import graph_state
 from agentfleet.transport.broker_view import BrokerView, forget_stale, read_broker
 
