@@ -5,7 +5,7 @@ claims (``claims.py``), items' durable memory (``memory.py``), budget accounting
 (``undo.py``)."""
 
 from agentfleet.runs.budgets import Alert, BudgetLedger, Caps, Report, Spend, SpendKeys, Standing
-from agentfleet.runs.claims import Claim, ClaimRenewer, claim_renewer, new_claim_token
+from agentfleet.runs.claims import Claim, ClaimRenewer, new_claim_token, take_lock
 from agentfleet.runs.delivery import BeginState, FinishState
 from agentfleet.runs.graph import Advance, GraphSpec, GraphState, StepSpec
 from agentfleet.runs.keys import RunKeys, item_tag
@@ -39,9 +39,9 @@ __all__ = [
     "StepSpec",
     "UndoEntry",
     "UndoLog",
-    "claim_renewer",
     "flush_tallies",
     "item_tag",
     "new_claim_token",
     "summary_from_record",
+    "take_lock",
 ]

@@ -22,15 +22,14 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from agentfleet.config import get_settings
-from agentfleet.outages import Patience, repeatable
+from agentfleet.outages import repeatable
 from agentfleet.protocol.batches import batch_items
 from agentfleet.protocol.messages import item_signature
 from agentfleet.protocol.meta import META_KWARG, ItemMeta
 from agentfleet.protocol.task import FleetTask
-from agentfleet.runs import RunStore, claim_renewer, new_claim_token
+from agentfleet.runs import RunStore, new_claim_token
 from agentfleet.runs.store import RUNS_LUA
-from agentfleet.tasks.shared import per_process, run_store
+from agentfleet.tasks.runtime import runtime
 
 __all__ = ["execute_batch", "send_alone"]
 
@@ -62,7 +61,7 @@ def _claim_all(runs: RunStore, keys: Sequence[str], token: str, ttl_s: float) ->
 
 def _release_all(runs: RunStore, keys: Sequence[str], token: str) -> None:
     """Give back the claims ``token`` still holds on ``keys`` (items it did not end here)."""
-    release = per_process("batch-release", get_settings(), lambda: RUNS_LUA.register(runs.client, "release"))
+    release = RUNS_LUA.register(runs.client, "release")
     pipe = runs.client.pipeline(transaction=False)
     for key in keys:
         release["release"](keys=[runs.claim_key(key)], args=[token, "exact"], client=pipe)
@@ -76,16 +75,15 @@ def execute_batch(task: FleetTask, kwargs: Mapping[str, Any], deliver: Deliver) 
     Every item is claimed first, under one token renewed while the batch runs: an item waiting
     its turn is neither run by another copy of the batch nor taken for lost by the reconciler.
     """
-    settings = get_settings()
-    runs = run_store(settings)
+    rt = runtime()
+    settings, runs = rt.settings, rt.runs
     queue = getattr(task, "queue", None) or settings.queues.agents
     ttl_s = settings.delivery.claim_ttl_s
     items = batch_items(kwargs)
     token = new_claim_token(str(getattr(task.request, "hostname", None) or "local"))
-    patience = Patience(settings.delivery.redis_retry_s, settings.broker_url)
-    held = patience.call(_claim_all, runs, [m.key for _, m in items], token, ttl_s)
+    held = rt.patience.call(_claim_all, runs, [m.key for _, m in items], token, ttl_s)
     for key in held:
-        claim_renewer().hold(runs, key, token, ttl_s)
+        rt.claims.hold(runs, key, token, ttl_s)
     soft_s = float(task.soft_time_limit or 0)
     started = time.monotonic()
     longest = 0.0
@@ -104,7 +102,7 @@ def execute_batch(task: FleetTask, kwargs: Mapping[str, Any], deliver: Deliver) 
     finally:
         # Claims left over: items handed off, or not reached because the batch stopped.
         for key in held:
-            claim_renewer().drop(runs, key)
+            rt.claims.drop(runs, key)
         try:
             _release_all(runs, held, token)
         except Exception as exc:  # they lapse on their own within claim_ttl_s

@@ -32,7 +32,7 @@ from agentfleet.config import Settings
 from agentfleet.outages import repeatable
 from agentfleet.protocol.meta import ItemMeta
 from agentfleet.protocol.task import FleetTask
-from agentfleet.tasks.shared import undo_log
+from agentfleet.tasks.runtime import runtime
 
 __all__ = ["note_success"]
 
@@ -43,7 +43,7 @@ def note_success(
 ) -> None:
     """Note a success of ``task`` (which has a compensation) under its own ``key`` (the first
     note of a key stands)."""
-    undo_log(settings).note(
+    runtime(settings).undo.note(
         meta.run,
         key,
         {"task": task.name, "inputs": inputs, "result": result, "meta": meta.to_kwarg()},

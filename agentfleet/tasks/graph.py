@@ -32,7 +32,7 @@ from agentfleet.protocol.meta import ItemMeta
 from agentfleet.protocol.task import FleetTask
 from agentfleet.runs import FinishState, GraphSpec, GraphState, RunStore
 from agentfleet.tasks.item import cancelled_outcome
-from agentfleet.tasks.shared import graph_state
+from agentfleet.tasks.runtime import runtime
 
 __all__ = [
     "finish_step",
@@ -123,7 +123,7 @@ def finish_step(
         return runs.finish(
             cancelled_outcome(meta.model_copy(update={"node": ""}), outcome.task_id), store=False
         )
-    graph = graph_state(settings)
+    graph = runtime(settings).graphs
     spec = spec_of(runs, meta.run)
     advance = graph.advance(
         meta.run,
@@ -171,7 +171,7 @@ def graph_waiting(
 def recover_graph_item(settings: Settings, app: Celery, runs: RunStore, meta: ItemMeta) -> FinishState | None:
     """For the reconciler: send the open steps of an item that lost their messages again, or
     record its outcome when only that was missing."""
-    graph = graph_state(settings)
+    graph = runtime(settings).graphs
     spec = spec_of(runs, meta.run)
     opened = _open_steps(spec, graph.states([meta.key])[0])
     if not opened:

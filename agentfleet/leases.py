@@ -1,14 +1,19 @@
-"""One daemon thread per process that keeps live leases from expiring during long calls.
+"""One daemon thread that keeps live leases from expiring while their holders work.
 
-Each tracked lease is renewed once a third of its TTL has passed since it was taken or last
-renewed. Leases are held weakly: a permit dropped without ``release()`` stops being renewed, so
-its slot comes back after the TTL instead of leaking for the life of the process.
+A lease is anything with a due time and a way to renew itself (``Renewable``): a limiter's
+permit (``agentfleet.ratelimit.permit``), which renews its concurrency slots, or the item
+claims a worker process holds (``agentfleet.runs.claims.ClaimRenewer``), renewed together in
+one call. Each is renewed when it falls due (a third of its TTL after it was taken or last
+renewed). Leases are held weakly: a permit dropped without ``release()`` stops being renewed,
+so its slot comes back after the TTL instead of leaking for the life of the process.
+
+A worker process has one (its runtime's, ``agentfleet.tasks.runtime``), shared by its claims
+and its permits: one thread, however many leases.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 import weakref
@@ -16,13 +21,13 @@ from typing import Protocol
 
 from agentfleet.errors import AgentfleetError
 
-__all__ = ["LeaseRenewer", "Renewable", "default_renewer"]
+__all__ = ["LeaseRenewer", "Renewable"]
 
 log = logging.getLogger("agentfleet.ratelimit")
 
 
 class Renewable(Protocol):
-    """What the renewer needs of a permit."""
+    """What the renewer needs of a lease."""
 
     @property
     def renew_due(self) -> float:
@@ -38,9 +43,6 @@ class LeaseRenewer:
     """Renews every tracked lease when it falls due, from one background thread."""
 
     def __init__(self) -> None:
-        self._reset()
-
-    def _reset(self) -> None:
         self._leases: weakref.WeakSet[Renewable] = weakref.WeakSet()
         self._wake = threading.Condition()
         self._wake_at = float("inf")
@@ -92,14 +94,3 @@ class LeaseRenewer:
             # One lease's broken client must not stop the renewals of every other lease.
             self.forget(lease)
             log.exception("lease renewal failed; no longer renewing this lease")
-
-
-_renewer = LeaseRenewer()
-
-
-def default_renewer() -> LeaseRenewer:
-    """The process's renewer. A forked child starts with none of its parent's leases."""
-    return _renewer
-
-
-os.register_at_fork(after_in_child=_renewer._reset)
