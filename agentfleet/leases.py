@@ -8,12 +8,15 @@ renewed). Leases are held weakly: a permit dropped without ``release()`` stops b
 so its slot comes back after the TTL instead of leaking for the life of the process.
 
 A worker process has one (its runtime's, ``agentfleet.tasks.runtime``), shared by its claims
-and its permits: one thread, however many leases.
+and its permits: one thread, however many leases. A renewer carried into a forked child starts
+afresh there at its first ``track`` (the pid tells it apart): none of its parent's leases, no
+thread, a lock of its own, so a child never renews what its parent holds.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 import weakref
@@ -43,6 +46,10 @@ class LeaseRenewer:
     """Renews every tracked lease when it falls due, from one background thread."""
 
     def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
+        self._pid = os.getpid()
         self._leases: weakref.WeakSet[Renewable] = weakref.WeakSet()
         self._wake = threading.Condition()
         self._wake_at = float("inf")
@@ -50,6 +57,9 @@ class LeaseRenewer:
 
     def track(self, lease: Renewable) -> None:
         """Renew ``lease`` until ``forget`` is called or it is garbage-collected."""
+        if self._pid != os.getpid():
+            # Made before a fork: the parent's lock may have been held at the fork.
+            self._reset()
         with self._wake:
             self._leases.add(lease)
             if self._thread is None or not self._thread.is_alive():
@@ -62,6 +72,8 @@ class LeaseRenewer:
 
     def forget(self, lease: Renewable) -> None:
         """Stop renewing ``lease``."""
+        if self._pid != os.getpid():
+            return  # a lease of the parent's: this process never renewed it
         with self._wake:
             self._leases.discard(lease)
 

@@ -93,3 +93,44 @@ def test_a_forked_child_builds_a_runtime_of_its_own() -> None:
         os.close(read)
         os.waitpid(pid, 0)
     assert runtime(settings) is parent
+
+
+class _Lease:
+    """A lease due in an hour that counts its renewals."""
+
+    def __init__(self) -> None:
+        self.renew_due = time.monotonic() + 3600
+        self.renewals = 0
+
+    def renew(self) -> bool:
+        self.renewals += 1
+        self.renew_due = time.monotonic() + 3600
+        return True
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork is POSIX")
+def test_a_renewer_carried_into_a_forked_child_keeps_none_of_its_parents_leases() -> None:
+    from agentfleet.leases import LeaseRenewer
+
+    renewer = LeaseRenewer()
+    held = _Lease()
+    renewer.track(held)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: tracking starts afresh; forgetting a parent's lease changes nothing
+        try:
+            own = _Lease()  # held weakly: keep it alive
+            renewer.track(own)
+            alive = renewer._thread is not None and renewer._thread.is_alive()
+            tracked = renewer.tracked()
+            renewer.forget(held)
+            os.write(write, f"{tracked}{int(alive)}{renewer.tracked()}".encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    try:
+        assert os.read(read, 3) == b"111", "one lease (the child's own) and a thread of its own"
+    finally:
+        os.close(read)
+        os.waitpid(pid, 0)
+    assert renewer.tracked() == 1, "the parent still renews its own"

@@ -122,9 +122,13 @@ class ClaimRenewer:
         return float("inf") if shortest is None else self._renewed_at + shortest / 3
 
     def renew(self) -> bool:
-        """A turn: renew every held claim (the lease renewer's call; never lost itself)."""
+        """A turn: renew every held claim (the lease renewer's call). Never lost itself, and
+        never raises: a failed turn is logged and the next comes a third of the TTL on."""
         self._renewed_at = time.monotonic()
-        self.renew_now()
+        try:
+            self.renew_now()
+        except Exception:
+            log.exception("a turn of claim renewals failed; trying again at the next")
         return True
 
     def hold(
