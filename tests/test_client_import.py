@@ -9,8 +9,17 @@ import subprocess
 import sys
 
 _PROBE = """
-import json, sys, threading
+import json, os, sys, threading
 from celery import signals
+
+forks = []
+_register = os.register_at_fork
+
+def register_at_fork(**hooks):
+    forks.extend(getattr(hook, "__module__", None) or "" for hook in hooks.values())
+    _register(**hooks)
+
+os.register_at_fork = register_at_fork
 
 def receivers():
     found = {}
@@ -27,6 +36,7 @@ print(json.dumps({
     "before": before,
     "after": receivers(),
     "threads": [threads, threading.active_count()],
+    "fork_hooks": [m for m in forks if m.startswith("agentfleet")],
     "modules": sorted(m for m in sys.modules if m.startswith("agentfleet")),
 }))
 """
@@ -43,6 +53,12 @@ def _import_the_client() -> dict[str, object]:
 def test_importing_the_client_connects_no_celery_signal_handler() -> None:
     found = _import_the_client()
     assert found["after"] == found["before"]
+
+
+def test_importing_the_client_registers_no_fork_hook() -> None:
+    # Per-process state (leases, claims, counters, stores) is the worker runtime's, which
+    # holds the one fork hook; the client keeps none.
+    assert _import_the_client()["fork_hooks"] == []
 
 
 def test_importing_the_client_loads_nothing_of_the_worker_runtime_and_starts_no_thread() -> None:
