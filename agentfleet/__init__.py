@@ -17,7 +17,7 @@ _EXPORTS = {
     "Node": "agentfleet.orchestration.graph",
     "DispatchProgress": "agentfleet.orchestration.dispatch",
     "fleet_task": "agentfleet.tasks.decorator",
-    "FleetTask": "agentfleet.tasks.base",
+    "FleetTask": "agentfleet.protocol.task",
     "TaskContext": "agentfleet.tasks.context",
     "run_agent": "agentfleet.tasks.agent",
     "Tool": "agentfleet.tasks.agent",
@@ -168,12 +168,12 @@ if TYPE_CHECKING:
     from agentfleet.orchestration.fleet import Fleet
     from agentfleet.orchestration.graph import Node
     from agentfleet.orchestration.run import Run
+    from agentfleet.protocol.task import FleetTask
     from agentfleet.ratelimit import Limiter
     from agentfleet.ratelimit.circuit import CircuitBreaker
     from agentfleet.redaction import redact
     from agentfleet.spend import SpendLedger
     from agentfleet.tasks.agent import AgentResult, Tool, run_agent
-    from agentfleet.tasks.base import FleetTask
     from agentfleet.tasks.context import TaskContext
     from agentfleet.tasks.decorator import fleet_task
 

@@ -37,8 +37,8 @@ from agentfleet.embedded_redis import EmbeddedRedis
 from agentfleet.errors import ConfigError
 from agentfleet.orchestration import Fleet
 from agentfleet.orchestration.admission import Stage
+from agentfleet.protocol.task import FleetTask
 from agentfleet.registry import TaskInfo, WorkerRegistry
-from agentfleet.tasks.base import FleetTask
 from agentfleet.tasks.lifecycle import PARENT_PID_ENV
 
 __all__ = ["LocalCluster", "WorkerProcess"]

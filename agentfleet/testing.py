@@ -45,11 +45,11 @@ from agentfleet.config import Settings, get_settings
 from agentfleet.errors import ConfigError, InvalidInput
 from agentfleet.llm.vendors import vendors_for
 from agentfleet.models import TaskOutcome
-from agentfleet.tasks.base import FleetTask
+from agentfleet.protocol.task import FleetTask, validate_input
 from agentfleet.tasks.clients import accounting_hooks, rate_limit_raiser
 from agentfleet.tasks.execution_state import ExecutionState, new_context
 from agentfleet.tasks.failures import classify_failure
-from agentfleet.tasks.item import jsonable, validate_input
+from agentfleet.tasks.item import jsonable
 from agentfleet.tasks.memory import LocalMemory
 from agentfleet.tools.transport import fleet_transport
 

@@ -36,8 +36,8 @@ sys.path.insert(0, str(TESTS))
 
 from agentfleet.config import load_settings  # noqa: E402
 from agentfleet.local import LocalCluster  # noqa: E402
-from agentfleet.tasks.meta import ItemMeta  # noqa: E402
-from agentfleet.tasks.redispatch import item_signature  # noqa: E402
+from agentfleet.protocol.messages import item_signature  # noqa: E402
+from agentfleet.protocol.meta import ItemMeta  # noqa: E402
 
 BASELINE = "ac487bd"  # main before claims and the reconciler
 

@@ -7,8 +7,8 @@ from typing import Any
 import redis
 
 from agentfleet.config import LimitSpec
+from agentfleet.leases import LeaseRenewer
 from agentfleet.ratelimit import Limiter
-from agentfleet.ratelimit.renewer import LeaseRenewer
 
 
 class StoppedRenewer(LeaseRenewer):

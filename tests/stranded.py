@@ -19,6 +19,7 @@ from agentfleet import Node
 from agentfleet.models import TaskOutcome
 from agentfleet.orchestration import Fleet
 from agentfleet.tasks.reconciler import PassReport, Reconciler
+from agentfleet.tasks.runtime import runtime
 from agentfleet.transport.layout import UNACKED, UNACKED_INDEX
 
 #: The kinds of message a test strands: a map's item, a graph's step, a run's compensation.
@@ -84,7 +85,7 @@ def lose(kind: str, fleet: Fleet, broker: redis.Redis) -> Stranded:
 
 def two_passes(fleet: Fleet) -> PassReport:
     """A reconciler's second pass, past the grace after the first marked what it found."""
-    reconciler = Reconciler(fleet.settings, fleet.app, fleet.store, node="test")
+    reconciler = Reconciler(runtime(fleet.settings), fleet.app, node="test")
     try:
         now = time.time()
         assert reconciler.pass_once(now=now).acted

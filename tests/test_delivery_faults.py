@@ -30,8 +30,8 @@ from fault_support import (
 )
 
 from agentfleet.embedded_redis import EmbeddedRedis
-from agentfleet.tasks.meta import ItemMeta
-from agentfleet.tasks.redispatch import item_signature
+from agentfleet.protocol.messages import item_signature
+from agentfleet.protocol.meta import ItemMeta
 
 pytestmark = pytest.mark.slow
 

@@ -20,10 +20,11 @@ from agentfleet.config import Settings, load_settings
 from agentfleet.errors import DispatchError
 from agentfleet.orchestration import Fleet
 from agentfleet.orchestration.dispatch import DispatchProgress
+from agentfleet.protocol.messages import item_signature
+from agentfleet.protocol.meta import META_KWARG, ItemMeta
 from agentfleet.runs.dispatching import DispatchRecord
-from agentfleet.tasks.meta import META_KWARG, ItemMeta
 from agentfleet.tasks.reconciler import Reconciler
-from agentfleet.tasks.redispatch import item_signature
+from agentfleet.tasks.runtime import runtime
 from agentfleet.transport.stamping import MessageTemplate, new_delivery_tag
 
 CHUNK = 50
@@ -165,7 +166,7 @@ def test_the_reconciler_leaves_what_is_not_sent_yet_and_takes_over_a_dead_dispat
     )
     rows = [(f"{run_id}-{i}", f"{run_id}:{i}:ab", str(i)) for i in range(4)]
     record.append(run_id, 0, rows, [json.dumps({"n": i}) for i in range(4)], sent=0, promise_s=30)
-    reconciler = Reconciler(fleet.settings, fleet.app, fleet.store, node="test")
+    reconciler = Reconciler(runtime(fleet.settings), fleet.app, node="test")
     now = time.time()
     reconciler.pass_once(now=now)
     assert reconciler.pass_once(now=now + 20).recovered == [], "recorded, not sent yet: not lost"

@@ -16,9 +16,9 @@ from malformed_support import bad_entries, encoded, envelope, with_body
 from agentfleet.config import Settings, load_settings
 from agentfleet.dlq import DLQFilter, DLQStore
 from agentfleet.dlq.malformed import malformed_dead_letter
+from agentfleet.protocol.meta import META_KWARG, ItemMeta
 from agentfleet.redaction import REDACTED, Redactor
 from agentfleet.tasks.malformed import DeadLetterReceiver
-from agentfleet.tasks.meta import META_KWARG, ItemMeta
 from agentfleet.transport import malformed
 from agentfleet.transport.diagnosis import diagnose
 from agentfleet.transport.malformed import MalformedEntry, hand_over

@@ -15,8 +15,8 @@ from ratelimit_support import StoppedRenewer, make_limiter
 
 from agentfleet.config import LimitSpec
 from agentfleet.errors import Deferred
+from agentfleet.leases import LeaseRenewer
 from agentfleet.ratelimit import FLEET
-from agentfleet.ratelimit.renewer import LeaseRenewer
 
 CAPPED = {"v.example": LimitSpec(max_concurrency=1)}
 

@@ -20,8 +20,9 @@ from agentfleet.embedded_redis import free_port
 from agentfleet.errors import BrokerUnavailable
 from agentfleet.models import TaskOutcome
 from agentfleet.orchestration import Fleet
-from agentfleet.runs import RunStore, claim_renewer
+from agentfleet.runs import ClaimRenewer, RunStore
 from agentfleet.tasks.reconciler import Reconciler
+from agentfleet.tasks.runtime import runtime
 from agentfleet.transport.broker_view import read_broker
 from agentfleet.transport.layout import UNACKED, UNACKED_INDEX
 
@@ -46,7 +47,7 @@ def fleet(settings: Settings) -> Iterator[Fleet]:
 
 
 def _reconciler(fleet: Fleet) -> Reconciler:
-    return Reconciler(fleet.settings, fleet.app, fleet.store, node="test")
+    return Reconciler(runtime(fleet.settings), fleet.app, node="test")
 
 
 def _messages(client: redis.Redis, queue: str) -> list[dict]:
@@ -176,7 +177,7 @@ def test_queues_longer_than_the_scan_limit_make_the_view_incomplete_and_nothing_
     limited = fleet.settings.model_copy(
         update={"delivery": fleet.settings.delivery.model_copy(update={"reconcile_max_scan": 1})}
     )
-    reconciler = Reconciler(limited, fleet.app, fleet.store, node="test")
+    reconciler = Reconciler(runtime(limited), fleet.app, node="test")
     report = reconciler.pass_once(now=time.time())
     assert not report.complete
     assert reconciler.pass_once(now=time.time() + 60).recovered == []
@@ -227,7 +228,7 @@ def test_the_renewer_extends_held_claims_and_drops_lost_ones(
     store = RunStore(redis_client, prefix=settings.key_prefix)
     redis_client.set(store.claim_key("a"), "w:1:a", px=2000)
     redis_client.set(store.claim_key("b"), "w:9:other", px=2000)
-    renewer = claim_renewer()
+    renewer = ClaimRenewer()
     renewer.hold(store, "a", "w:1:a", 60)
     renewer.hold(store, "b", "w:1:b", 60)
     try:

@@ -22,6 +22,7 @@ from agentfleet.orchestration import Fleet, Run
 from agentfleet.runs import GraphState
 from agentfleet.tasks.graph import spec_of
 from agentfleet.tasks.reconciler import Reconciler
+from agentfleet.tasks.runtime import runtime
 
 GRAPH = [Node("a", "t.a"), Node("b", "t.b", after=["a"])]
 
@@ -51,7 +52,7 @@ def _ids(client: redis.Redis, queue: str) -> list[str]:
 
 def _two_passes(fleet: Fleet) -> list[str]:
     """What a reconciler sends again: one pass marks suspects, the next, past the grace, acts."""
-    reconciler = Reconciler(fleet.settings, fleet.app, fleet.store, node="test")
+    reconciler = Reconciler(runtime(fleet.settings), fleet.app, node="test")
     now = time.time()
     assert reconciler.pass_once(now=now).acted
     return reconciler.pass_once(now=now + 10).recovered
@@ -119,7 +120,7 @@ def test_a_batch_message_stands_for_its_items_until_it_is_lost(
     queue = fleet.settings.queues.agents
     run = fleet.map("t.echo", [{"n": n} for n in range(5)], batch_size=3)
     assert _ids(redis_client, queue) == [f"{run.id}-b3", f"{run.id}-b0"]
-    reconciler = Reconciler(fleet.settings, fleet.app, fleet.store, node="test")
+    reconciler = Reconciler(runtime(fleet.settings), fleet.app, node="test")
     assert reconciler.pass_once(now=time.time() + 60).recovered == [], "both batches are waiting"
     reconciler.release()
     redis_client.rpop(queue)  # the first batch is lost
@@ -137,7 +138,7 @@ def test_a_lost_compensation_message_is_sent_again(fleet: Fleet, redis_client: r
     fanin = fleet.settings.queues.fanin
     assert _ids(redis_client, fanin) == [f"{run.id}-comp"]
     redis_client.delete(fanin)
-    reconciler = Reconciler(fleet.settings, fleet.app, fleet.store, node="test")
+    reconciler = Reconciler(runtime(fleet.settings), fleet.app, node="test")
     now = time.time()
     reconciler.pass_once(now=now)
     assert reconciler.pass_once(now=now + 10).compensations == 1

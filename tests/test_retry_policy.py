@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import random
 
-from agentfleet.tasks.retry_policy import backoff_s, cap_countdown, deferral_s
+from agentfleet.protocol.messages import cap_countdown
+from agentfleet.tasks.retry_policy import backoff_s, deferral_s
 
 
 def test_full_jitter_stays_under_the_exponential_ceiling() -> None:

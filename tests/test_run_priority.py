@@ -8,8 +8,8 @@ from agentfleet.celery_config import make_app
 from agentfleet.config import load_settings, options
 from agentfleet.errors import DispatchError
 from agentfleet.orchestration.priority import RUN_PRIORITY, SMALL_RUN_PRIORITY, run_priority
-from agentfleet.tasks.meta import ItemMeta
-from agentfleet.tasks.redispatch import MAX_PRIORITY, item_signature, message_priority
+from agentfleet.protocol.messages import MAX_PRIORITY, item_signature, message_priority
+from agentfleet.protocol.meta import ItemMeta
 
 SETTINGS = load_settings(dispatch={"small_run_items": 100})
 

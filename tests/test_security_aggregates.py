@@ -30,7 +30,7 @@ from agentfleet import LocalCluster
 from agentfleet.config import load_settings
 from agentfleet.errors import RunError
 from agentfleet.orchestration import Fleet
-from agentfleet.tasks.redispatch import aggregate_signature
+from agentfleet.protocol.messages import aggregate_signature
 
 pytestmark = pytest.mark.slow
 

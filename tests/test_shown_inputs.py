@@ -6,10 +6,10 @@ from typing import Any
 
 from agentfleet.celery_config import make_app
 from agentfleet.config import load_settings
+from agentfleet.protocol.messages import item_signature
+from agentfleet.protocol.meta import META_KWARG, ItemMeta
+from agentfleet.protocol.reprs import message_reprs, redact_published_reprs
 from agentfleet.redaction import Redactor
-from agentfleet.tasks.message_reprs import message_reprs, redact_published_reprs
-from agentfleet.tasks.meta import META_KWARG, ItemMeta
-from agentfleet.tasks.redispatch import item_signature
 
 SECRET = "sk-shown-5a7e19c3"
 REDACTOR = Redactor.build(values=[SECRET])

@@ -12,7 +12,7 @@ import redis
 from agentfleet.config import load_settings, reset_settings
 from agentfleet.errors import ConfigError
 from agentfleet.mock_llm import MockMessagesServer
-from agentfleet.tasks import clients, shared
+from agentfleet.tasks import clients
 from agentfleet.tasks.execution_state import new_context
 from agentfleet.tools.audit import AuditLog
 
@@ -36,17 +36,6 @@ def test_the_endpoint_is_the_mock_by_url_or_the_real_api_by_key(
     )
     monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
     assert clients.llm_endpoint(load_settings()) == ("https://api.anthropic.com", "ANTHROPIC_API_KEY")
-
-
-def test_per_process_objects_belong_to_one_settings_object_even_when_ids_are_reused() -> None:
-    # Settings made and dropped in turn tend to land at the same address.
-    made = [shared.per_process("test", load_settings(key_prefix=f"p{i}"), object) for i in range(20)]
-    assert len({id(obj) for obj in made}) == 20
-
-
-def test_each_settings_object_gets_the_run_store_of_its_own_prefix() -> None:
-    stores = [shared.run_store(load_settings(key_prefix=f"q{i}")) for i in range(20)]
-    assert [store.prefix for store in stores] == [f"q{i}" for i in range(20)]
 
 
 @pytest.fixture

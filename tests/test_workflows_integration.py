@@ -24,9 +24,9 @@ from http_scripted import Reply, ScriptedServer
 from agentfleet import LocalCluster, Node
 from agentfleet.mock_llm import MockMessagesServer
 from agentfleet.orchestration import Fleet, Run
-from agentfleet.tasks.batch import batch_signatures
-from agentfleet.tasks.meta import ItemMeta
-from agentfleet.tasks.redispatch import compensation_signature
+from agentfleet.protocol.batches import batch_signatures
+from agentfleet.protocol.messages import compensation_signature
+from agentfleet.protocol.meta import ItemMeta
 
 pytestmark = pytest.mark.slow
 

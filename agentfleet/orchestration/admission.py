@@ -24,10 +24,9 @@ from celery import Task
 
 from agentfleet.errors import DispatchError, InvalidInput
 from agentfleet.idempotency import canonical_json
+from agentfleet.protocol.meta import META_KWARG
+from agentfleet.protocol.task import FleetTask, validate_input
 from agentfleet.registry import TaskInfo, WorkerRecord, WorkerRegistry
-from agentfleet.tasks.base import FleetTask
-from agentfleet.tasks.item import validate_input
-from agentfleet.tasks.meta import META_KWARG
 
 __all__ = ["Stage", "admit_inputs", "require_fit", "require_workers", "stage_of"]
 

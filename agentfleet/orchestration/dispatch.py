@@ -40,12 +40,12 @@ from agentfleet.idempotency import canonical_json, text_hash
 from agentfleet.orchestration.options import checked_key, no_secret, run_label
 from agentfleet.orchestration.priority import prioritized
 from agentfleet.outages import Patience, repeatable
+from agentfleet.protocol.messages import aggregate_signature, item_signature
+from agentfleet.protocol.meta import META_KWARG, ItemMeta
 from agentfleet.redaction import SHOWN_REPR_MAX_CHARS, Redactor
 from agentfleet.redis_handles import BrokerRedis
 from agentfleet.runs import RunStore
 from agentfleet.runs.dispatching import DispatchRecord
-from agentfleet.tasks.meta import META_KWARG, ItemMeta
-from agentfleet.tasks.redispatch import aggregate_signature, item_signature
 from agentfleet.transport.layout import queue_keys
 from agentfleet.transport.stamping import MessageTemplate, delivery_tags, publish_all
 

@@ -5,12 +5,9 @@ from __future__ import annotations
 import functools
 import itertools
 import logging
-import random
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence, Sized
 from typing import Any, Unpack
-
-from celery.canvas import Signature
 
 from agentfleet.celery_config import make_app
 from agentfleet.config import Settings, get_settings
@@ -23,6 +20,7 @@ from agentfleet.orchestration.dispatch import Admit, Dispatcher, DispatchProgres
 from agentfleet.orchestration.graph import Node, graph_spec
 from agentfleet.orchestration.priority import run_priority
 from agentfleet.orchestration.run import Run
+from agentfleet.orchestration.signatures import batches, chains, graph_roots, stagger
 from agentfleet.outages import Patience
 from agentfleet.redaction import Redactor
 from agentfleet.redis_client import broker_client, state_client
@@ -31,11 +29,6 @@ from agentfleet.registry import TaskInfo, WorkerRegistry
 from agentfleet.runs import RunStore
 from agentfleet.runs.lookup import runs_starting_with
 from agentfleet.spend import SpendLedger
-from agentfleet.tasks.batch import batch_signatures
-from agentfleet.tasks.graph import step_meta, step_signature
-from agentfleet.tasks.meta import ItemMeta
-from agentfleet.tasks.redispatch import item_signature
-from agentfleet.tasks.retry_policy import cap_countdown
 from agentfleet.transport import enabled
 from agentfleet.transport.results import dispatch_app_class
 
@@ -126,26 +119,11 @@ class Fleet:
         signatures: Signatures | None = None
         chunk = self.settings.dispatch.chunk_items
         if batch_size:
-            starts = self._stagger(-(-size // batch_size), stagger_s) if stagger_s > 0 else None
+            starts = self._stagger(-(-size // batch_size), stagger_s)
             chunk = max(batch_size, chunk // batch_size * batch_size)
-
-            def signatures(items: list[dict[str, Any]], metas: list[ItemMeta]) -> list[Signature]:
-                first = metas[0].idx // batch_size
-                count = -(-len(metas) // batch_size)
-                delays = starts[first : first + count] if starts else [0.0] * count
-                return batch_signatures(
-                    self.app,
-                    task=task_name,
-                    queue=queue,
-                    metas=metas,
-                    inputs=items,
-                    size=batch_size,
-                    countdowns=delays,
-                    redactor=self._redactor,
-                )
-
+            signatures = batches(self.app, plan, batch_size, starts, self._redactor)
         elif not plan.fast:
-            signatures = self._chains(plan, self._stagger(size, stagger_s) if stagger_s > 0 else None)
+            signatures = chains(self.app, plan, self._stagger(size, stagger_s), self._redactor)
         total = self._dispatcher.dispatch(
             plan, inputs, admit=admit, signatures=signatures, chunk_items=chunk, progress=progress
         )
@@ -187,10 +165,8 @@ class Fleet:
             key=key,
             stages=len(names),
         )
-        starts = self._stagger(size, opts.stagger_s) if opts.stagger_s > 0 else None
-        total = self._dispatcher.dispatch(
-            plan, inputs, admit=admit, signatures=self._chains(plan, starts), progress=progress
-        )
+        items = chains(self.app, plan, self._stagger(size, opts.stagger_s), self._redactor)
+        total = self._dispatcher.dispatch(plan, inputs, admit=admit, signatures=items, progress=progress)
         return self._run(plan.run_id, plan.label, total)
 
     def graph(
@@ -227,21 +203,7 @@ class Fleet:
             key=key,
             extra={"graph": spec.to_json()},
         )
-        starts = self._stagger(size, opts.stagger_s) if opts.stagger_s > 0 else None
-
-        def roots(items: list[dict[str, Any]], metas: list[ItemMeta]) -> list[Signature]:
-            return [
-                step_signature(
-                    self.app,
-                    spec,
-                    step_meta(meta, root.name),
-                    countdown_s=starts[meta.idx] if starts else 0.0,
-                    redactor=self._redactor,
-                )
-                for meta in metas
-                for root in spec.roots
-            ]
-
+        roots = graph_roots(self.app, spec, self._stagger(size, opts.stagger_s), self._redactor)
         total = self._dispatcher.dispatch(plan, inputs, admit=admit, signatures=roots, progress=progress)
         return self._run(plan.run_id, plan.label, total)
 
@@ -342,37 +304,15 @@ class Fleet:
         head = list(itertools.islice(stream, self.settings.dispatch.small_run_items + 1))
         return itertools.chain(head, stream), len(head)
 
-    def _chains(self, plan: RunPlan, starts: Sequence[float] | None) -> Signatures:
-        """Each item's message (a chain for a pipeline), starting at ``starts[index]`` if given."""
-
-        def signatures(items: list[dict[str, Any]], metas: list[ItemMeta]) -> list[Signature]:
-            return [
-                item_signature(
-                    self.app,
-                    names=plan.names,
-                    queues=plan.queues,
-                    meta=meta,
-                    inputs=item,
-                    countdown_s=starts[meta.idx] if starts else 0.0,
-                    redactor=self._redactor,
-                )
-                for item, meta in zip(items, metas, strict=True)
-            ]
-
-        return signatures
-
     def _run(self, run_id: str, name: str, total: int) -> Run:
         store = self._patience.wrap(self.store)
         return Run(
             run_id, store=store, app=self.app, total=total, name=name, fanin=self.settings.queues.fanin
         )
 
-    def _stagger(self, count: int, stagger_s: float) -> list[float]:
-        if stagger_s <= 0 or count == 0:
-            return [0.0] * count
-        step = stagger_s / count
-        cap = self.settings.max_countdown_s
-        return [cap_countdown(i * step + random.uniform(0, step * 0.5), cap) for i in range(count)]
+    def _stagger(self, count: int, stagger_s: float) -> list[float] | None:
+        """The starts of ``count`` messages spread over ``stagger_s`` seconds (None: no stagger)."""
+        return stagger(count, stagger_s, self.settings.max_countdown_s) if stagger_s > 0 else None
 
     def _plan(
         self,

@@ -24,10 +24,10 @@ from celery import Celery
 from agentfleet.dlq import DeadLetter, DLQStore
 from agentfleet.errors import DispatchError
 from agentfleet.idempotency import node_key
+from agentfleet.protocol.graphs import step_signature
+from agentfleet.protocol.meta import ItemMeta, run_meta_fields
 from agentfleet.redaction import Redactor
 from agentfleet.runs import GraphSpec, GraphState, RunStore, StepSpec
-from agentfleet.tasks.graph import spec_of, step_signature
-from agentfleet.tasks.meta import ItemMeta, run_meta_fields
 
 __all__ = ["Node", "graph_spec", "requeue_step"]
 
@@ -88,7 +88,7 @@ def requeue_step(
     """Send a failed graph step again: its failure and the skips it caused are undone, the
     item's outcome (if it had one) is reopened, and the step runs with its stored input."""
     assert entry.node is not None
-    spec = spec_of(runs, entry.run_id)
+    spec = GraphSpec.from_json(runs.get_run(entry.run_id)["graph"])
     graph = GraphState(runs)
     key = entry.idempotency_key
     graph.reopen(entry.run_id, key, spec, entry.node, node_key(key, entry.node))

@@ -1,7 +1,7 @@
 """Run priorities: which run's waiting messages workers take first.
 
 A run's priority goes from 0 to 9, higher first. It is sent as kombu's message priority (see
-``tasks.redispatch.message_priority``): workers take the messages of a higher run before those
+``protocol.messages.message_priority``): workers take the messages of a higher run before those
 of a lower one that waited longer, and messages a worker sends for an item while running it
 (a graph's next steps, a batch item sent alone) inherit it (``task_inherit_parent_priority``).
 Retries keep their message's priority; the reconciler and requeue send at the run's recorded one.
@@ -19,7 +19,7 @@ from celery.canvas import Signature
 
 from agentfleet.config import Settings
 from agentfleet.errors import DispatchError
-from agentfleet.tasks.redispatch import MAX_PRIORITY, message_priority
+from agentfleet.protocol.messages import MAX_PRIORITY, message_priority
 
 __all__ = ["RUN_PRIORITY", "SMALL_RUN_PRIORITY", "prioritized", "run_priority"]
 

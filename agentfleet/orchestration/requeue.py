@@ -42,15 +42,15 @@ from agentfleet.idempotency import node_key, stage_key
 from agentfleet.models import TaskOutcome
 from agentfleet.orchestration.graph import requeue_step
 from agentfleet.orchestration.requeue_guard import aggregate_refusal, task_refusal
-from agentfleet.registry import WorkerRecord
-from agentfleet.runs import MemoryStore, RunStore, UndoLog
-from agentfleet.tasks.meta import ItemMeta, run_meta_fields
-from agentfleet.tasks.redispatch import (
+from agentfleet.protocol.messages import (
     aggregate_signature,
     compensation_signature,
     item_signature,
     recorded_priority,
 )
+from agentfleet.protocol.meta import ItemMeta, run_meta_fields
+from agentfleet.registry import WorkerRecord
+from agentfleet.runs import MemoryStore, RunStore, UndoLog
 
 __all__ = ["RequeueResult", "requeue_entry"]
 

@@ -21,10 +21,10 @@ from agentfleet.callables import allowed_aggregates
 from agentfleet.config import Settings
 from agentfleet.dlq import DeadLetter
 from agentfleet.errors import DispatchError
+from agentfleet.protocol.names import AGGREGATE_TASK, COMPENSATE_TASK
 from agentfleet.references import canonical_path, split_path
 from agentfleet.registry import WorkerRecord, WorkerRegistry
 from agentfleet.runs import RunStore
-from agentfleet.tasks.redispatch import AGGREGATE_TASK, COMPENSATE_TASK
 
 __all__ = ["aggregate_refusal", "live_workers", "task_refusal"]
 

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 from agentfleet.errors import RunError
 from agentfleet.models import RunSummary, TaskOutcome
+from agentfleet.protocol.messages import request_compensation
 from agentfleet.runs import RunStore, UndoLog
-from agentfleet.tasks.compensation import request_compensation
 
 if TYPE_CHECKING:
     from celery import Celery

@@ -18,11 +18,11 @@ from dataclasses import dataclass
 
 from agentfleet.config import LimitSpec, Settings
 from agentfleet.errors import Deferred
+from agentfleet.leases import LeaseRenewer
 from agentfleet.ratelimit.bucket import Unit
 from agentfleet.ratelimit.limits import DownstreamLimits, LimitsTable
 from agentfleet.ratelimit.names import FLEET
 from agentfleet.ratelimit.permit import Permit
-from agentfleet.ratelimit.renewer import LeaseRenewer, default_renewer
 from agentfleet.ratelimit.status import BucketStatus, LimitStatus
 from agentfleet.ratelimit.store import Admission, BucketGroup, RedisLimitStore
 from agentfleet.redis_handles import StateRedis
@@ -31,24 +31,23 @@ __all__ = ["Limiter"]
 
 
 class _LeaseIds:
-    """Lease ids unique across hosts and processes: a random prefix per process and a counter.
+    """Lease ids unique across hosts and processes: a random prefix and a counter.
 
-    Cheaper than a fresh uuid4 per acquire, and a forked worker draws a new prefix.
+    Cheaper than a fresh uuid4 per acquire. A forked child draws a prefix of its own at its
+    first lease (the pid tells it apart), so it never takes its parent's ids.
     """
 
     def __init__(self) -> None:
-        self.renew_prefix()
-
-    def renew_prefix(self) -> None:
-        self._prefix = uuid.uuid4().hex[:16]
+        self._pid = -1
+        self._prefix = ""
         self._counter = itertools.count()
 
     def next(self) -> str:
+        if self._pid != os.getpid():
+            self._pid = os.getpid()
+            self._prefix = uuid.uuid4().hex[:16]
+            self._counter = itertools.count()
         return f"{self._prefix}{next(self._counter):x}"
-
-
-_lease_ids = _LeaseIds()
-os.register_at_fork(after_in_child=_lease_ids.renew_prefix)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +75,8 @@ class Limiter:
     ``short_wait_s`` (seconds) is how long ``acquire`` may wait inline by default.
     ``idle_ttl_s`` (seconds) is how long statistics and the registry of seen downstreams are
     kept after their last use; ``unknown_hold_s`` (seconds) is the wait hint for a full
-    semaphore before any release has shown how long slots are held.
+    semaphore before any release has shown how long slots are held. ``renewer`` keeps held
+    slots alive (a worker's runtime shares its one; default: one of the limiter's own).
     """
 
     def __init__(
@@ -100,12 +100,16 @@ class Limiter:
         self.max_parallelism = max_parallelism
         self.lease_ttl_s = lease_ttl_s
         self.short_wait_s = short_wait_s
-        self._renewer = renewer if renewer is not None else default_renewer()
+        self._renewer = renewer if renewer is not None else LeaseRenewer()
+        self._lease_ids = _LeaseIds()
         self._plans: dict[tuple[str, ...], _Plan] = {}
 
     @classmethod
-    def from_settings(cls, settings: Settings, client: StateRedis | None = None) -> Limiter:
-        """A limiter configured by ``settings``, on ``client`` or the state's Redis."""
+    def from_settings(
+        cls, settings: Settings, client: StateRedis | None = None, *, renewer: LeaseRenewer | None = None
+    ) -> Limiter:
+        """A limiter configured by ``settings``, on ``client`` or the state's Redis, its slots
+        kept alive by ``renewer``."""
         if client is None:
             from agentfleet.redis_client import state_client
 
@@ -118,6 +122,7 @@ class Limiter:
             max_parallelism=settings.limiter.max_parallelism,
             lease_ttl_s=settings.limiter.lease_ttl_s,
             short_wait_s=settings.limiter.short_wait_s,
+            renewer=renewer,
         )
 
     # Acquire -----------------------------------------------------------------------------
@@ -142,7 +147,7 @@ class Limiter:
         budget_s = self.short_wait_s if max_wait_s is None else max_wait_s
         plan = self._plan(names)
         costs = plan.costs(input_tokens, output_tokens)
-        lease_id = _lease_ids.next() if plan.admission.semaphores else ""
+        lease_id = self._lease_ids.next() if plan.admission.semaphores else ""
         started = time.monotonic()
         deadline = started + budget_s
         while True:

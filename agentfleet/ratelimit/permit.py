@@ -9,8 +9,8 @@ from collections.abc import Sequence
 from types import TracebackType
 
 from agentfleet.errors import AgentfleetError
+from agentfleet.leases import LeaseRenewer
 from agentfleet.ratelimit.bucket import Unit
-from agentfleet.ratelimit.renewer import LeaseRenewer
 from agentfleet.ratelimit.store import BucketGroup, RedisLimitStore
 
 __all__ = ["Permit"]

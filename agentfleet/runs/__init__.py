@@ -6,7 +6,7 @@ timeline (``spans.py``) and the fleet's last two hours (``history.py``). Its key
 built in ``agentfleet.keys``."""
 
 from agentfleet.runs.budgets import Alert, BudgetLedger, Caps, Report, Spend, Standing
-from agentfleet.runs.claims import Claim, ClaimRenewer, claim_renewer, new_claim_token
+from agentfleet.runs.claims import Claim, ClaimRenewer, new_claim_token, take_lock
 from agentfleet.runs.delivery import BeginState, FinishState
 from agentfleet.runs.graph import Advance, GraphSpec, GraphState, StepSpec
 from agentfleet.runs.history import FleetHistory, Minute
@@ -44,8 +44,8 @@ __all__ = [
     "StepSpec",
     "UndoEntry",
     "UndoLog",
-    "claim_renewer",
     "flush_tallies",
     "new_claim_token",
     "summary_from_record",
+    "take_lock",
 ]

@@ -1,8 +1,9 @@
-"""Item claims: the token a delivery holds while it runs an item, and the thread that renews them.
+"""Item claims: the token a delivery holds while it runs an item, how they are renewed, locks.
 
 A delivery claims its item in ``RunStore.begin`` (``p:claim:{key}``, set only if absent, with a
-TTL of ``delivery.claim_ttl_s``). While the body runs, this process's ``ClaimRenewer`` extends
-every claim it holds once a third of the TTL has passed, all in one script call per run store.
+TTL of ``delivery.claim_ttl_s``). While the body runs, the process's ``ClaimRenewer`` extends
+every claim it holds once a third of the TTL has passed, all in one script call per run store,
+from the process's one lease renewer (``agentfleet.leases``, shared with the limiter's permits).
 ``RunStore.finish`` (or ``release_claim`` when the item is rescheduled) gives the claim up. A
 worker that dies stops renewing, so its claims lapse within the TTL and the reconciler can send
 the items again.
@@ -16,6 +17,9 @@ each of the fleet's own calls. A renewal that finds gone a claim whose delivery 
 
 A token is ``{worker node}:{pid}:{random}``: the worker's main process can release the claims
 of a pool process it saw die by that prefix.
+
+A lock is a claim too, on a name instead of an item (``take_lock``): the reconciler's (one
+worker acts at a time) and each run's compensation (two copies never undo at once).
 """
 
 from __future__ import annotations
@@ -24,11 +28,15 @@ import logging
 import os
 import threading
 import time
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from agentfleet.errors import ClaimLost
+from agentfleet.leases import LeaseRenewer
 
-__all__ = ["Claim", "ClaimRenewer", "claim_owner_prefix", "claim_renewer", "new_claim_token"]
+if TYPE_CHECKING:
+    from agentfleet.runs.store import RunStore
+
+__all__ = ["Claim", "ClaimRenewer", "claim_owner_prefix", "new_claim_token", "take_lock"]
 
 log = logging.getLogger("agentfleet.claims")
 
@@ -92,18 +100,36 @@ class Claim:
 
 
 class ClaimRenewer:
-    """Renews this process's claims every third of their TTL from one daemon thread."""
+    """The claims this process holds, renewed together every third of their TTL.
 
-    def __init__(self) -> None:
-        self._reset()
+    It is one lease of ``leases`` (a ``LeaseRenewer``, whose thread renews it when due; by
+    default one of its own): however many claims are held, one renewal per turn and run store.
+    """
 
-    def _reset(self) -> None:
+    def __init__(self, leases: LeaseRenewer | None = None) -> None:
+        self.leases = leases if leases is not None else LeaseRenewer()
         self._held: dict[tuple[int, str], tuple[ClaimStore, Claim]] = {}
         self._lock = threading.Lock()
-        self._wake = threading.Event()
-        self._thread: threading.Thread | None = None
-        # ``time.monotonic()`` of the last renewal (or of the first claim held after none).
+        # The shortest TTL held (None: nothing held), and ``time.monotonic()`` of the last
+        # renewal (or of the first claim held after none): the next turn is a third of it on.
+        self._shortest: float | None = None
         self._renewed_at = time.monotonic()
+
+    @property
+    def renew_due(self) -> float:
+        """``time.monotonic()`` of the next turn (infinity while nothing is held)."""
+        shortest = self._shortest
+        return float("inf") if shortest is None else self._renewed_at + shortest / 3
+
+    def renew(self) -> bool:
+        """A turn: renew every held claim (the lease renewer's call). Never lost itself, and
+        never raises: a failed turn is logged and the next comes a third of the TTL on."""
+        self._renewed_at = time.monotonic()
+        try:
+            self.renew_now()
+        except Exception:
+            log.exception("a turn of claim renewals failed; trying again at the next")
+        return True
 
     def hold(
         self, store: ClaimStore, key: str, token: str, ttl_s: float, *, confirmed_at: float | None = None
@@ -112,42 +138,25 @@ class ClaimRenewer:
         that took it was sent (``time.monotonic()``, default now)."""
         claim = Claim(key, token, ttl_s, confirmed_at=confirmed_at)
         with self._lock:
-            shortest = min((held.ttl_s for _, held in self._held.values()), default=None)
-            self._held[(id(store), key)] = (store, claim)
-            if shortest is None:
+            if self._shortest is None:
                 # The first claim after none: the renewer was idle; its turns start from now.
                 self._renewed_at = time.monotonic()
-            if shortest is None or ttl_s < shortest:
-                self._wake.set()
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._loop, name="agentfleet-claims", daemon=True)
-                self._thread.start()
+            self._held[(id(store), key)] = (store, claim)
+            self._shortest = min(ttl_s, self._shortest or ttl_s)
+        # Outside the lock: the lease renewer reads ``renew_due`` under its own.
+        self.leases.track(self)
         return claim
 
     def drop(self, store: ClaimStore, key: str) -> None:
         """Stop renewing the claim on ``key`` (it was released, or its delivery ended)."""
         with self._lock:
             self._held.pop((id(store), key), None)
+            self._shortest = min((claim.ttl_s for _, claim in self._held.values()), default=None)
 
     def held(self) -> int:
         """How many claims this process is renewing."""
         with self._lock:
             return len(self._held)
-
-    def _loop(self) -> None:
-        while True:
-            with self._lock:
-                shortest = min((claim.ttl_s for _, claim in self._held.values()), default=None)
-                wait_s = None if shortest is None else self._renewed_at + shortest / 3 - time.monotonic()
-            if wait_s is None or wait_s > 0:
-                # Idle until a claim is held, else until the next turn; a claim with a shorter
-                # TTL than any held wakes the loop to count its turn afresh.
-                self._wake.wait(wait_s)
-                self._wake.clear()
-                continue
-            with self._lock:
-                self._renewed_at = time.monotonic()
-            self.renew_now()
 
     def renew_now(self) -> None:
         """Renew every held claim at once; a claim found lost is dropped, marked and logged."""
@@ -178,6 +187,7 @@ class ClaimRenewer:
             ours = current is not None and current[1] is claim
             if ours:
                 del self._held[(sid, claim.key)]
+                self._shortest = min((held.ttl_s for _, held in self._held.values()), default=None)
         if not ours or claim.finishing:
             # Dropped or released by its own delivery while the renewal was on its way.
             return
@@ -189,12 +199,11 @@ class ClaimRenewer:
         )
 
 
-_renewer = ClaimRenewer()
-
-
-def claim_renewer() -> ClaimRenewer:
-    """The process's renewer. A forked child starts with none of its parent's claims."""
-    return _renewer
-
-
-os.register_at_fork(after_in_child=_renewer._reset)
+def take_lock(store: RunStore, name: str, token: str, ttl_s: float) -> bool:
+    """Hold the lock ``name`` (a claim on that name) under ``token`` for ``ttl_s`` seconds:
+    extend it when ``token`` holds it already, else take it if it is free; False while another
+    token holds it. ``RunStore.release_claim(name, token)`` gives it back; a holder that dies
+    loses it ``ttl_s`` after its last extension."""
+    if store.renew_claims({name: token}, ttl_s).get(name):
+        return True
+    return bool(store.client.set(store.claim_key(name), token, nx=True, px=max(1, int(ttl_s * 1000))))

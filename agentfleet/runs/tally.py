@@ -11,7 +11,9 @@ outcome adds it here, and a daemon thread writes the sums in one pipeline every
 the counters itself).
 
 A process killed with SIGKILL loses at most its last ``interval_s`` of counts: these are the
-fleet's metrics, not its outcomes, which the run store keeps exactly.
+fleet's metrics, not its outcomes, which the run store keeps exactly. A forked child starts
+each tally afresh at its first use (the pid tells it apart): nothing pending of its parent's,
+no thread, a lock of its own.
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ class StatsTally:
         _tallies.add(self)
 
     def _reset(self) -> None:
+        self._pid = os.getpid()
         self._lock = threading.Lock()
         self._counts: defaultdict[str, int] = defaultdict(int)
         self._amounts: defaultdict[str, float] = defaultdict(float)
@@ -71,6 +74,7 @@ class StatsTally:
     ) -> None:
         """Count one outcome of ``kind`` (``succeeded``, ``failed``, ``cancelled``) recorded at
         ``at`` (epoch seconds), with its cost in US dollars and its worker seconds."""
+        self._own()
         with self._lock:
             self._counts[kind] += 1
             if dead_lettered:
@@ -92,11 +96,17 @@ class StatsTally:
     def add_count(self, field: str, amount: int = 1, *, at: float | None = None) -> None:
         """Add ``amount`` to the counter ``field`` (``runs_finished``...); with ``at`` (epoch
         seconds), to that minute's ``field`` as well."""
+        self._own()
         with self._lock:
             self._counts[field] += amount
             if at is not None and self.minute_key is not None:
                 self._per_minute[(int(at // 60), field)] += amount
             self._ensure_thread()
+
+    def _own(self) -> None:
+        if self._pid != os.getpid():
+            # Made before a fork: what is pending is the parent's to write.
+            self._reset()
 
     def _ensure_thread(self) -> None:
         if self._thread is None or not self._thread.is_alive():
@@ -115,6 +125,7 @@ class StatsTally:
 
     def flush(self) -> None:
         """Write every pending addition now, in one pipeline."""
+        self._own()
         with self._lock:
             counts, amounts, per_second = self._counts, self._amounts, self._per_second
             per_minute, last = self._per_minute, self._last_done_at
@@ -182,11 +193,4 @@ def flush_tallies(*, quiet: bool = False) -> None:
             (log.debug if quiet else log.warning)("could not write the completion counters: %s", exc)
 
 
-def _after_fork() -> None:
-    # A forked child starts with nothing pending and no thread.
-    for tally in list(_tallies):
-        tally._reset()
-
-
 atexit.register(flush_tallies, quiet=True)
-os.register_at_fork(after_in_child=_after_fork)

@@ -1,6 +1,6 @@
 """Fleet tasks: ``fleet_task``, ``FleetTask``, ``TaskContext``."""
 
-from agentfleet.tasks.base import FleetTask
+from agentfleet.protocol.task import FleetTask
 from agentfleet.tasks.context import TaskContext
 from agentfleet.tasks.decorator import fleet_task
 

@@ -1,10 +1,9 @@
 """Batches: several small items of one map in one task message and one execution.
 
-``Fleet.map(task, inputs, batch_size=N)`` sends one message per ``N`` consecutive items, with
-task id ``{run}-b{first index}`` and the keyword ``_afb``: a list of ``[input, item meta]``.
-The worker claims them all (one token, renewed while the batch runs), then runs them one after
-another, each as a delivery of its own: its own idempotency key, outcome, retries and dead
-letter. What a batch saves is the per-message cost
+``Fleet.map(task, inputs, batch_size=N)`` sends one message per ``N`` consecutive items
+(``agentfleet.protocol.batches``). The worker claims them all (one token, renewed while the
+batch runs), then runs them one after another, each as a delivery of its own: its own
+idempotency key, outcome, retries and dead letter. What a batch saves is the per-message cost
 (publishing, consuming, acknowledging, the result backend, the events), which dominates items
 that take milliseconds.
 
@@ -23,77 +22,20 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from celery import Celery
-from celery.canvas import Signature
-
-from agentfleet.config import get_settings
-from agentfleet.outages import Patience, repeatable
-from agentfleet.redaction import Redactor
-from agentfleet.runs import RunStore, claim_renewer, new_claim_token
+from agentfleet.outages import repeatable
+from agentfleet.protocol.batches import batch_items
+from agentfleet.protocol.messages import item_signature
+from agentfleet.protocol.meta import META_KWARG, ItemMeta
+from agentfleet.protocol.task import FleetTask
+from agentfleet.runs import RunStore, new_claim_token
 from agentfleet.runs.store import RUNS_LUA
-from agentfleet.tasks.base import FleetTask
-from agentfleet.tasks.message_reprs import message_reprs
-from agentfleet.tasks.meta import META_KWARG, ItemMeta
-from agentfleet.tasks.redispatch import item_signature
-from agentfleet.tasks.shared import per_process, run_store
+from agentfleet.tasks.runtime import runtime
 
-__all__ = [
-    "BATCH_KWARG",
-    "batch_items",
-    "batch_signatures",
-    "batch_task_id",
-    "execute_batch",
-    "is_batch",
-    "send_alone",
-]
-
-BATCH_KWARG = "_afb"
+__all__ = ["execute_batch", "send_alone"]
 
 log = logging.getLogger("agentfleet.batch")
 
 Deliver = Callable[[dict[str, Any], str, str], "dict[str, Any] | None"]
-
-
-def batch_task_id(run_id: str, first: int) -> str:
-    """The task id of the batch of run ``run_id`` that starts at item index ``first``."""
-    return f"{run_id}-b{first}"
-
-
-def is_batch(kwargs: Mapping[str, Any] | None) -> bool:
-    return BATCH_KWARG in (kwargs or {})
-
-
-def batch_items(kwargs: Mapping[str, Any]) -> list[tuple[dict[str, Any], ItemMeta]]:
-    """A batch message's items: each one's input and its meta."""
-    return [(dict(inputs), ItemMeta.model_validate(meta)) for inputs, meta in kwargs[BATCH_KWARG]]
-
-
-def batch_signatures(
-    app: Celery,
-    *,
-    task: str,
-    queue: str,
-    metas: Sequence[ItemMeta],
-    inputs: Sequence[Mapping[str, Any]],
-    size: int,
-    countdowns: Sequence[float],
-    redactor: Redactor | None = None,
-) -> list[Signature]:
-    """One message per ``size`` consecutive items; ``countdowns`` give each batch's delay. With
-    ``redactor``, a message shows only its items' redacted inputs (``items``)."""
-    sigs = []
-    for n, start in enumerate(range(0, len(metas), size)):
-        chunk = [[dict(inputs[i]), metas[i].to_kwarg()] for i in range(start, min(start + size, len(metas)))]
-        options: dict[str, Any] = {
-            "task_id": batch_task_id(metas[start].run, metas[start].idx),
-            "queue": queue,
-        }
-        if countdowns[n] > 0:
-            options["countdown"] = countdowns[n]
-        if redactor is not None:
-            options.update(message_reprs({"items": [item for item, _ in chunk]}, redactor))
-        sigs.append(app.signature(task, kwargs={BATCH_KWARG: chunk}, **options))
-    return sigs
 
 
 def send_alone(
@@ -119,7 +61,7 @@ def _claim_all(runs: RunStore, keys: Sequence[str], token: str, ttl_s: float) ->
 
 def _release_all(runs: RunStore, keys: Sequence[str], token: str) -> None:
     """Give back the claims ``token`` still holds on ``keys`` (items it did not end here)."""
-    release = per_process("batch-release", get_settings(), lambda: RUNS_LUA.register(runs.client, "release"))
+    release = RUNS_LUA.register(runs.client, "release")
     pipe = runs.client.pipeline(transaction=False)
     for key in keys:
         release["release"](keys=[runs.claim_key(key)], args=[token, "exact"], client=pipe)
@@ -133,16 +75,15 @@ def execute_batch(task: FleetTask, kwargs: Mapping[str, Any], deliver: Deliver) 
     Every item is claimed first, under one token renewed while the batch runs: an item waiting
     its turn is neither run by another copy of the batch nor taken for lost by the reconciler.
     """
-    settings = get_settings()
-    runs = run_store(settings)
+    rt = runtime()
+    settings, runs = rt.settings, rt.runs
     queue = getattr(task, "queue", None) or settings.queues.agents
     ttl_s = settings.delivery.claim_ttl_s
     items = batch_items(kwargs)
     token = new_claim_token(str(getattr(task.request, "hostname", None) or "local"))
-    patience = Patience(settings.delivery.redis_retry_s, settings.broker_url)
-    held = patience.call(_claim_all, runs, [m.key for _, m in items], token, ttl_s)
+    held = rt.patience.call(_claim_all, runs, [m.key for _, m in items], token, ttl_s)
     for key in held:
-        claim_renewer().hold(runs, key, token, ttl_s)
+        rt.claims.hold(runs, key, token, ttl_s)
     soft_s = float(task.soft_time_limit or 0)
     started = time.monotonic()
     longest = 0.0
@@ -161,7 +102,7 @@ def execute_batch(task: FleetTask, kwargs: Mapping[str, Any], deliver: Deliver) 
     finally:
         # Claims left over: items handed off, or not reached because the batch stopped.
         for key in held:
-            claim_renewer().drop(runs, key)
+            rt.claims.drop(runs, key)
         try:
             _release_all(runs, held, token)
         except Exception as exc:  # they lapse on their own within claim_ttl_s

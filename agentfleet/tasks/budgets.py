@@ -33,7 +33,7 @@ from agentfleet.errors import BudgetExceeded
 from agentfleet.models import TokenUsage
 from agentfleet.outages import Patience
 from agentfleet.runs import Alert, BudgetLedger, Caps, Report, Spend, Standing
-from agentfleet.tasks.shared import budget_ledger, run_store
+from agentfleet.tasks.runtime import runtime
 from agentfleet.tools.transport import CallInfo, FleetHooks
 
 if TYPE_CHECKING:
@@ -132,7 +132,7 @@ class SpendReporter:
 def reporter_for(state: ExecutionState, settings: Settings) -> SpendReporter:
     """``state``'s reporter, made on first use."""
     if state.reporter is None:
-        state.reporter = SpendReporter(budget_ledger(settings), state, settings)
+        state.reporter = SpendReporter(runtime(settings).budgets, state, settings)
     return state.reporter
 
 
@@ -141,7 +141,7 @@ def _check(standing: Standing, state: ExecutionState, caps: Caps, settings: Sett
     run_cap = standing.run_budget_usd if standing.run_budget_usd is not None else caps.run_usd
     if run_cap is not None and standing.run_usd >= run_cap:
         # The whole run is over budget: items that have not started will not run.
-        run_store(settings).fail_fast(state.run_id)
+        runtime(settings).runs.fail_fast(state.run_id)
         where = "given when it started" if standing.run_budget_usd is not None else "budgets.run_usd"
         raise BudgetExceeded(f"the run spent ${standing.run_usd:.4f} of its ${run_cap:.4f} budget ({where})")
     if caps.tenant_usd is not None and standing.tenant_usd >= caps.tenant_usd:

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import logging
-import os
 import random
 import time
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from agentfleet.celery_app import app
-from agentfleet.config import get_settings
 from agentfleet.errors import DownstreamError, InvalidInput
 from agentfleet.tasks import (
     flower_setup,  # noqa: F401  (configures Flower from the settings when Flower imports this)
@@ -19,19 +17,20 @@ from agentfleet.tasks import (
 from agentfleet.tasks.context import TaskContext
 from agentfleet.tasks.decorator import fleet_task
 from agentfleet.tasks.fanin import run_aggregate
-from agentfleet.tasks.shared import run_store
+from agentfleet.tasks.runtime import runtime
 
 __all__ = ["aggregate", "simulated_agent"]
 
 log = logging.getLogger("agentfleet.tasks")
 
-# Unseeded items share one generator: seeding a new one reads the OS's entropy each time.
-# A forked pool process reseeds it, or its draws would repeat its siblings'.
-_UNSEEDED = random.Random()
-os.register_at_fork(after_in_child=_UNSEEDED.seed)
+
+class _Draws(Protocol):
+    def random(self) -> float: ...
+    def uniform(self, a: float, b: float) -> float: ...
+    def lognormvariate(self, mu: float, sigma: float) -> float: ...
 
 
-def _latency(distribution: str, latency_s: float, jitter_s: float, rng: random.Random) -> float:
+def _latency(distribution: str, latency_s: float, jitter_s: float, rng: _Draws) -> float:
     if distribution == "uniform":
         return max(0.0, rng.uniform(latency_s - jitter_s, latency_s + jitter_s))
     if distribution == "lognormal":
@@ -59,7 +58,9 @@ def simulated_agent(
     """
     if permanent:
         raise InvalidInput(f"item {item!r} is marked to fail permanently")
-    rng = random.Random(f"{seed}:{ctx.item_key}:{ctx.attempt}") if seed is not None else _UNSEEDED
+    # Unseeded items share the ``random`` module's generator (seeding a new one reads the OS's
+    # entropy each time), which Python reseeds in a forked pool process.
+    rng: _Draws = random.Random(f"{seed}:{ctx.item_key}:{ctx.attempt}") if seed is not None else random
     slept = _latency(distribution, latency_s, jitter_s, rng)
     if slept:
         time.sleep(slept)
@@ -76,5 +77,5 @@ def aggregate(self: Any, run_id: str, fn: str) -> Any:
     died first). A second copy finds the stored aggregate and returns it. Whatever the
     aggregate does, its result or its failure is recorded once (``tasks/fanin.py``).
     """
-    settings = get_settings()
-    return run_aggregate(settings, run_store(settings), run_id, fn, worker=self.request.hostname)
+    rt = runtime()
+    return run_aggregate(rt.settings, rt.runs, run_id, fn, worker=self.request.hostname)

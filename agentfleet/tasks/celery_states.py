@@ -27,7 +27,7 @@ from agentfleet.errors import AgentfleetError, Deferred
 if TYPE_CHECKING:
     from celery.app.task import Context
 
-    from agentfleet.tasks.base import FleetTask
+    from agentfleet.protocol.task import FleetTask
 
 __all__ = ["DEFERRED_EVENT", "defer", "final_error", "raise_for_failures"]
 

@@ -7,8 +7,8 @@
       -> guard (SSRF check, address pinning, $CRED{...} credentials, audit)
         -> the real connection pool
 
-The limiter, circuit breaker and audit log are made once per worker process, and so are the
-connection pools under the guard (``http_pools``): the guard checks each request, but tasks
+The limiter, circuit breaker and audit log are the worker runtime's, and so are the connection
+pools under the guard (``WorkerRuntime.pools``): the guard checks each request, but tasks
 share kept-alive connections instead of each opening its own (a TLS handshake per task).
 """
 
@@ -18,8 +18,7 @@ import contextlib
 import dataclasses
 import os
 from collections.abc import Sequence
-from types import ModuleType
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import httpx
 
@@ -31,12 +30,9 @@ from agentfleet.llm.vendors import vendors_for
 from agentfleet.models import TokenUsage
 from agentfleet.ratelimit import Permit
 from agentfleet.ratelimit.names import pool_downstream
-from agentfleet.redis_client import state_client
 from agentfleet.tasks.budgets import budget_hooks
-from agentfleet.tasks.shared import limiter, per_process
-from agentfleet.tools.audit import AuditLog
-from agentfleet.tools.guard import guard_transport, shared_pools
-from agentfleet.tools.pools import TransportPools
+from agentfleet.tasks.runtime import runtime
+from agentfleet.tools.guard import guard_transport
 from agentfleet.tools.transport import CallInfo, FleetHooks, describe_call, fleet_transport
 from agentfleet.tools.vault import CredentialVault, placeholder
 
@@ -50,13 +46,10 @@ __all__ = [
     "accounting_hooks",
     "anthropic_client",
     "http_client",
-    "http_pools",
     "llm_endpoint",
     "pool_slot",
     "rate_limit_raiser",
 ]
-
-T = TypeVar("T")
 
 ANTHROPIC_CREDENTIAL = "anthropic"
 
@@ -67,20 +60,7 @@ def pool_slot(settings: Settings, run_id: str, slots: int) -> Permit:
     Waits up to ``limiter.short_wait_s`` seconds, then raises ``Deferred`` with the wait. The
     lease is renewed while held and comes back by itself if the worker dies.
     """
-    return limiter(settings).acquire(pool_downstream(run_id, slots))
-
-
-def http_pools(settings: Settings, module: ModuleType) -> TransportPools:
-    """This process's connection pools for ``module`` (``httpx``, or ``httpx2`` under the SDK)."""
-    return per_process(
-        f"pools:{module.__name__}",
-        settings,
-        lambda: shared_pools(module, keepalive_s=settings.fetch.keepalive_s),
-    )
-
-
-def _audit(settings: Settings) -> AuditLog:
-    return per_process("audit", settings, lambda: AuditLog(state_client(settings), settings.key_prefix))
+    return runtime(settings).limiter.acquire(pool_downstream(run_id, slots))
 
 
 def llm_endpoint(settings: Settings) -> tuple[str, str | None]:
@@ -112,7 +92,7 @@ def _vault(settings: Settings, *, llm_host: str | None, key_env: str | None) -> 
     environ: dict[str, str] | None = None  # None: the vault reads os.environ at each use
     if settings.llm.api_key is not None:
         environ = {**os.environ, "AGENTFLEET_LLM__API_KEY": settings.llm.api_key.get_secret_value()}
-    return CredentialVault(specs, audit=_audit(settings), environ=environ)
+    return CredentialVault(specs, audit=runtime(settings).audit, environ=environ)
 
 
 def accounting_hooks(
@@ -144,7 +124,7 @@ def _hooks(state: ExecutionState, settings: Settings, vendors: Sequence[VendorAd
     """``accounting_hooks`` plus the cluster: limiter, circuit breaker, the spend ledger and
     every budget (see ``tasks/budgets.py``)."""
     hooks = accounting_hooks(state, settings, vendors)
-    hooks = dataclasses.replace(hooks, limiter=limiter(settings), breaker=state.breaker)
+    hooks = dataclasses.replace(hooks, limiter=runtime(settings).limiter, breaker=state.breaker)
     return budget_hooks(state, settings, hooks)
 
 
@@ -187,7 +167,11 @@ def http_client(state: ExecutionState) -> httpx.Client:
         llm_host = host_of(base_url)
     vault = _vault(settings, llm_host=llm_host, key_env=key_env)
     guard = guard_transport(
-        httpx, settings=settings.fetch, vault=vault, task_id=state.task_id, pools=http_pools(settings, httpx)
+        httpx,
+        settings=settings.fetch,
+        vault=vault,
+        task_id=state.task_id,
+        pools=runtime(settings).pools(httpx),
     )
     vendors = vendors_for(settings)
     transport = fleet_transport(httpx, guard, _hooks(state, settings, vendors))
@@ -214,7 +198,7 @@ def anthropic_client(state: ExecutionState) -> anthropic.Anthropic:
         update={"allow_private_hosts": [*settings.fetch.allow_private_hosts, host]}
     )
     guard = guard_transport(
-        httpx2, settings=fetch, vault=vault, task_id=state.task_id, pools=http_pools(settings, httpx2)
+        httpx2, settings=fetch, vault=vault, task_id=state.task_id, pools=runtime(settings).pools(httpx2)
     )
     transport = fleet_transport(httpx2, guard, _hooks(state, settings, vendors_for(settings)))
     timeout = httpx2.Timeout(settings.llm.timeout_s, connect=settings.llm.connect_timeout_s)

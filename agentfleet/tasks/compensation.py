@@ -21,27 +21,20 @@ another, the most recent success first:
 
 The message holds the run's compensation lock (a claim, renewed while it runs) so that two
 copies never undo at once; the reconciler sends it again if it is lost. The task itself is
-``tasks/compensator.py``; this module is what dispatch and deliveries call.
+``tasks/compensator.py``; a run is told to compensate by ``protocol.messages.request_compensation``.
 """
 
 from __future__ import annotations
 
-import logging
 from typing import Any
-
-from celery import Celery
 
 from agentfleet.config import Settings
 from agentfleet.outages import repeatable
-from agentfleet.runs import UndoLog
-from agentfleet.tasks.base import FleetTask
-from agentfleet.tasks.meta import ItemMeta
-from agentfleet.tasks.redispatch import compensation_signature
-from agentfleet.tasks.shared import undo_log
+from agentfleet.protocol.meta import ItemMeta
+from agentfleet.protocol.task import FleetTask
+from agentfleet.tasks.runtime import runtime
 
-__all__ = ["note_success", "request_compensation"]
-
-log = logging.getLogger("agentfleet.compensation")
+__all__ = ["note_success"]
 
 
 @repeatable
@@ -50,23 +43,8 @@ def note_success(
 ) -> None:
     """Note a success of ``task`` (which has a compensation) under its own ``key`` (the first
     note of a key stands)."""
-    undo_log(settings).note(
+    runtime(settings).undo.note(
         meta.run,
         key,
         {"task": task.name, "inputs": inputs, "result": result, "meta": meta.to_kwarg()},
     )
-
-
-@repeatable
-def request_compensation(undo: UndoLog, celery: Celery, run_id: str, queue: str) -> bool:
-    """Tell run ``run_id`` to compensate, its message on ``queue``; True when this call did
-    (the first to ask). Asked again, it sends nothing: a message the first call did not get
-    out is the reconciler's to send."""
-    if not undo.request(run_id):
-        return False
-    try:
-        compensation_signature(celery, run_id, queue).apply_async()
-    except Exception:
-        # The run stays active with its compensation requested: the reconciler sends it.
-        log.exception("could not send the compensation of run %s; the reconciler will", run_id)
-    return True

@@ -11,19 +11,19 @@ from typing import Any
 from celery import Task
 
 from agentfleet.celery_app import app
-from agentfleet.config import Settings, get_settings
 from agentfleet.dlq import dead_letter_id
 from agentfleet.errors import CompensationFailed, RetryableError
-from agentfleet.runs import UndoEntry, claim_renewer, new_claim_token
+from agentfleet.protocol.messages import cap_countdown
+from agentfleet.protocol.meta import ItemMeta
+from agentfleet.protocol.names import COMPENSATE_TASK, compensation_task_id
+from agentfleet.protocol.task import FleetTask
+from agentfleet.runs import UndoEntry, new_claim_token, take_lock
 from agentfleet.tasks import failures
-from agentfleet.tasks.base import FleetTask
 from agentfleet.tasks.circuit_guard import CircuitGuard
 from agentfleet.tasks.item_state import item_context
-from agentfleet.tasks.meta import ItemMeta
 from agentfleet.tasks.process_logging import process_redactor
-from agentfleet.tasks.redispatch import COMPENSATE_TASK, compensation_task_id
-from agentfleet.tasks.retry_policy import backoff_s, cap_countdown
-from agentfleet.tasks.shared import circuit_breaker, run_store, undo_log
+from agentfleet.tasks.retry_policy import backoff_s
+from agentfleet.tasks.runtime import WorkerRuntime, runtime
 
 __all__ = ["compensate"]
 
@@ -33,7 +33,7 @@ _WAIT_FOR_ITEMS_S = 1.0
 
 
 def _dead_letter(
-    settings: Settings, task: FleetTask, entry: UndoEntry, err: Exception, tb: str, tries: int
+    rt: WorkerRuntime, task: FleetTask, entry: UndoEntry, err: Exception, tb: str, tries: int
 ) -> None:
     meta = ItemMeta.model_validate(entry.data["meta"])
     failure = CompensationFailed(f"compensating {task.name} failed: {type(err).__name__}: {err}")
@@ -50,18 +50,18 @@ def _dead_letter(
         attempts=tries,
     )
     dead = dead.model_copy(update={"id": dead_letter_id(f"{entry.key}:compensate")})
-    failures.on_final_failure(settings, dead, client=run_store(settings).client)
+    failures.on_final_failure(rt.settings, dead, client=rt.runs.client)
 
 
-def _undo(settings: Settings, task: FleetTask, entry: UndoEntry, token: str) -> None:
+def _undo(rt: WorkerRuntime, task: FleetTask, entry: UndoEntry, token: str) -> None:
     """Run one compensation; raises what it raised."""
     if task.compensate is None:
         raise CompensationFailed(f"{task.name} no longer declares a compensation")
     meta = ItemMeta.model_validate(entry.data["meta"])
     meta = meta.model_copy(update={"key": f"{entry.key}:compensate"})
-    guard = CircuitGuard(circuit_breaker(settings), task.downstream)
+    guard = CircuitGuard(rt.breaker, task.downstream)
     ctx = item_context(
-        settings,
+        rt.settings,
         task,
         meta,
         task_id=compensation_task_id(meta.run),
@@ -76,8 +76,8 @@ def _undo(settings: Settings, task: FleetTask, entry: UndoEntry, token: str) -> 
         ctx.close()
 
 
-def _run_all(self: Task, settings: Settings, run_id: str, token: str) -> dict[str, Any]:
-    undo = undo_log(settings)
+def _run_all(self: Task, rt: WorkerRuntime, run_id: str, token: str) -> dict[str, Any]:
+    settings, undo = rt.settings, rt.undo
     settled = undo.settled(run_id)
     for entry in undo.newest_first(run_id):
         if entry.key in settled:
@@ -93,7 +93,7 @@ def _run_all(self: Task, settings: Settings, run_id: str, token: str) -> dict[st
             undo.settle(run_id, entry.key, done=False)
             continue
         try:
-            _undo(settings, task, entry, token)
+            _undo(rt, task, entry, token)
         except Exception as exc:
             err = failures.classify_failure(task, exc, settings)
             tries = undo.failed_try(run_id, entry.key)
@@ -106,12 +106,12 @@ def _run_all(self: Task, settings: Settings, run_id: str, token: str) -> dict[st
                 )
                 log.warning("compensating %s of run %s failed (%s); trying again", task.name, run_id, err)
                 raise self.retry(countdown=cap_countdown(wait, settings.max_countdown_s)) from None
-            _dead_letter(settings, task, entry, exc, traceback.format_exc(), tries)
+            _dead_letter(rt, task, entry, exc, traceback.format_exc(), tries)
             undo.settle(run_id, entry.key, done=False)
             continue
         undo.settle(run_id, entry.key, done=True)
     undo.finish(run_id)
-    record = run_store(settings).get_run(run_id)
+    record = rt.runs.get_run(run_id)
     return {
         "run_id": run_id,
         "compensated": int(record.get("compensated") or 0),
@@ -122,8 +122,8 @@ def _run_all(self: Task, settings: Settings, run_id: str, token: str) -> dict[st
 @app.task(name=COMPENSATE_TASK, bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=None)
 def compensate(self: Task, run_id: str) -> dict[str, Any]:
     """Run run ``run_id``'s compensations (see the module docstring)."""
-    settings = get_settings()
-    runs = run_store(settings)
+    rt = runtime()
+    runs, ttl_s = rt.runs, rt.settings.delivery.claim_ttl_s
     record = runs.get_run(run_id)
     if record.get("compensation") != "requested":
         return {"run_id": run_id, "compensation": record.get("compensation", "")}
@@ -132,15 +132,14 @@ def compensate(self: Task, run_id: str) -> dict[str, Any]:
         raise self.retry(countdown=_WAIT_FOR_ITEMS_S)
     lock = f"comp:{run_id}"
     token = new_claim_token(str(getattr(self.request, "hostname", None) or "local"))
-    ttl_s = settings.delivery.claim_ttl_s
-    if not runs.client.set(runs.claim_key(lock), token, nx=True, px=max(1, int(ttl_s * 1000))):
+    if not take_lock(runs, lock, token, ttl_s):
         raise self.retry(countdown=ttl_s)
-    claim_renewer().hold(runs, lock, token, ttl_s)
+    rt.claims.hold(runs, lock, token, ttl_s)
     started = time.monotonic()
     try:
-        result = _run_all(self, settings, run_id, token)
+        result = _run_all(self, rt, run_id, token)
     finally:
-        claim_renewer().drop(runs, lock)
+        rt.claims.drop(runs, lock)
         runs.release_claim(lock, token)
     log.info("compensated run %s in %.2f s: %s", run_id, time.monotonic() - started, result)
     return result

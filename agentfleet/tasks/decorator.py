@@ -11,8 +11,8 @@ from pydantic import BaseModel, ConfigDict, create_model
 
 from agentfleet.config import get_settings
 from agentfleet.errors import ConfigError
-from agentfleet.tasks.base import FleetTask, TaskBudget
-from agentfleet.tasks.meta import META_KWARG
+from agentfleet.protocol.meta import META_KWARG
+from agentfleet.protocol.task import FleetTask, TaskBudget
 from agentfleet.transport.acks import ack_later
 
 __all__ = ["fleet_task", "input_model_for"]

@@ -60,36 +60,31 @@ from agentfleet.errors import (
     TaskTimeLimit,
 )
 from agentfleet.models import TaskOutcome
-from agentfleet.outages import Patience, repeatable
+from agentfleet.outages import repeatable
+from agentfleet.protocol.batches import is_batch
+from agentfleet.protocol.messages import aggregate_signature, cap_countdown, request_compensation
+from agentfleet.protocol.meta import META_KWARG, ItemMeta
+from agentfleet.protocol.task import validate_input
 from agentfleet.redaction import Redactor
-from agentfleet.runs import AttemptSpan, BeginState, Claim, FinishState, claim_renewer, new_claim_token
+from agentfleet.runs import AttemptSpan, BeginState, Claim, FinishState, new_claim_token
 from agentfleet.tasks import clients, failures
-from agentfleet.tasks.batch import execute_batch, is_batch, send_alone
+from agentfleet.tasks.batch import execute_batch, send_alone
 from agentfleet.tasks.celery_states import defer, raise_for_failures
 from agentfleet.tasks.circuit_guard import CircuitGuard
-from agentfleet.tasks.compensation import note_success, request_compensation
+from agentfleet.tasks.compensation import note_success
 from agentfleet.tasks.context import TaskContext
 from agentfleet.tasks.graph import finish_step, step_inputs
-from agentfleet.tasks.item import (
-    cancelled_outcome,
-    jsonable,
-    meta_for,
-    outcome_for,
-    previous_stage,
-    validate_input,
-)
+from agentfleet.tasks.item import cancelled_outcome, jsonable, meta_for, outcome_for, previous_stage
 from agentfleet.tasks.item_state import item_context
-from agentfleet.tasks.meta import META_KWARG, ItemMeta
 from agentfleet.tasks.process_logging import process_redactor
-from agentfleet.tasks.redispatch import aggregate_signature
-from agentfleet.tasks.retry_policy import backoff_s, cap_countdown, deferral_s
-from agentfleet.tasks.shared import circuit_breaker, graph_state, run_store, undo_log
+from agentfleet.tasks.retry_policy import backoff_s, deferral_s
+from agentfleet.tasks.runtime import runtime
 from agentfleet.transport.result_repr import OutcomeDict
 
 if TYPE_CHECKING:
     from celery.app.task import Context
 
-    from agentfleet.tasks.base import FleetTask
+    from agentfleet.protocol.task import FleetTask
 
 __all__ = ["cancelled_outcome", "execute"]
 
@@ -125,8 +120,9 @@ class _Delivery:
         self.claim_token = claim_token
         self.settings: Settings = get_settings()
         # ``runs`` is the process's run store; ``store`` is the same, riding out Redis outages.
-        self.runs = run_store(self.settings)
-        self.patience = Patience(self.settings.delivery.redis_retry_s, self.settings.broker_url)
+        self.rt = runtime(self.settings)
+        self.runs = self.rt.runs
+        self.patience = self.rt.patience
         self.store = self.patience.wrap(self.runs)
         self.kwargs = dict(kwargs)
         own_id = task_id or (request.id if request is not None else task.request.id) or None
@@ -206,7 +202,7 @@ class _Delivery:
 
     def _stop_renewing(self) -> None:
         if self.token:
-            claim_renewer().drop(self.runs, self.key)
+            self.rt.claims.drop(self.runs, self.key)
 
     def _release_claim(self) -> None:
         if self.token:
@@ -300,7 +296,7 @@ class _Delivery:
         if self.store.get_run(self.meta.run).get("fail_fast") == "1":
             # Fail-fast: the first final failure cancels every item that has not started.
             self.store.fail_fast(self.meta.run)
-            undo, fanin = undo_log(self.settings), self.settings.queues.fanin
+            undo, fanin = self.rt.undo, self.settings.queues.fanin
             self.patience.call(request_compensation, undo, self.task.app, self.meta.run, fanin)
         return finished
 
@@ -363,7 +359,7 @@ class _Delivery:
             self._reschedule(self.meta, wait_s, deferral="another delivery of this item is running it")
         self.token = token
         self.claimed_at = time.monotonic()
-        self.claim = claim_renewer().hold(self.runs, self.key, token, ttl_s, confirmed_at=sent)
+        self.claim = self.rt.claims.hold(self.runs, self.key, token, ttl_s, confirmed_at=sent)
         try:
             return self._claimed(state.deliveries)
         finally:
@@ -387,7 +383,7 @@ class _Delivery:
                 cost=self.meta.cost_usd,
             )
         if self.meta.node and not self.kwargs:
-            graph = graph_state(self.settings)
+            graph = self.rt.graphs
             self.kwargs = self.patience.call(step_inputs, self.runs, graph, self.task, self.meta)
         try:
             values = validate_input(self.task, self.kwargs)
@@ -425,7 +421,7 @@ class _Delivery:
         return failures.classify_failure(self.task, exc, self.settings)
 
     def _execute(self, values: dict[str, Any], attempts: int) -> dict[str, Any]:
-        guard = CircuitGuard(circuit_breaker(self.settings), self.task.downstream)
+        guard = CircuitGuard(self.rt.breaker, self.task.downstream)
         ctx = self._task_context(guard)
         started = time.monotonic()
         slot = None

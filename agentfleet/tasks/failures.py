@@ -23,12 +23,12 @@ from agentfleet.idempotency import node_key
 from agentfleet.llm.vendors import map_vendor_error, vendors_for
 from agentfleet.models import TaskOutcome
 from agentfleet.outages import repeatable
+from agentfleet.protocol.meta import ItemMeta
 from agentfleet.redaction import Redactor
 from agentfleet.redis_handles import StateRedis
-from agentfleet.tasks.meta import ItemMeta
 
 if TYPE_CHECKING:
-    from agentfleet.tasks.base import FleetTask
+    from agentfleet.protocol.task import FleetTask
 
 __all__ = ["attempt_record", "build_dead_letter", "classify_failure", "on_final_failure"]
 

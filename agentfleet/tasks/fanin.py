@@ -34,9 +34,9 @@ from agentfleet.callables import worker_aggregate
 from agentfleet.config import Settings
 from agentfleet.dlq import DeadLetter, dead_letter_id, error_fingerprint
 from agentfleet.errors import AggregateFailed, DispatchError
+from agentfleet.protocol.names import AGGREGATE_TASK, aggregate_task_id
 from agentfleet.runs import RunStore
 from agentfleet.tasks.failures import on_final_failure
-from agentfleet.tasks.redispatch import AGGREGATE_TASK, aggregate_task_id
 
 __all__ = ["aggregate_dead_letter", "run_aggregate"]
 

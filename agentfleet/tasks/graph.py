@@ -22,19 +22,17 @@ from collections.abc import Mapping
 from typing import Any
 
 from celery import Celery
-from celery.canvas import Signature
 
 from agentfleet.config import Settings
 from agentfleet.idempotency import node_key
 from agentfleet.models import TaskOutcome
 from agentfleet.outages import repeatable
-from agentfleet.redaction import Redactor
+from agentfleet.protocol.graphs import step_meta, step_signature
+from agentfleet.protocol.meta import ItemMeta
+from agentfleet.protocol.task import FleetTask
 from agentfleet.runs import FinishState, GraphSpec, GraphState, RunStore
-from agentfleet.tasks.base import FleetTask
 from agentfleet.tasks.item import cancelled_outcome
-from agentfleet.tasks.message_reprs import message_reprs
-from agentfleet.tasks.meta import META_KWARG, ItemMeta
-from agentfleet.tasks.shared import graph_state
+from agentfleet.tasks.runtime import runtime
 
 __all__ = [
     "finish_step",
@@ -43,8 +41,6 @@ __all__ = [
     "recover_graph_item",
     "spec_of",
     "step_inputs",
-    "step_meta",
-    "step_signature",
 ]
 
 _specs: dict[tuple[str, str], GraphSpec] = {}
@@ -64,35 +60,6 @@ def spec_of(runs: RunStore, run_id: str) -> GraphSpec:
                 _specs.pop(next(iter(_specs)))
             _specs[cache_key] = found
     return found
-
-
-def step_meta(meta: ItemMeta, step: str) -> ItemMeta:
-    """The meta of ``meta``'s item at ``step``, which has spent nothing yet."""
-    return meta.model_copy(
-        update={"node": step, "attempt": 0, "deferrals": 0, "elapsed_s": 0.0, "cost_usd": 0.0}
-    )
-
-
-def step_signature(
-    app: Celery,
-    spec: GraphSpec,
-    meta: ItemMeta,
-    *,
-    inputs: Mapping[str, Any] | None = None,
-    countdown_s: float = 0.0,
-    redactor: Redactor | None = None,
-) -> Signature:
-    """The message of step ``meta.node`` of an item; without ``inputs`` it reads its input
-    when it runs. With ``redactor``, the message shows only its redacted inputs (as
-    ``item_signature``'s do)."""
-    step = spec[meta.node]
-    options: dict[str, Any] = {"task_id": meta.task_id, "queue": step.queue}
-    if countdown_s > 0:
-        options["countdown"] = countdown_s
-    kwargs = {**(inputs or {}), META_KWARG: meta.to_kwarg()}
-    if redactor is not None:
-        options.update(message_reprs(kwargs, redactor))
-    return app.signature(step.task, kwargs=kwargs, **options)
 
 
 @repeatable
@@ -156,7 +123,7 @@ def finish_step(
         return runs.finish(
             cancelled_outcome(meta.model_copy(update={"node": ""}), outcome.task_id), store=False
         )
-    graph = graph_state(settings)
+    graph = runtime(settings).graphs
     spec = spec_of(runs, meta.run)
     advance = graph.advance(
         meta.run,
@@ -204,7 +171,7 @@ def graph_waiting(
 def recover_graph_item(settings: Settings, app: Celery, runs: RunStore, meta: ItemMeta) -> FinishState | None:
     """For the reconciler: send the open steps of an item that lost their messages again, or
     record its outcome when only that was missing."""
-    graph = graph_state(settings)
+    graph = runtime(settings).graphs
     spec = spec_of(runs, meta.run)
     opened = _open_steps(spec, graph.states([meta.key])[0])
     if not opened:

@@ -24,10 +24,10 @@ from typing import Any
 from celery import Celery
 
 from agentfleet.config import Settings
+from agentfleet.protocol.task import FleetTask
 from agentfleet.redis_client import broker_client
 from agentfleet.registry import TaskInfo, WorkerRecord, WorkerRegistry
 from agentfleet.runs import FleetHistory
-from agentfleet.tasks.base import FleetTask
 from agentfleet.tasks.worker_load import WorkerLoad, read_load
 from agentfleet.transport.layout import UNACKED, queue_keys
 

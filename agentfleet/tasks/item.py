@@ -1,20 +1,17 @@
-"""An item inside one delivery: its place in the run, its validated input, its outcome."""
+"""An item inside one delivery: its place in the run, its outcome."""
 
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
-from agentfleet.errors import InvalidInput, PermanentError
+from agentfleet.errors import PermanentError
 from agentfleet.models import TaskOutcome
-from agentfleet.tasks.meta import META_KWARG, ItemMeta
+from agentfleet.protocol.meta import META_KWARG, ItemMeta
 
-if TYPE_CHECKING:
-    from agentfleet.tasks.base import FleetTask
-
-__all__ = ["cancelled_outcome", "jsonable", "meta_for", "outcome_for", "previous_stage", "validate_input"]
+__all__ = ["cancelled_outcome", "jsonable", "meta_for", "outcome_for", "previous_stage"]
 
 
 def meta_for(kwargs: dict[str, Any], task_id: str | None) -> ItemMeta:
@@ -62,14 +59,3 @@ def jsonable(value: Any) -> Any:
     except (TypeError, ValueError) as exc:
         raise PermanentError(f"the task's result is not JSON: {exc}") from None
     return value
-
-
-def validate_input(task: FleetTask, inputs: dict[str, Any]) -> dict[str, Any]:
-    try:
-        model = task.input_model.model_validate(inputs)
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or '(input)'}: {err['msg']}" for err in exc.errors()
-        )
-        raise InvalidInput(f"invalid input for {task.name}: {problems}") from None
-    return {name: getattr(model, name) for name in type(model).model_fields}

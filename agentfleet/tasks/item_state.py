@@ -14,17 +14,16 @@ from typing import Any
 
 from agentfleet.config import Settings
 from agentfleet.log_filter import RedactingAdapter
-from agentfleet.outages import Patience
+from agentfleet.protocol.meta import ItemMeta
+from agentfleet.protocol.task import FleetTask
 from agentfleet.redaction import Redactor
 from agentfleet.runs import Claim, Spend
 from agentfleet.tasks import clients
-from agentfleet.tasks.base import FleetTask
 from agentfleet.tasks.circuit_guard import CircuitGuard
 from agentfleet.tasks.context import TaskContext
 from agentfleet.tasks.execution_state import new_context
 from agentfleet.tasks.memory import StoredMemory
-from agentfleet.tasks.meta import ItemMeta
-from agentfleet.tasks.shared import budget_ledger, memory_store
+from agentfleet.tasks.runtime import runtime
 
 __all__ = ["item_context", "item_state"]
 
@@ -81,13 +80,12 @@ def item_state(
         "budget_turns": budget.turns if budget.turns is not None else caps.task_turns,
         "budget_wall_s": budget.wall_s if budget.wall_s is not None else caps.task_wall_s,
         "memory": StoredMemory(
-            memory_store(settings), key, token=token, claim_ttl_s=settings.delivery.claim_ttl_s, claim=claim
+            runtime(settings).memory, key, token=token, claim_ttl_s=settings.delivery.claim_ttl_s, claim=claim
         ),
         "prior": Spend(),
     }
     capped = [state[name] for name in ("budget_usd", "budget_tokens", "budget_turns", "budget_wall_s")]
     if any(cap is not None for cap in capped):
-        ledger = budget_ledger(settings)
-        patience = Patience(settings.delivery.redis_retry_s, settings.broker_url)
-        state["prior"] = patience.call(ledger.item, key)
+        rt = runtime(settings)
+        state["prior"] = rt.patience.call(rt.budgets.item, key)
     return state

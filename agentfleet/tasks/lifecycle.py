@@ -1,5 +1,6 @@
-"""Worker process hooks: fresh Redis pools after fork, the reconciler and the heartbeat in the
-main process, the completion counters written at shutdown, exit when the parent is gone,
+"""Worker process hooks: the worker runtime built when a process starts (fresh Redis pools in
+a forked pool process) and torn down when it stops (``tasks/runtime.py``), its reconciler and
+heartbeat started in the main process once the worker is ready, exit when the parent is gone,
 only redacted user inputs in the argument reprs of the messages a worker publishes, the
 quick repr of outcomes (``transport.result_repr``), and the dead-letter queue as the receiver
 of queue entries the worker cannot decode or deliver (``tasks.malformed``)."""
@@ -12,7 +13,7 @@ import signal
 import socket
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from celery.signals import (
     before_task_publish,
@@ -24,21 +25,16 @@ from celery.signals import (
     worker_shutdown,
 )
 
+from agentfleet.protocol.reprs import redact_published_reprs
 from agentfleet.redis_client import reset_connections
-from agentfleet.runs import flush_tallies
-from agentfleet.tasks.message_reprs import redact_published_reprs
 from agentfleet.tasks.process_logging import process_redactor
+from agentfleet.tasks.runtime import close_runtimes, runtime
 from agentfleet.transport.result_repr import install as install_result_repr
-
-if TYPE_CHECKING:
-    from agentfleet.tasks.heartbeat import Heartbeat
 
 __all__ = ["PARENT_PID_ENV"]
 
 PARENT_PID_ENV = "AGENTFLEET_PARENT_PID"
 log = logging.getLogger("agentfleet.worker")
-_reconciler_stop: threading.Event | None = None
-_heartbeat: Heartbeat | None = None
 
 
 def _warm_imports() -> None:
@@ -64,9 +60,11 @@ def _warm_in_background() -> None:
 
 
 @worker_process_init.connect
-def _fresh_connections(**_: Any) -> None:
-    # A forked child must not share its parent's sockets.
+def _on_process_start(**_: Any) -> None:
+    # A prefork pool process starts: its own sockets (a forked child must not share its
+    # parent's), then its own runtime.
     reset_connections()
+    runtime()
     _warm_in_background()
 
 
@@ -83,50 +81,21 @@ def _watch_parent(parent_pid: int, interval_s: float) -> None:
             return
 
 
-def _start_reconciler(node: str) -> None:
-    global _reconciler_stop
-    from agentfleet.celery_app import app
-    from agentfleet.config import get_settings
-    from agentfleet.tasks.reconciler import start_reconciler
-    from agentfleet.tasks.shared import run_store
-
-    settings = get_settings()
-    _reconciler_stop = start_reconciler(settings, app, run_store(settings), node=node)
-
-
-def _start_heartbeat(consumer: Any) -> None:
-    global _heartbeat
-    from agentfleet.config import get_settings
-    from agentfleet.tasks.heartbeat import Heartbeat
-
-    app = consumer.app
-    queues = sorted(app.amqp.queues.consume_from)
-    pool = getattr(consumer, "pool", None)
-    _heartbeat = Heartbeat(get_settings(), app, str(consumer.hostname), queues, pool=pool).start()
-
-
 @worker_shutdown.connect
-def _stop_reconciler(**_: Any) -> None:
-    if _reconciler_stop is not None:
-        _reconciler_stop.set()
-    if _heartbeat is not None:
-        _heartbeat.stop()
-    flush_tallies()
-
-
 @worker_process_shutdown.connect
-def _flush_counters(**_: Any) -> None:
-    # A pool process may leave by os._exit, which skips atexit.
-    flush_tallies()
+def _on_shutdown(**_: Any) -> None:
+    # A pool process may leave by os._exit, which skips atexit: tear its runtime down here.
+    close_runtimes()
 
 
 @worker_ready.connect
 def _on_worker_ready(sender: Any = None, **_: Any) -> None:
+    # ``sender`` is the worker's consumer.
     _warm_in_background()
-    # First the heartbeat: dispatch admits work for this worker's tasks once it is listed.
-    _start_heartbeat(sender)
-    # Every worker runs the reconciler; a lock in Redis lets one of them act at a time.
-    _start_reconciler(str(getattr(sender, "hostname", None) or "worker"))
+    app = sender.app
+    node = str(getattr(sender, "hostname", None) or "worker")
+    pool = getattr(sender, "pool", None)
+    runtime().start_services(app, node, sorted(app.amqp.queues.consume_from), pool=pool)
     # LocalCluster sets the variable so a worker never outlives the process that started it.
     raw = os.environ.get(PARENT_PID_ENV)
     if raw and raw.isdigit():
@@ -156,6 +125,7 @@ def _receive_malformed(worker: Any) -> None:
 def _on_worker_init(sender: Any = None, **_: Any) -> None:
     # Only in workers: a process that merely imports the built-in tasks keeps Celery's reprs
     # (Fleet passes its own) and reads no settings when it publishes.
+    runtime()
     before_task_publish.connect(_show_only_user_inputs, weak=False)
     install_result_repr()
     _receive_malformed(sender)
@@ -164,14 +134,11 @@ def _on_worker_init(sender: Any = None, **_: Any) -> None:
 @task_revoked.connect
 def _record_revoked(request: Any = None, **_: Any) -> None:
     # A revoked item never runs its body; count it as cancelled so its run still completes.
-    from agentfleet.config import get_settings
-    from agentfleet.tasks.execution import cancelled_outcome
-    from agentfleet.tasks.meta import META_KWARG, ItemMeta
-    from agentfleet.tasks.shared import run_store
+    from agentfleet.protocol.meta import META_KWARG, ItemMeta
+    from agentfleet.tasks.item import cancelled_outcome
 
     raw = (getattr(request, "kwargs", None) or {}).get(META_KWARG)
     if not raw:
         return
     meta = ItemMeta.model_validate(raw)
-    store = run_store(get_settings())
-    store.finish(cancelled_outcome(meta, str(request.id)), store=False, record=True)
+    runtime().runs.finish(cancelled_outcome(meta, str(request.id)), store=False, record=True)

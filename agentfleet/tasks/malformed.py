@@ -23,8 +23,8 @@ from typing import Any
 from agentfleet.config import Settings
 from agentfleet.dlq import DLQStore
 from agentfleet.dlq.malformed import envelope_of, malformed_dead_letter
+from agentfleet.protocol.meta import META_KWARG, ItemMeta
 from agentfleet.redaction import Redactor
-from agentfleet.tasks.meta import META_KWARG, ItemMeta
 from agentfleet.tasks.process_logging import process_redactor
 from agentfleet.transport import malformed
 from agentfleet.transport.malformed import MalformedEntry

@@ -11,17 +11,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from agentfleet.config import get_settings
 from agentfleet.errors import TaskTimeLimit
+from agentfleet.protocol.batches import batch_items, is_batch
 from agentfleet.runs.claims import claim_owner_prefix
-from agentfleet.tasks.batch import batch_items, is_batch, send_alone
+from agentfleet.tasks.batch import send_alone
 from agentfleet.tasks.execution import _Delivery, _Rescheduled
-from agentfleet.tasks.shared import run_store
+from agentfleet.tasks.runtime import runtime
 
 if TYPE_CHECKING:
     from celery.app.task import Context
 
-    from agentfleet.tasks.base import FleetTask
+    from agentfleet.protocol.task import FleetTask
 
 __all__ = ["after_hard_time_limit", "release_claim_of_dead_process"]
 
@@ -34,15 +34,16 @@ def release_claim_of_dead_process(task: FleetTask, request: Context, node: str, 
         keys = [meta.key for _, meta in batch_items(kwargs)]
     else:
         keys = [_Delivery(task, tuple(request.args or ()), kwargs, request=request).key]
-    runs = run_store(get_settings())
+    runs = runtime().runs
     for key in keys:
         runs.release_claim_of(key, claim_owner_prefix(node, pid))
 
 
 def _resend_unfinished(task: FleetTask, kwargs: dict[str, Any]) -> None:
-    settings = get_settings()
+    rt = runtime()
+    settings = rt.settings
     items = batch_items(kwargs)
-    stored = run_store(settings).stored_outcomes([meta.key for _, meta in items])
+    stored = rt.runs.stored_outcomes([meta.key for _, meta in items])
     queue = getattr(task, "queue", None) or settings.queues.agents
     for (inputs, meta), outcome in zip(items, stored, strict=True):
         if outcome is None:

@@ -35,26 +35,23 @@ from typing import Any
 
 from celery import Celery
 
-from agentfleet.config import Settings
 from agentfleet.idempotency import stage_key
 from agentfleet.models import TaskOutcome
-from agentfleet.redis_client import broker_client
-from agentfleet.redis_handles import BrokerRedis
-from agentfleet.runs import RunStore, new_claim_token
-from agentfleet.runs.dispatching import DispatchRecord, dispatch_deadline
-from agentfleet.tasks.batch import batch_task_id
-from agentfleet.tasks.graph import graph_waiting, recover_graph_item
-from agentfleet.tasks.item import cancelled_outcome
-from agentfleet.tasks.meta import ItemMeta, run_meta_fields
-from agentfleet.tasks.redispatch import (
+from agentfleet.protocol.messages import (
     aggregate_signature,
-    aggregate_task_id,
     compensation_signature,
-    compensation_task_id,
     item_signature,
     recorded_priority,
 )
-from agentfleet.tasks.shared import graph_state
+from agentfleet.protocol.meta import ItemMeta, run_meta_fields
+from agentfleet.protocol.names import aggregate_task_id, batch_task_id, compensation_task_id
+from agentfleet.redis_client import broker_client
+from agentfleet.redis_handles import BrokerRedis
+from agentfleet.runs import new_claim_token, take_lock
+from agentfleet.runs.dispatching import DispatchRecord, dispatch_deadline
+from agentfleet.tasks.graph import graph_waiting, recover_graph_item
+from agentfleet.tasks.item import cancelled_outcome
+from agentfleet.tasks.runtime import WorkerRuntime
 from agentfleet.transport.broker_view import BrokerView, forget_stale, read_broker
 
 __all__ = ["PassReport", "Reconciler", "start_reconciler"]
@@ -91,33 +88,26 @@ class _Candidate:
 
 
 class Reconciler:
-    """Finds lost items and sends them again (see the module docstring)."""
+    """Finds lost items and sends them again (see the module docstring), for the worker
+    runtime ``rt`` (its settings, run store and graph state)."""
 
     def __init__(
-        self,
-        settings: Settings,
-        app: Celery,
-        store: RunStore,
-        *,
-        node: str = "reconciler",
-        broker: BrokerRedis | None = None,
+        self, rt: WorkerRuntime, app: Celery, *, node: str = "reconciler", broker: BrokerRedis | None = None
     ) -> None:
-        self.settings = settings
+        self.rt = rt
+        self.settings = rt.settings
         self.app = app
-        self.store = store
+        self.store = rt.runs
         # kombu's queues and unacknowledged messages live on the broker, which may not be
         # where the run store is (``state_url``).
-        self.broker = broker if broker is not None else broker_client(settings)
+        self.broker = broker if broker is not None else broker_client(self.settings)
         self.token = new_claim_token(node)
 
     # The lock ------------------------------------------------------------------------------
 
     def _hold_lock(self) -> bool:
         ttl_s = self.settings.delivery.reconcile_interval_s * 3
-        if self.store.renew_claims({_LOCK: self.token}, ttl_s).get(_LOCK):
-            return True
-        key = self.store.claim_key(_LOCK)
-        return bool(self.store.client.set(key, self.token, nx=True, px=max(1, int(ttl_s * 1000))))
+        return take_lock(self.store, _LOCK, self.token, ttl_s)
 
     def release(self) -> None:
         """Give up the lock, so another worker takes over at its next pass."""
@@ -191,7 +181,7 @@ class Reconciler:
         pending = [i for i in range(total) if i not in done]
         items = self.store.items(run_id, pending)
         if record.get("kind") == "graph":
-            open_steps = graph_waiting(self.store, graph_state(self.settings), run_id, items)
+            open_steps = graph_waiting(self.store, self.rt.graphs, run_id, items)
             return [_Candidate(run_id, i, ids, record, items[i]) for i, ids in open_steps.items()]
         stages = len(record.get("task", "").split(","))
         batch = int(record.get("batch_size") or 0)
@@ -357,10 +347,11 @@ class Reconciler:
         log.error("run %s: item %s lost its message and its input", meta.run, meta.item)
 
 
-def start_reconciler(settings: Settings, app: Celery, store: RunStore, *, node: str) -> threading.Event:
+def start_reconciler(rt: WorkerRuntime, app: Celery, *, node: str) -> threading.Event:
     """Run passes every ``delivery.reconcile_interval_s`` seconds in a daemon thread until the
     returned event is set; the lock then goes at once to another worker."""
-    reconciler = Reconciler(settings, app, store, node=node)
+    settings = rt.settings
+    reconciler = Reconciler(rt, app, node=node)
     stop = threading.Event()
 
     def loop() -> None:

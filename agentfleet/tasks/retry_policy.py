@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-__all__ = ["backoff_s", "cap_countdown", "deferral_s"]
+__all__ = ["backoff_s", "deferral_s"]
 
 # A floor given by a downstream (retry-after, a pause, a bucket's refill) is exceeded by up to
 # this fraction of itself, and by at most _SPREAD_CAP_S seconds.
@@ -44,12 +44,3 @@ def deferral_s(wait_s: float, *, rng: random.Random | None = None) -> float:
     one pause would otherwise return in the same instant it ends.
     """
     return _past_floor(max(0.0, wait_s), (rng or random).random())
-
-
-def cap_countdown(countdown_s: float, max_countdown_s: float) -> float:
-    """Clamp a countdown to ``[0, max_countdown_s]``.
-
-    On Redis a message held longer than the visibility timeout is delivered again, so a
-    longer countdown would run the task twice.
-    """
-    return max(0.0, min(countdown_s, max_countdown_s))

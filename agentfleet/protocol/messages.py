@@ -1,45 +1,56 @@
 """The messages that carry an item from a given stage on, a run's aggregate and its compensation.
 
-Dispatch, requeue and the reconciler send the same message for the same work: an item's stage
-``s`` with its input (stage 0: the item's input; a later stage: the previous stage's stored
-outcome, as a chain hands it on), chained to the stages after it, under the item's task ids.
+Dispatch, requeue, the reconciler and the workers send the same message for the same work:
+an item's stage ``s`` with its input (stage 0: the item's input; a later stage: the previous
+stage's stored outcome, as a chain hands it on), chained to the stages after it, under the
+item's task ids (``names.py``).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from celery import Celery, chain
 from celery.canvas import Signature
 
+from agentfleet.outages import repeatable
+from agentfleet.protocol.meta import META_KWARG, ItemMeta
+from agentfleet.protocol.names import (
+    AGGREGATE_TASK,
+    COMPENSATE_TASK,
+    aggregate_task_id,
+    compensation_task_id,
+)
+from agentfleet.protocol.reprs import message_reprs
 from agentfleet.redaction import Redactor
-from agentfleet.tasks.message_reprs import message_reprs
-from agentfleet.tasks.meta import META_KWARG, ItemMeta
+from agentfleet.runs import UndoLog
 
 __all__ = [
-    "AGGREGATE_TASK",
-    "COMPENSATE_TASK",
     "MAX_PRIORITY",
     "aggregate_signature",
-    "aggregate_task_id",
+    "cap_countdown",
     "compensation_signature",
-    "compensation_task_id",
     "item_signature",
     "message_priority",
     "recorded_priority",
+    "request_compensation",
 ]
 
-AGGREGATE_TASK = "agentfleet.aggregate"
-COMPENSATE_TASK = "agentfleet.compensate"
+log = logging.getLogger("agentfleet.compensation")
 
 #: Run priorities go from 0 to this; a higher one is served sooner.
 MAX_PRIORITY = 9
 
 
-def aggregate_task_id(run_id: str) -> str:
-    """The task id of a run's aggregate: one per run, so a second send is the same message."""
-    return f"{run_id}-agg"
+def cap_countdown(countdown_s: float, max_countdown_s: float) -> float:
+    """Clamp a countdown to ``[0, max_countdown_s]``.
+
+    On Redis a message held longer than the visibility timeout is delivered again, so a
+    longer countdown would run the task twice.
+    """
+    return max(0.0, min(countdown_s, max_countdown_s))
 
 
 def aggregate_signature(app: Celery, run_id: str, fn: str, queue: str) -> Signature:
@@ -58,16 +69,26 @@ def recorded_priority(record: Mapping[str, str]) -> int | None:
     return int(raw) if raw else None
 
 
-def compensation_task_id(run_id: str) -> str:
-    """The task id of a run's compensation: one per run, so a second send is the same message."""
-    return f"{run_id}-comp"
-
-
 def compensation_signature(app: Celery, run_id: str, queue: str) -> Signature:
     """The message that runs run ``run_id``'s compensations (``tasks/compensator.py``)."""
     return app.signature(
         COMPENSATE_TASK, kwargs={"run_id": run_id}, task_id=compensation_task_id(run_id), queue=queue
     )
+
+
+@repeatable
+def request_compensation(undo: UndoLog, celery: Celery, run_id: str, queue: str) -> bool:
+    """Tell run ``run_id`` to compensate, its message on ``queue``; True when this call did
+    (the first to ask). Asked again, it sends nothing: a message the first call did not get
+    out is the reconciler's to send."""
+    if not undo.request(run_id):
+        return False
+    try:
+        compensation_signature(celery, run_id, queue).apply_async()
+    except Exception:
+        # The run stays active with its compensation requested: the reconciler sends it.
+        log.exception("could not send the compensation of run %s; the reconciler will", run_id)
+    return True
 
 
 def message_priority(priority: int) -> int:

@@ -1,8 +1,16 @@
-"""One daemon thread per process that keeps live leases from expiring during long calls.
+"""One daemon thread that keeps live leases from expiring while their holders work.
 
-Each tracked lease is renewed once a third of its TTL has passed since it was taken or last
-renewed. Leases are held weakly: a permit dropped without ``release()`` stops being renewed, so
-its slot comes back after the TTL instead of leaking for the life of the process.
+A lease is anything with a due time and a way to renew itself (``Renewable``): a limiter's
+permit (``agentfleet.ratelimit.permit``), which renews its concurrency slots, or the item
+claims a worker process holds (``agentfleet.runs.claims.ClaimRenewer``), renewed together in
+one call. Each is renewed when it falls due (a third of its TTL after it was taken or last
+renewed). Leases are held weakly: a permit dropped without ``release()`` stops being renewed,
+so its slot comes back after the TTL instead of leaking for the life of the process.
+
+A worker process has one (its runtime's, ``agentfleet.tasks.runtime``), shared by its claims
+and its permits: one thread, however many leases. A renewer carried into a forked child starts
+afresh there at its first ``track`` (the pid tells it apart): none of its parent's leases, no
+thread, a lock of its own, so a child never renews what its parent holds.
 """
 
 from __future__ import annotations
@@ -16,13 +24,13 @@ from typing import Protocol
 
 from agentfleet.errors import AgentfleetError
 
-__all__ = ["LeaseRenewer", "Renewable", "default_renewer"]
+__all__ = ["LeaseRenewer", "Renewable"]
 
 log = logging.getLogger("agentfleet.ratelimit")
 
 
 class Renewable(Protocol):
-    """What the renewer needs of a permit."""
+    """What the renewer needs of a lease."""
 
     @property
     def renew_due(self) -> float:
@@ -41,6 +49,7 @@ class LeaseRenewer:
         self._reset()
 
     def _reset(self) -> None:
+        self._pid = os.getpid()
         self._leases: weakref.WeakSet[Renewable] = weakref.WeakSet()
         self._wake = threading.Condition()
         self._wake_at = float("inf")
@@ -48,6 +57,9 @@ class LeaseRenewer:
 
     def track(self, lease: Renewable) -> None:
         """Renew ``lease`` until ``forget`` is called or it is garbage-collected."""
+        if self._pid != os.getpid():
+            # Made before a fork: the parent's lock may have been held at the fork.
+            self._reset()
         with self._wake:
             self._leases.add(lease)
             if self._thread is None or not self._thread.is_alive():
@@ -60,6 +72,8 @@ class LeaseRenewer:
 
     def forget(self, lease: Renewable) -> None:
         """Stop renewing ``lease``."""
+        if self._pid != os.getpid():
+            return  # a lease of the parent's: this process never renewed it
         with self._wake:
             self._leases.discard(lease)
 
@@ -92,14 +106,3 @@ class LeaseRenewer:
             # One lease's broken client must not stop the renewals of every other lease.
             self.forget(lease)
             log.exception("lease renewal failed; no longer renewing this lease")
-
-
-_renewer = LeaseRenewer()
-
-
-def default_renewer() -> LeaseRenewer:
-    """The process's renewer. A forked child starts with none of its parent's leases."""
-    return _renewer
-
-
-os.register_at_fork(after_in_child=_renewer._reset)

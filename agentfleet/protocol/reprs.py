@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from agentfleet.protocol.meta import META_KWARG
 from agentfleet.redaction import Redactor, shown_repr
-from agentfleet.tasks.meta import META_KWARG
 
 __all__ = ["message_reprs", "redact_published_reprs"]
 

@@ -1,4 +1,9 @@
-"""``FleetTask``: the Celery base class of every fleet task."""
+"""``FleetTask``: the Celery base class of every fleet task, and the check of its input.
+
+Both sides read a fleet task's declaration: the client checks inputs against its
+``input_model`` and sends to its name and queue; the worker runs its ``fn``. ``@fleet_task``
+(``agentfleet.tasks.decorator``) makes one.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +12,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from celery import Task
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
-from agentfleet.errors import AgentfleetError
+from agentfleet.errors import AgentfleetError, InvalidInput
 from agentfleet.transport.request import request_class
 
-__all__ = ["FleetTask", "TaskBudget"]
+__all__ = ["FleetTask", "TaskBudget", "validate_input"]
 
 
 @dataclass(frozen=True)
@@ -70,3 +75,16 @@ class FleetTask(Task):
     fail_on: tuple[type[BaseException], ...] = ()
     budget: TaskBudget = TaskBudget()
     compensate: Callable[..., Any] | None = None
+
+
+def validate_input(task: FleetTask, inputs: dict[str, Any]) -> dict[str, Any]:
+    """``inputs`` validated against ``task``'s input model, by parameter name; ``InvalidInput``
+    naming every problem."""
+    try:
+        model = task.input_model.model_validate(inputs)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or '(input)'}: {err['msg']}" for err in exc.errors()
+        )
+        raise InvalidInput(f"invalid input for {task.name}: {problems}") from None
+    return {name: getattr(model, name) for name in type(model).model_fields}
