@@ -120,16 +120,18 @@ def span(
     kind: str = "internal",
     attributes: Mapping[str, Any] | None = None,
     parent: str | None = None,
+    under: Any = None,
 ) -> Any:
     """A context manager: a span named ``name`` made current while the block runs (``kind``:
     internal, client, server, producer or consumer). ``parent`` is a stored carrier (JSON, see
-    ``run_fields``) to continue instead of the current span. An exception leaving the block
+    ``run_fields``), or ``under`` a span from ``start``, to continue instead of the current
+    span. An exception leaving the block
     marks the span an error (its type only: messages may hold secrets) unless ``settle()`` was
     called. Off: a ``NoSpan``."""
     state = _state if _state is not None else _tracing()
     if state is False:
         return NO_SPAN
-    return state.span(name, kind=kind, attributes=attributes, parent=parent)
+    return state.span(name, kind=kind, attributes=attributes, parent=parent, under=under)
 
 
 def start(name: str, *, kind: str = "internal", attributes: Mapping[str, Any] | None = None) -> Any:

@@ -61,34 +61,39 @@ def _clean(attributes: Mapping[str, Any] | None) -> dict[str, Any]:
 class _Span:
     """A live span, current while its ``with`` block runs."""
 
-    __slots__ = ("_live_token", "_span", "_token", "settled")
+    __slots__ = ("_live_token", "_span", "_token", "ended", "settled")
 
     def __init__(self, otel_span: Any, token: Any = None) -> None:
         self._span = otel_span
         self._token = token
         self._live_token = _LIVE.set(self) if token is not None else None
         self.settled = False
+        self.ended = False
 
     @property
     def trace_id(self) -> str:
         return trace.format_trace_id(self._span.get_span_context().trace_id)
 
     def set(self, key: str, value: Any) -> None:
-        if value is not None:
+        if value is not None and not self.ended:
             self._span.set_attribute(key, value)
 
     def set_many(self, attributes: Mapping[str, Any]) -> None:
-        self._span.set_attributes(_clean(attributes))
+        if not self.ended:
+            self._span.set_attributes(_clean(attributes))
 
     def fail(self, description: str) -> None:
-        self._span.set_status(Status(StatusCode.ERROR, description))
+        if not self.ended:
+            self._span.set_status(Status(StatusCode.ERROR, description))
         self.settled = True
 
     def settle(self) -> None:
         self.settled = True
 
     def end(self) -> None:
-        self._span.end()
+        if not self.ended:
+            self.ended = True
+            self._span.end()
 
     def __enter__(self) -> _Span:
         return self
@@ -97,7 +102,7 @@ class _Span:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         try:
-            if exc_type is not None and not self.settled:
+            if exc_type is not None and not self.settled and not self.ended:
                 self._span.set_attribute("error.type", exc_type.__name__)
                 self._span.set_status(Status(StatusCode.ERROR, exc_type.__name__))
         finally:
@@ -105,7 +110,7 @@ class _Span:
                 _LIVE.reset(self._live_token)
             if self._token is not None:
                 otel_context.detach(self._token)
-            self._span.end()
+            self.end()
 
 
 # The innermost span of ours made current in this context (``annotate`` sets its outcome).
@@ -148,10 +153,18 @@ class Tracing:
         return _Span(otel_span, token)
 
     def span(
-        self, name: str, *, kind: str, attributes: Mapping[str, Any] | None, parent: str | None
+        self,
+        name: str,
+        *,
+        kind: str,
+        attributes: Mapping[str, Any] | None,
+        parent: str | None,
+        under: Any = None,
     ) -> _Span:
         parent_ctx = None
-        if parent:
+        if isinstance(under, _Span):
+            parent_ctx = trace.set_span_in_context(under._span)
+        elif parent:
             try:
                 carrier = json.loads(parent)
             except ValueError:
@@ -187,7 +200,8 @@ class Tracing:
         span_context = trace.get_current_span().get_span_context()
         if not carrier or not span_context.is_valid:
             return {}
-        return {"trace_carrier": json.dumps(carrier), "trace_id": trace.format_trace_id(span_context.trace_id)}
+        trace_id = trace.format_trace_id(span_context.trace_id)
+        return {"trace_carrier": json.dumps(carrier), "trace_id": trace_id}
 
     def _carry(self, headers: MutableMapping[str, Any] | None = None, **_: Any) -> None:
         """Celery's ``before_task_publish``: the message carries the current span's context (a
