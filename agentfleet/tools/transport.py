@@ -315,7 +315,6 @@ class _FleetCore:
                 http_span.set("http.response.status_code", response.status_code)
                 if response.status_code >= 400:
                     http_span.fail(str(response.status_code))
-                    model_span.fail(str(response.status_code))
                 return response
         except BaseException as exc:
             model_span.fail(type(exc).__name__)
@@ -352,6 +351,8 @@ class _FleetCore:
                 else:
                     hooks.breaker.record_failure(info.downstream)
             raise
+        if response.status_code >= 400:
+            model_span.fail(str(response.status_code))
         try:
             self._after(info, response)
             if info.is_llm and not _is_event_stream(response):

@@ -61,7 +61,7 @@ def _clean(attributes: Mapping[str, Any] | None) -> dict[str, Any]:
 class _Span:
     """A live span, current while its ``with`` block runs."""
 
-    __slots__ = ("_live_token", "_span", "_token", "ended", "settled")
+    __slots__ = ("_live_token", "_span", "_token", "carries_on", "ended", "settled")
 
     def __init__(self, otel_span: Any, token: Any = None) -> None:
         self._span = otel_span
@@ -69,6 +69,7 @@ class _Span:
         self._live_token = _LIVE.set(self) if token is not None else None
         self.settled = False
         self.ended = False
+        self.carries_on = False
 
     @property
     def trace_id(self) -> str:
@@ -110,8 +111,15 @@ class _Span:
                 _LIVE.reset(self._live_token)
             if self._token is not None:
                 otel_context.detach(self._token)
+                if self.carries_on and _TASK_TOKEN.get() is not None:
+                    # What the task sends after this delivery (a chain's next stage) follows
+                    # from it; ``task_postrun`` restores the context from before the task.
+                    otel_context.attach(trace.set_span_in_context(self._span))
             self.end()
 
+
+# The context token of the Celery task running in this context (``task_prerun``), if any.
+_TASK_TOKEN: contextvars.ContextVar[Any] = contextvars.ContextVar("agentfleet_task_context", default=None)
 
 # The innermost span of ours made current in this context (``annotate`` sets its outcome).
 _LIVE: contextvars.ContextVar[_Span | None] = contextvars.ContextVar("agentfleet_span", default=None)
@@ -139,6 +147,8 @@ class Tracing:
             trace.set_tracer_provider(provider)
         tracing = cls(provider)
         signals.before_task_publish.connect(tracing._carry, weak=False)
+        signals.task_prerun.connect(tracing._task_started, weak=False)
+        signals.task_postrun.connect(tracing._task_ended, weak=False)
         signals.worker_process_shutdown.connect(tracing._flush_at_exit, weak=False)
         signals.worker_shutdown.connect(tracing._flush_at_exit, weak=False)
         return tracing
@@ -177,7 +187,9 @@ class Tracing:
 
     def message_span(self, name: str, request: Any, attributes: Mapping[str, Any] | None) -> _Span:
         parent_ctx = propagate.extract(request, getter=_REQUEST_GETTER) if request is not None else None
-        return self._current(parent_ctx, name, "consumer", attributes)
+        delivery = self._current(parent_ctx, name, "consumer", attributes)
+        delivery.carries_on = True
+        return delivery
 
     def annotate(self, attributes: Mapping[str, Any], *, error: str | None, settled: bool) -> None:
         live = _LIVE.get()
@@ -211,6 +223,19 @@ class Tracing:
         carrier: dict[str, str] = {}
         propagate.inject(carrier)
         headers.update(carrier)
+
+    def _task_started(self, task: Any = None, **_: Any) -> None:
+        """Celery's ``task_prerun``: the task runs in the context its message carried, so what
+        Celery itself sends for it (a chain's next stage) continues the trace."""
+        request = getattr(task, "request", None)
+        _TASK_TOKEN.set(otel_context.attach(propagate.extract(request, getter=_REQUEST_GETTER)))
+
+    def _task_ended(self, **_: Any) -> None:
+        """Celery's ``task_postrun``: back to the context before the task."""
+        token = _TASK_TOKEN.get()
+        if token is not None:
+            _TASK_TOKEN.set(None)
+            otel_context.detach(token)
 
     def flush(self, timeout_s: float) -> None:
         force_flush = getattr(self.provider, "force_flush", None)
