@@ -186,9 +186,7 @@ def test_a_pipeline_trace_crosses_stages_into_the_users_service(
     assert (carried_trace, carried_span) == (trace_id, get.span_id), "the service can join the trace"
 
 
-def test_a_requeued_item_continues_its_runs_trace(
-    traced: Traced, receiver: OTLPReceiver
-) -> None:
+def test_a_requeued_item_continues_its_runs_trace(traced: Traced, receiver: OTLPReceiver) -> None:
     runs, settings, _ = traced
     trace_id = _trace_id(settings, runs["requeue"])
     spans = receiver.wait_for(lambda s: len(_named(s, "item ")) >= 2 and bool(_named(s, "requeue")), trace_id)
@@ -197,3 +195,31 @@ def test_a_requeued_item_continues_its_runs_trace(
     again = [s for s in _named(spans, "item ") if s.attributes.get("agentfleet.item.requeues") == 1]
     assert len(again) == 1 and again[0].parent_id == requeue.span_id
     assert all(s.status == STATUS_ERROR for s in _named(spans, "item "))
+
+
+def test_the_reconcilers_resend_continues_the_runs_trace(redis_url: str, receiver: OTLPReceiver) -> None:
+    env = {
+        **os.environ,
+        "PYTHONPATH": TESTS,
+        "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
+        "OTEL_SERVICE_NAME": "trace-reconciler",
+    }
+    script = os.path.join(TESTS, "trace_reconcile.py")
+    tag = uuid.uuid4().hex[:8]
+    done = subprocess.run(
+        [sys.executable, script, redis_url, tag], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    settings = load_settings(key_prefix=f"tr{tag}", broker_url=redis_url)
+    trace_id = _trace_id(settings, found["run"])
+    spans = receiver.wait_for(lambda s: bool(_named(s, "resend item")) and bool(_named(s, "run ")), trace_id)
+    (run,) = _named(spans, "run ")
+    (resend,) = _named(spans, "resend item")
+    assert resend.parent_id == run.span_id, "the resend continues the run's span from its record"
+    assert len(found["recovered"]) == 1
+    carried = {h["id"]: h["traceparent"].split("-")[1:3] for h in found["headers"]}
+    (lost,) = found["recovered"]
+    assert carried[lost] == [trace_id, resend.span_id], "the message sent again carries the resend's span"
+    (kept,) = [ids for task_id, ids in carried.items() if task_id != lost]
+    assert kept == [trace_id, run.span_id], "a stamped message carries the run's span"
