@@ -14,12 +14,15 @@ from collections.abc import Iterator
 import pytest
 from http_scripted import Reply, ScriptedServer
 from otlp_receiver import STATUS_ERROR, OTLPReceiver, ReceivedSpan
+from starlette.testclient import TestClient
 
 from agentfleet import LocalCluster
 from agentfleet.config import Settings, load_settings
+from agentfleet.errors import ConfigError
 from agentfleet.mock_llm import MockMessagesServer
 from agentfleet.redis_client import state_client
 from agentfleet.runs import RunStore
+from agentfleet.service import create_app
 from agentfleet.tracing import TRACE_ID_FIELD, wanted
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
@@ -223,3 +226,25 @@ def test_the_reconcilers_resend_continues_the_runs_trace(redis_url: str, receive
     assert carried[lost] == [trace_id, resend.span_id], "the message sent again carries the resend's span"
     (kept,) = [ids for task_id, ids in carried.items() if task_id != lost]
     assert kept == [trace_id, run.span_id], "a stamped message carries the run's span"
+
+
+def test_the_console_links_a_runs_items_to_their_trace(traced: Traced) -> None:
+    runs, settings, _ = traced
+    trace_id = _trace_id(settings, runs["agent"])
+    token = "trace-console-token-" + "0" * 32
+    linked = load_settings(
+        key_prefix=settings.key_prefix,
+        broker_url=settings.broker_url,
+        service={"token": token, "trace_url": "http://jaeger.example/trace/{trace_id}"},
+    )
+    with TestClient(create_app(linked), base_url="http://testserver") as client:
+        page = client.get(f"/console/runs/{runs['agent']}", headers={"Authorization": f"Bearer {token}"})
+    assert page.status_code == 200
+    link = f'href="http://jaeger.example/trace/{trace_id}"'
+    # The run's summary, and its one item's row.
+    assert page.text.count(link) == 2, page.text
+
+
+def test_a_trace_url_without_its_trace_id_is_refused() -> None:
+    with pytest.raises(ConfigError, match=r"\{trace_id\}"):
+        load_settings(service={"trace_url": "http://jaeger.example/trace/"})

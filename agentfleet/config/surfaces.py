@@ -7,6 +7,8 @@ A secret that guards one of them is a password, not a switch: empty, blank or sh
 
 from __future__ import annotations
 
+import string
+
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
 __all__ = ["MIN_SECRET_CHARS", "FlowerSettings", "ServiceSettings", "strong_secret"]
@@ -53,7 +55,8 @@ class ServiceSettings(BaseModel):
     ``trusted_proxies`` are addresses whose ``X-Forwarded-For`` names the real client (none:
     the peer address is the client). ``max_run_usd`` is the largest ``budget_usd`` an MCP
     caller may give a run (default: ``budgets.run_usd``; a caller may lower the operator's
-    cap, never raise it).
+    cap, never raise it). ``trace_url`` links the console's runs and items to their trace in
+    a tracing UI: a URL with ``{trace_id}`` in it (``http://jaeger:16686/trace/{trace_id}``).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -78,6 +81,20 @@ class ServiceSettings(BaseModel):
     max_connections_per_client: int = Field(default=32, ge=1)
     trusted_proxies: list[str] = Field(default_factory=list)
     max_run_usd: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    trace_url: str | None = None
+
+    @field_validator("trace_url")
+    @classmethod
+    def _trace_url_names_the_trace(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        fields = {name for _, name, _, _ in string.Formatter().parse(value) if name is not None}
+        if fields != {"trace_id"} or not value.startswith(("http://", "https://")):
+            raise ValueError(
+                "must be an http(s) URL with {trace_id} as its only field, "
+                "for example http://jaeger:16686/trace/{trace_id}"
+            )
+        return value
 
     @field_validator("token")
     @classmethod

@@ -19,6 +19,7 @@ from agentfleet.orchestration.dead_letters import RequeueResult
 from agentfleet.ratelimit import FLEET, Limiter, LimitStatus
 from agentfleet.ratelimit.circuit import CircuitBreaker, CircuitStatus
 from agentfleet.spend import DaySpend, SpendLedger
+from agentfleet.tracing import TRACE_ID_FIELD
 
 __all__ = [
     "ConsoleData",
@@ -68,6 +69,9 @@ class RunView:
     page: int
     pages: int
     show: str
+    # The run's trace (hex; '' when it was dispatched without tracing) and its link, if any.
+    trace_id: str = ""
+    trace_link: str = ""
 
 
 @dataclass(frozen=True)
@@ -157,7 +161,14 @@ class ConsoleData:
             page=page,
             pages=pages,
             show=show,
+            **self._trace(record),
         )
+
+    def _trace(self, record: dict[str, str]) -> dict[str, str]:
+        """The run's trace id and, with ``service.trace_url`` set, the link to it."""
+        trace_id = record.get(TRACE_ID_FIELD, "")
+        url = self.settings.service.trace_url
+        return {"trace_id": trace_id, "trace_link": url.format(trace_id=trace_id) if url and trace_id else ""}
 
     def _row(
         self, index: int, item: tuple[str, str, str], outcome: TaskOutcome | None, stages: int
