@@ -83,5 +83,9 @@ def dev(
             lines.append(f"  export AGENTFLEET_LLM__BASE_URL={mock_url}")
         lines.append("  agentfleet run agentfleet.classify_sentiment --inputs INPUTS.jsonl")
         console.print("\n".join(lines), highlight=False, soft_wrap=True)
-        server.run()
+        try:
+            server.run()
+        except KeyboardInterrupt:
+            # uvicorn raises the Ctrl-C again once it has shut down: the stop asked for.
+            pass
     console.print("agentfleet dev: stopped the service, the worker, the mock and Redis.")
