@@ -106,3 +106,4 @@ def demo(
         console.print(f"Dispatched run {run.id}: {run.total} tasks.")
         follow(run, fleet, timeout_s=timeout_s, label="simulated agents" if simulated else "sentiment agents")
         _report(fleet, run, labels=not simulated)
+    console.print("To keep a fleet running, with the console: `agentfleet dev` (Ctrl-C stops it).")

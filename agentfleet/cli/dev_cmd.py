@@ -7,6 +7,7 @@ set, and ``serve`` with the console, signed in with a token made for this sessio
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import socket
@@ -83,9 +84,7 @@ def dev(
             lines.append(f"  export AGENTFLEET_LLM__BASE_URL={mock_url}")
         lines.append("  agentfleet run agentfleet.classify_sentiment --inputs INPUTS.jsonl")
         console.print("\n".join(lines), highlight=False, soft_wrap=True)
-        try:
+        # uvicorn raises the Ctrl-C again once it has shut down: the stop that was asked for.
+        with contextlib.suppress(KeyboardInterrupt):
             server.run()
-        except KeyboardInterrupt:
-            # uvicorn raises the Ctrl-C again once it has shut down: the stop asked for.
-            pass
     console.print("agentfleet dev: stopped the service, the worker, the mock and Redis.")
