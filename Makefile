@@ -60,18 +60,21 @@ test-fast: $(STAMP)
 FLOORS := .venv-floors
 FLOOR_TESTS := tests/test_redis_transport.py tests/test_redis_intake.py tests/test_batched_acks.py \
 	tests/test_redis_ready.py tests/test_local_cluster.py tests/test_fleet_integration.py \
-	tests/test_agents_integration.py tests/test_gevent_intake.py tests/test_gevent_worker.py
+	tests/test_agents_integration.py tests/test_gevent_intake.py tests/test_gevent_worker.py \
+	tests/test_tracing.py
+# Extras installed at their floors too, and checked with the requirements.
+FLOOR_EXTRAS := otel
 TEST_TOOLS := ^(pytest|pytest-timeout|iniconfig|pluggy)==
 
 test-floors: $(UV_STAMP)
 	rm -rf $(FLOORS)
 	$(UV) venv --quiet --python $(BIN)/python $(FLOORS)
-	$(UV) pip install --quiet --python $(FLOORS)/bin/python --resolution lowest-direct -e .
+	$(UV) pip install --quiet --python $(FLOORS)/bin/python --resolution lowest-direct -e ".[$(FLOOR_EXTRAS)]"
 	$(UV) pip freeze --quiet --python $(FLOORS)/bin/python --exclude-editable > $(FLOORS)/floors.txt
 	$(UV) export --quiet --frozen --extra dev --no-emit-project --no-hashes --no-header --no-annotate \
 	  | grep -E '$(TEST_TOOLS)' > $(FLOORS)/test-tools.txt
 	$(UV) pip install --quiet --python $(FLOORS)/bin/python -c $(FLOORS)/floors.txt -r $(FLOORS)/test-tools.txt
-	$(FLOORS)/bin/python .ci/check_floors.py
+	$(FLOORS)/bin/python .ci/check_floors.py $(FLOOR_EXTRAS)
 	env -u ANTHROPIC_API_KEY -u AGENTFLEET_BROKER_URL $(FLOORS)/bin/agentfleet demo --workers 1 --concurrency 4
 	$(FLOORS)/bin/python -m pytest -q -p no:cacheprovider $(FLOOR_TESTS)
 

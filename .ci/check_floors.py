@@ -1,6 +1,7 @@
 """Fail unless every requirement of pyproject.toml is installed at the floor it declares.
 
-Run by ``make test-floors`` in the venv it builds with uv's lowest-direct resolution. A
+Run by ``make test-floors`` in the venv it builds with uv's lowest-direct resolution; the
+extras named as arguments (``check_floors.py otel``) are checked too. A
 requirement installed above its floor has a floor that cannot be installed (another
 requirement raises it), so the floor it declares is not true: raise it to what was installed.
 """
@@ -40,8 +41,20 @@ def untrue_floors(requirements: list[str]) -> list[str]:
     return problems
 
 
+def requirements_of(project: dict, extras: list[str]) -> list[str]:
+    """The project's requirements and those of ``extras`` (once each)."""
+    optional = project.get("optional-dependencies", {})
+    unknown = [name for name in extras if name not in optional]
+    if unknown:
+        raise SystemExit(f"no such extra in pyproject.toml: {', '.join(unknown)}")
+    found = list(project["dependencies"])
+    for name in extras:
+        found += [line for line in optional[name] if line not in found]
+    return found
+
+
 def main() -> int:
-    requirements = tomllib.loads(PYPROJECT.read_text())["project"]["dependencies"]
+    requirements = requirements_of(tomllib.loads(PYPROJECT.read_text())["project"], sys.argv[1:])
     problems = untrue_floors(requirements)
     for problem in problems:
         print(f"floor not true: {problem}", file=sys.stderr)

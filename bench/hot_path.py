@@ -10,6 +10,9 @@ script runs count too). Prints each side's median and agentfleet's ratio to Cele
 no-op items per second one Redis could carry at 100% of its core (1 / Redis CPU per item).
 
 Targets (see the README): throughput at least 1.0x Celery's; Redis CPU per item at most 1.0x.
+
+``--tracing``: instead, what OpenTelemetry traces cost a no-op item, on against off
+(``bench/trace_overhead.py``; needs the ``otel`` extra).
 """
 
 from __future__ import annotations
@@ -56,7 +59,13 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--by-command", action="store_true", help="print commands per item by name")
+    parser.add_argument("--tracing", action="store_true", help="traces on against off, not against Celery")
     args = parser.parse_args()
+    if args.tracing:
+        from trace_overhead import compare
+
+        compare(args.tasks, args.rounds)
+        return
     with EmbeddedRedis() as server:
         client = redis.Redis.from_url(server.url)
         settings = load_settings(broker_url=server.url)

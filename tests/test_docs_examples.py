@@ -51,5 +51,6 @@ def test_make_demo_shows_a_run_and_its_dead_letters() -> None:
     assert "the dead-letter queue of run" in out.stdout
     # Its closing hint says the Redis is gone, not to look things up in it, and how to keep one.
     closing = " ".join(out.stdout[out.stdout.rindex("The embedded Redis") :].split())
-    assert "stopped with the demo" in closing and "To keep things running" in closing
+    assert "stopped with the demo" in closing and "To keep a fleet running" in closing
+    assert "`agentfleet dev`" in closing
     assert "agentfleet worker --pool gevent --concurrency 200" in closing

@@ -8,6 +8,7 @@ from agentfleet import __version__
 from agentfleet.cli.beat_cmd import beat
 from agentfleet.cli.creds_cmd import creds_app
 from agentfleet.cli.demo_cmd import demo
+from agentfleet.cli.dev_cmd import dev
 from agentfleet.cli.dlq_cmd import dlq_app
 from agentfleet.cli.flower_cmd import flower
 from agentfleet.cli.healthcheck_cmd import healthcheck_app
@@ -46,6 +47,7 @@ def _options(
 
 
 app.command("demo")(demo)
+app.command("dev")(dev)
 app.command("run")(run)
 # Options agentfleet does not know are Celery's: they are passed on to `celery worker`.
 app.command("worker", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(worker)

@@ -74,8 +74,9 @@ def _closing_hint(embedded: bool) -> str:
         )
     return (
         "The embedded Redis, the workers and the mock stopped with the demo, and the run and its "
-        "dead letters with them. To keep things running, point every process at one Redis and "
-        "start each in a terminal of its own:\n"
+        "dead letters with them. To keep a fleet running, with the console: `agentfleet dev` "
+        "(Ctrl-C stops it). Or point every process at one Redis and start each in a terminal "
+        "of its own:\n"
         "  export AGENTFLEET_BROKER_URL=redis://localhost:6379/0\n"
         "  agentfleet mock-llm --port 8765     # or set ANTHROPIC_API_KEY\n"
         "  AGENTFLEET_LLM__BASE_URL=http://127.0.0.1:8765 agentfleet worker --pool gevent --concurrency 200\n"

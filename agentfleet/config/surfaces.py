@@ -7,6 +7,8 @@ A secret that guards one of them is a password, not a switch: empty, blank or sh
 
 from __future__ import annotations
 
+import string
+
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
 __all__ = ["MIN_SECRET_CHARS", "FlowerSettings", "ServiceSettings", "strong_secret"]
@@ -55,7 +57,8 @@ class ServiceSettings(BaseModel):
     dollars) a ``POST /runs`` or MCP caller may give a run (default: ``budgets.run_usd``; a
     caller may lower the operator's cap, never raise it). ``public_url`` is the address people
     open the service at (behind a proxy, say), used in the links the CLI prints (default:
-    ``http://host:port``).
+    ``http://host:port``). ``trace_url`` links the console's runs and items to their trace in
+    a tracing UI: a URL with ``{trace_id}`` in it (``http://jaeger:16686/trace/{trace_id}``).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -81,6 +84,20 @@ class ServiceSettings(BaseModel):
     trusted_proxies: list[str] = Field(default_factory=list)
     max_run_usd: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     public_url: str | None = None
+    trace_url: str | None = None
+
+    @field_validator("trace_url")
+    @classmethod
+    def _trace_url_names_the_trace(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        fields = {name for _, name, _, _ in string.Formatter().parse(value) if name is not None}
+        if fields != {"trace_id"} or not value.startswith(("http://", "https://")):
+            raise ValueError(
+                "must be an http(s) URL with {trace_id} as its only field, "
+                "for example http://jaeger:16686/trace/{trace_id}"
+            )
+        return value
 
     @field_validator("token")
     @classmethod

@@ -34,6 +34,7 @@ from typing import Any, NamedTuple
 from celery import Celery
 from celery.canvas import Signature
 
+from agentfleet import tracing
 from agentfleet.config import Settings
 from agentfleet.errors import BrokerUnavailable, DispatchError
 from agentfleet.idempotency import canonical_json, text_hash
@@ -185,9 +186,29 @@ class Dispatcher:
     ) -> int:
         """Record and send every item of ``plan``, ``chunk_items`` (default
         ``dispatch.chunk_items``) at a time; the number of items. ``signatures`` makes the
-        messages of a chunk unless ``plan.fast`` lets them be stamped."""
-        knobs = self.settings.dispatch
+        messages of a chunk unless ``plan.fast`` lets them be stamped.
+
+        With tracing on, the dispatch is the run's span: every message carries its context and
+        the run's record keeps it (``tracing.TRACE_FIELD``) for requeues and resends."""
         plan = self._named(plan)
+        attributes = {"agentfleet.run.id": plan.run_id, "agentfleet.run.name": plan.label}
+        with tracing.span(f"run {plan.label}", kind="producer", attributes=attributes) as span:
+            span.set("agentfleet.run.kind", plan.kind)
+            plan = replace(plan, extra={**plan.extra, **tracing.run_fields()})
+            sent = self._dispatch(plan, inputs, admit, signatures, chunk_items, progress)
+            span.set("agentfleet.run.items", sent)
+            return sent
+
+    def _dispatch(
+        self,
+        plan: RunPlan,
+        inputs: Iterable[Any],
+        admit: Admit,
+        signatures: Signatures | None,
+        chunk_items: int | None,
+        progress: Callable[[DispatchProgress], None] | None,
+    ) -> int:
+        knobs = self.settings.dispatch
         chunks = _chunks(inputs, chunk_items or knobs.chunk_items)
         first = admit(next(chunks, []), 0)
         if plan.key is not None:

@@ -34,6 +34,7 @@ from celery import Celery
 from celery.canvas import Signature
 from pydantic import BaseModel
 
+from agentfleet import tracing
 from agentfleet.config import Settings
 from agentfleet.dlq import DeadLetter, DLQStore
 from agentfleet.dlq.model import MALFORMED_BLOCKER
@@ -225,6 +226,22 @@ def requeue_entry(
     result.stages_sent = _stages_sent(entry)
     if dry_run:
         return result
+    parent = runs.get_run(entry.run_id).get(tracing.TRACE_FIELD) if tracing.enabled() else None
+    attributes = {"agentfleet.run.id": entry.run_id, "agentfleet.task.id": entry.task_id}
+    with tracing.span("requeue", kind="producer", attributes=attributes, parent=parent):
+        return _requeue_item(entry, result, app=app, runs=runs, dlq=dlq, settings=settings)
+
+
+def _requeue_item(
+    entry: DeadLetter,
+    result: RequeueResult,
+    *,
+    app: Celery,
+    runs: RunStore,
+    dlq: DLQStore,
+    settings: Settings,
+) -> RequeueResult:
+    """Send a dead-lettered item (not an aggregate or compensation) again."""
     key = _own_key(entry)
     MemoryStore(runs.client, prefix=runs.prefix, ttl_s=runs.ttl_s).forget_spending(key)
     if entry.node:

@@ -35,6 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from agentfleet import tracing
 from agentfleet.config import AgentSettings, get_settings
 from agentfleet.errors import (
     BudgetExceeded,
@@ -237,7 +238,10 @@ class _Agent:
         done = self.checkpointer.tools([b["id"] for b in uses]) if self.checkpointer else {}
         todo = [b for b in uses if b["id"] not in done]
         try:
-            for block, stored in zip(todo, pool.map(self.call_tool, todo), strict=True):
+            # Each call runs in the current span's context (a thread pool carries none itself).
+            calls = [tracing.bind(self.call_tool) for _ in todo]
+            results = pool.map(lambda call, block: call(block), calls, todo)
+            for block, stored in zip(todo, results, strict=True):
                 done[block["id"]] = stored
         except _WaitElsewhere as wait:
             raise wait.deferred from None
@@ -247,6 +251,19 @@ class _Agent:
         self.save()
 
     def call_tool(self, block: dict[str, Any]) -> StoredTool:
+        """One tool call, in its span when tracing is on (GenAI ``execute_tool``)."""
+        attributes = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": block["name"],
+            "gen_ai.tool.call.id": block["id"],
+        }
+        with tracing.span(f"execute_tool {block['name']}", attributes=attributes) as span:
+            stored = self._call_tool(block)
+            if stored.call.get("is_error"):
+                span.fail("the tool raised")
+            return stored
+
+    def _call_tool(self, block: dict[str, Any]) -> StoredTool:
         started = time.monotonic()
         tool = self.tools.get(block["name"])
         is_error = False

@@ -169,11 +169,12 @@ def budget_hooks(state: ExecutionState, settings: Settings, hooks: FleetHooks) -
     price = hooks.on_usage
     assert price is not None
 
-    def on_usage(info: CallInfo, usage: TokenUsage) -> None:
+    def on_usage(info: CallInfo, usage: TokenUsage) -> float:
         before = state.cost_usd
         price(info, usage)
         spent = Spend(usd=state.cost_usd - before, tokens=usage.total, turns=1)
         reporter.report(spent, downstream=info.downstream, elapsed_s=state.elapsed_s())
+        return spent.usd
 
     def gate() -> None:
         state.gate()

@@ -16,12 +16,15 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
+import inspect
 import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 import httpx
 
+from agentfleet import tracing
 from agentfleet.config import CredentialSpec, Settings, get_settings
 from agentfleet.errors import ConfigError, RateLimited, error_for_status
 from agentfleet.llm.anthropic import AnthropicAdapter
@@ -105,11 +108,12 @@ def accounting_hooks(
     def on_call(info: CallInfo) -> None:
         state.note_downstream(info.downstream)
 
-    def on_usage(info: CallInfo, usage: TokenUsage) -> None:
+    def on_usage(info: CallInfo, usage: TokenUsage) -> float:
         assert info.model is not None
         # The vendor is one of ``vendors``: the transport only knows it by its protocol.
         spent = cast(VendorAdapter, info.vendor).cost_usd(info.model, usage, settings.llm.prices)
         state.add_usage(cost_usd=spent, input_tokens=usage.total_input, output_tokens=usage.output_tokens)
+        return spent
 
     return FleetHooks(
         gate=state.gate,
@@ -206,5 +210,19 @@ def anthropic_client(state: ExecutionState) -> anthropic.Anthropic:
     uses_credential = key_env is not None or ANTHROPIC_CREDENTIAL in settings.credentials
     api_key: Any = placeholder(ANTHROPIC_CREDENTIAL) if uses_credential else "no-key-needed"
     return anthropic.Anthropic(
-        api_key=api_key, base_url=base_url, max_retries=0, http_client=http, timeout=timeout
+        api_key=api_key,
+        base_url=base_url,
+        max_retries=0,
+        http_client=http,
+        timeout=timeout,
+        **_sdk_tracing_off(anthropic.Anthropic),
     )
+
+
+@functools.cache
+def _sdk_tracing_off(client_cls: type[Any]) -> dict[str, Any]:
+    """With agentfleet's tracing on, the SDK's own spans and propagation off (the fleet
+    transport makes the model call's span and carries its context), where the SDK has them."""
+    if not tracing.enabled() or "open_telemetry" not in inspect.signature(client_cls).parameters:
+        return {}
+    return {"open_telemetry": {"traces": False, "propagation": False}}

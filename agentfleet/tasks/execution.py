@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from celery.exceptions import Reject, SoftTimeLimitExceeded
 
+from agentfleet import tracing
 from agentfleet.config import Settings, get_settings
 from agentfleet.errors import (
     AgentfleetError,
@@ -161,6 +162,14 @@ class _Delivery:
             self.patience.call(note_success, *noted)
         if self.claim is not None:
             self.claim.finishing = True
+        tracing.annotate(
+            {
+                "agentfleet.outcome": "ok" if outcome.ok else "failed",
+                "agentfleet.cost_usd": outcome.cost_usd,
+                "error.type": outcome.error_type,
+            },
+            error=None if outcome.ok else (outcome.error_type or "failed"),
+        )
         state = self.store.finish(scoped, store=store, record=final, token=self.token, span=self._span())
         if state.fenced:
             why = "another delivery holds this item's claim; this outcome was not stored"
@@ -312,6 +321,27 @@ class _Delivery:
         return previous
 
     def run(self) -> dict[str, Any]:
+        """The delivery, in its span when tracing is on (continuing the message's trace)."""
+        if not tracing.enabled():
+            return self._run()
+        meta = self.meta
+        attributes = {
+            "agentfleet.run.id": meta.run,
+            "agentfleet.task.id": self.task_id,
+            "agentfleet.task.name": self.task.name,
+            "agentfleet.item.key": meta.item,
+            "agentfleet.item.index": meta.idx,
+            "agentfleet.item.stage": meta.stage,
+            "agentfleet.item.node": meta.node or None,
+            "agentfleet.item.attempt": meta.attempt,
+            "agentfleet.item.deferrals": meta.deferrals,
+            "agentfleet.item.requeues": meta.requeues,
+        }
+        request = self.request if self.request is not None else self.task.request
+        with tracing.message_span(f"item {self.task.name}", request, attributes):
+            return self._run()
+
+    def _run(self) -> dict[str, Any]:
         previous = self._take_previous_stage()
         if previous is not None and not previous.ok:
             return previous.model_dump(mode="json")
@@ -430,7 +460,8 @@ class _Delivery:
                 # The run is a pool: wait briefly for one of its slots, else defer (no retry used).
                 slot = clients.pool_slot(self.settings, self.meta.run, self.meta.max_in_flight)
             guard.enter()
-            result = jsonable(self.task.fn(ctx, **values))
+            with tracing.span(f"attempt {attempts}", attributes={"agentfleet.item.attempt": attempts}):
+                result = jsonable(self.task.fn(ctx, **values))
         except Exception as exc:
             elapsed = time.monotonic() - started
             err = self._classify(exc, ctx)
@@ -513,6 +544,13 @@ class _Delivery:
 
     def _reschedule(self, meta: ItemMeta, countdown: float, *, deferral: str | None = None) -> NoReturn:
         """Send the item again in ``countdown`` s: a retry, or a deferral (``deferral``: why)."""
+        tracing.annotate(
+            {
+                "agentfleet.outcome": "retry" if deferral is None else "deferred",
+                "agentfleet.countdown_s": countdown,
+            },
+            settled=True,
+        )
         self._release_claim()
         args: tuple[Any, ...] = ()
         kwargs = dict(self.kwargs)

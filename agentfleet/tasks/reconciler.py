@@ -35,6 +35,7 @@ from typing import Any
 
 from celery import Celery
 
+from agentfleet import tracing
 from agentfleet.idempotency import stage_key
 from agentfleet.models import TaskOutcome
 from agentfleet.protocol.messages import (
@@ -225,7 +226,14 @@ class Reconciler:
 
     def _recover(self, candidate: _Candidate, stale: list[str], report: PassReport, now: float) -> None:
         """Send ``candidate`` again in the pass at ``now`` (epoch seconds; with the item's task
-        id, the recovery counted once however often its count is sent)."""
+        id, the recovery counted once however often its count is sent); with tracing on, in a
+        span of the run's trace (what is sent carries it)."""
+        attributes = {"agentfleet.run.id": candidate.run_id, "agentfleet.item.index": candidate.index}
+        parent = candidate.record.get(tracing.TRACE_FIELD)
+        with tracing.span("resend item", kind="producer", attributes=attributes, parent=parent):
+            self._resend(candidate, stale, report, now)
+
+    def _resend(self, candidate: _Candidate, stale: list[str], report: PassReport, now: float) -> None:
         record, run_id = candidate.record, candidate.run_id
         if candidate.index == _AGGREGATE:
             forget_stale(self.broker, stale)

@@ -23,6 +23,12 @@ For each request it:
 4. releases the lease when the response is closed (at once for a whole LLM reply, which is
    read here to find its usage).
 
+With tracing on (``agentfleet.tracing``), each request is a client span carrying its trace
+context to the downstream (W3C ``traceparent``); an LLM call is also a model-call span around
+it, from the limiter's wait to the end of the reply, with the GenAI semantic conventions
+(``gen_ai.system``, ``gen_ai.request.model``, ``gen_ai.usage.input_tokens``, ...) and its
+cost (``agentfleet.cost_usd``, as ``on_usage`` priced it).
+
 Collaborators come in as small protocols, so this module imports neither the limiter, the
 circuit breaker nor the vendor adapters (they are its siblings); ``agentfleet.tasks.clients``
 wires them together.
@@ -37,6 +43,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Protocol
 
+from agentfleet import tracing
 from agentfleet.errors import (
     AgentfleetError,
     ContextWindowExceeded,
@@ -149,16 +156,16 @@ class FleetHooks:
     ``gate()`` runs before anything else (the execution's checks: ``ClaimLost`` once its claim
     is gone, ``BudgetExceeded`` once a budget is crossed);
     ``on_call(info)`` notes the downstream a task called; ``on_usage(info, usage)`` prices and
-    records an LLM reply's tokens. ``vendors`` recognise LLM calls (the first that does
-    names it); ``default_pause_s`` is how long a 429 or 529 without ``retry-after`` pauses
-    its downstream (seconds).
+    records an LLM reply's tokens, and returns its price (US dollars) if it has one. ``vendors``
+    recognise LLM calls (the first that does names it); ``default_pause_s`` is how long a 429
+    or 529 without ``retry-after`` pauses its downstream (seconds).
     """
 
     limiter: LimiterProtocol | None = None
     breaker: BreakerProtocol | None = None
     gate: Callable[[], None] | None = None
     on_call: Callable[[CallInfo], None] | None = None
-    on_usage: Callable[[CallInfo, TokenUsage], None] | None = None
+    on_usage: Callable[[CallInfo, TokenUsage], float | None] | None = None
     vendors: Sequence[VendorProtocol] = ()
     default_pause_s: float = 1.0
 
@@ -193,12 +200,16 @@ def _pause_for(response: Any, default_s: float) -> float:
 class _Settlement:
     """Ends one call exactly once: reconcile tokens, record usage, release the lease."""
 
-    def __init__(self, info: CallInfo, permit: PermitProtocol | None, hooks: FleetHooks) -> None:
+    def __init__(
+        self, info: CallInfo, permit: PermitProtocol | None, hooks: FleetHooks, span: Any = tracing.NO_SPAN
+    ) -> None:
         self.info = info
         self.permit = permit
         self.hooks = hooks
         self.usage: TokenUsage | None = TokenUsage() if info.is_llm else None
         self.done = False
+        # The model call's span (ended here), or a no-op one.
+        self.span = span
 
     def report(self, usage: TokenUsage | None) -> None:
         """Take a usage report of the reply (the body's, or a stream event's running totals)."""
@@ -216,11 +227,20 @@ class _Settlement:
                         actual_input_tokens=self.usage.total_input,
                         actual_output_tokens=self.usage.output_tokens,
                     )
-                if self.hooks.on_usage is not None:
-                    self.hooks.on_usage(self.info, self.usage)
+                cost = self.hooks.on_usage(self.info, self.usage) if self.hooks.on_usage is not None else None
+                self.span.set_many(
+                    {
+                        "gen_ai.usage.input_tokens": self.usage.total_input,
+                        "gen_ai.usage.output_tokens": self.usage.output_tokens,
+                        "agentfleet.cost_usd": cost,
+                    }
+                )
         finally:
-            if self.permit is not None:
-                self.permit.release()
+            try:
+                if self.permit is not None:
+                    self.permit.release()
+            finally:
+                self.span.end()
 
 
 class _SettlingStreamCore:
@@ -279,6 +299,30 @@ class _FleetCore:
             hooks.gate()
         info = describe_call(request, hooks.vendors)
         info.require_fit()
+        if not tracing.enabled():
+            return self._handle(request, info, tracing.NO_SPAN)
+        model_span = tracing.NO_SPAN
+        if info.is_llm:
+            attributes = _model_attributes(info)
+            model_span = tracing.start(f"chat {info.model}", kind="client", attributes=attributes)
+        try:
+            http_attributes = _http_attributes(request, info)
+            with tracing.span(
+                str(request.method), kind="client", attributes=http_attributes, under=model_span
+            ) as http_span:
+                tracing.inject(request.headers)
+                response = self._handle(request, info, model_span, http_span)
+                http_span.set("http.response.status_code", response.status_code)
+                if response.status_code >= 400:
+                    http_span.fail(str(response.status_code))
+                return response
+        except BaseException as exc:
+            model_span.fail(type(exc).__name__)
+            model_span.end()
+            raise
+
+    def _handle(self, request: Any, info: CallInfo, model_span: Any, http_span: Any = tracing.NO_SPAN) -> Any:
+        hooks = self.hooks
         probe = hooks.breaker.before(info.downstream) if hooks.breaker is not None else False
         permit = None
         if hooks.limiter is not None:
@@ -295,7 +339,7 @@ class _FleetCore:
                 raise
         if hooks.on_call is not None:
             hooks.on_call(info)
-        settlement = _Settlement(info, permit, hooks)
+        settlement = _Settlement(info, permit, hooks, model_span)
         try:
             response = self.inner.handle_request(request)
         except BaseException as exc:
@@ -307,6 +351,8 @@ class _FleetCore:
                 else:
                     hooks.breaker.record_failure(info.downstream)
             raise
+        if response.status_code >= 400:
+            model_span.fail(str(response.status_code))
         try:
             self._after(info, response)
             if info.is_llm and not _is_event_stream(response):
@@ -361,6 +407,33 @@ class _FleetCore:
 
     def close(self) -> None:
         self.inner.close()
+
+
+def _model_attributes(info: CallInfo) -> dict[str, Any]:
+    """A model call's GenAI semantic-convention attributes, as far as its request tells."""
+    system = info.downstream.split(":", 1)[0] if ":" in info.downstream else info.host
+    return {
+        "gen_ai.system": system,
+        "gen_ai.provider.name": system,
+        "gen_ai.operation.name": "chat",
+        "gen_ai.request.model": info.model,
+        "gen_ai.request.max_tokens": info.output_tokens or None,
+        "agentfleet.downstream": info.downstream,
+        "agentfleet.estimated_input_tokens": info.input_tokens,
+    }
+
+
+def _http_attributes(request: Any, info: CallInfo) -> dict[str, Any]:
+    """An outgoing request's HTTP semantic-convention attributes (no query: it may hold secrets)."""
+    url = request.url
+    return {
+        "http.request.method": str(request.method),
+        "url.scheme": str(url.scheme),
+        "server.address": info.host,
+        "server.port": url.port,
+        "url.path": str(url.path),
+        "agentfleet.downstream": info.downstream,
+    }
 
 
 def _is_event_stream(response: Any) -> bool:

@@ -26,6 +26,7 @@ from agentfleet.service.console.charts import Chart
 from agentfleet.service.console.series import Window, run_charts, run_window
 from agentfleet.service.console.svg import Shown
 from agentfleet.service.console.timeline import KINDS, Timeline, build_timeline
+from agentfleet.tracing import TRACE_ID_FIELD
 
 __all__ = [
     "ITEMS_PAGE",
@@ -126,6 +127,9 @@ class RunView:
     show: str
     charts: list[Chart] = field(default_factory=list)
     timeline: bool = False
+    # The run's trace (hex; '' when it was dispatched without tracing) and its link, if any.
+    trace_id: str = ""
+    trace_link: str = ""
 
 
 @dataclass(frozen=True)
@@ -254,7 +258,15 @@ def read_run(
         show=show,
         charts=_charts(spans, run_id, summary, log, now) if log.spans else [],
         timeline=bool(log.spans),
+        **_trace(fleet, record),
     )
+
+
+def _trace(fleet: Fleet, record: dict[str, str]) -> dict[str, str]:
+    """The run's trace id and, with ``service.trace_url`` set, the link to it."""
+    trace_id = record.get(TRACE_ID_FIELD, "")
+    url = fleet.settings.service.trace_url
+    return {"trace_id": trace_id, "trace_link": url.format(trace_id=trace_id) if url and trace_id else ""}
 
 
 def _window(spans: SpanCache, run_id: str, summary: RunSummary, log: SpanLog, now: float) -> Window:
