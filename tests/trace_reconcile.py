@@ -15,6 +15,7 @@ from agentfleet import tracing
 from agentfleet.config import load_settings
 from agentfleet.orchestration import Fleet
 from agentfleet.tasks.reconciler import Reconciler
+from agentfleet.tasks.runtime import runtime
 
 
 def main(broker_url: str, tag: str) -> None:
@@ -29,7 +30,7 @@ def main(broker_url: str, tag: str) -> None:
     with Fleet(settings) as fleet:
         run = fleet.map("t.echo", [{"n": 0}, {"n": 1}], name="traced-resend")
         client.rpop(settings.queues.agents)  # a worker took it and died
-        reconciler = Reconciler(settings, fleet.app, fleet.store, node="trace-test")
+        reconciler = Reconciler(runtime(settings), fleet.app, node="trace-test")
         now = time.time()
         reconciler.pass_once(now=now)
         recovered = reconciler.pass_once(now=now + 6).recovered

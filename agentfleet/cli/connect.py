@@ -64,7 +64,7 @@ def local_task(task_name: str, say: Callable[[str], object]) -> Any:
         )
         return task_name
     from agentfleet.celery_app import app
-    from agentfleet.tasks.base import FleetTask
+    from agentfleet.protocol.task import FleetTask
 
     task = app.tasks.get(task_name)
     return task if isinstance(task, FleetTask) else task_name
