@@ -233,6 +233,20 @@ def test_a_worker_that_cannot_import_its_task_module_says_so_in_one_line(
     assert f"PYTHONPATH (now {tmp_path})" in err
 
 
+def test_a_task_module_that_fails_while_importing_is_named_in_one_line(tmp_path: Path) -> None:
+    (tmp_path / "broken_tasks_module.py").write_text("import json\nimport no_such_dependency\n")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    probe = (
+        "from agentfleet.cli.worker_cmd import require_task_modules\n"
+        "require_task_modules(['json', 'broken_tasks_module'])\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode != 0
+    last = done.stderr.strip().splitlines()[-1]
+    assert "broken_tasks_module (ModuleNotFoundError: No module named 'no_such_dependency')" in last
+    assert "AGENTFLEET_TASK_MODULES" in last and "json" not in last.split("named in")[0]
+
+
 def test_an_llm_task_with_no_llm_endpoint_on_the_workers_is_refused_in_one_line(
     cluster: LocalCluster, tmp_path: Path
 ) -> None:

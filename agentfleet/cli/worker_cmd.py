@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import subprocess
 import sys
 
 import typer
@@ -29,12 +30,34 @@ def resolve_queues(spec: str | None) -> str:
     return ",".join(named.get(part, part) for part in parts)
 
 
+#: Seconds a task module's trial import may take before the worker starts all the same.
+IMPORT_CHECK_S = 60.0
+
+
 def _findable(module: str) -> str | None:
-    """None when ``module`` can be imported from here; else why not."""
+    """None when ``module`` can be imported from here; else why not, in one line."""
     try:
-        return None if importlib.util.find_spec(module) is not None else "no such module"
+        if importlib.util.find_spec(module) is None:
+            return "no such module"
     except (ImportError, ValueError) as exc:
         return f"{type(exc).__name__}: {exc}"
+    return _imports(module)
+
+
+def _imports(module: str) -> str | None:
+    """The last line of what importing ``module`` raised, tried in a child process (a gevent
+    worker must patch before the module's own imports run, so this process imports nothing)."""
+    probe = "import importlib, sys; importlib.import_module(sys.argv[1])"
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", probe, module], capture_output=True, text=True, timeout=IMPORT_CHECK_S
+        )
+    except subprocess.TimeoutExpired:
+        return None  # slow, not broken: Celery imports it and says what it finds
+    if done.returncode == 0:
+        return None
+    lines = [line.strip() for line in done.stderr.splitlines() if line.strip()]
+    return lines[-1] if lines else f"its import exited with status {done.returncode}"
 
 
 def require_task_modules(modules: list[str]) -> None:
