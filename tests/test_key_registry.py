@@ -241,7 +241,9 @@ def _writes_to_a_spelled_key(node: ast.AST) -> bool:
         and isinstance(node.func, ast.Attribute)
         and node.func.attr in _WRITES
         and bool(node.args)
-        and _literal_text(node.args[0]) is not None
+        # Every key name has a ``:`` after the fleet's prefix; a span attribute
+        # (``span.set("agentfleet.run.kind", ...)``) has none.
+        and ":" in (_literal_text(node.args[0]) or "")
     )
 
 

@@ -35,14 +35,24 @@ def _port_free(host: str, port: int) -> bool:
 
 
 def dev(
-    host: str = typer.Option("127.0.0.1", help="Address the service and console listen on."),
-    port: int = typer.Option(8080, min=1, max=65535, help="Port of the service and console."),
-    concurrency: int = typer.Option(
-        200, "--concurrency", "-c", min=1, help="Slots of the gevent worker (LLM calls in flight)."
+    host: str = typer.Option(
+        "127.0.0.1", help="Address the service and console listen on.", metavar="ADDRESS"
     ),
-    log_level: str = typer.Option("warning", help="uvicorn's log level."),
+    port: int = typer.Option(8080, min=1, max=65535, help="Port of the service and console.", metavar="PORT"),
+    concurrency: int = typer.Option(
+        200,
+        "--concurrency",
+        "-c",
+        min=1,
+        help="Slots of the gevent worker (LLM calls in flight).",
+        metavar="N",
+    ),
+    log_level: str = typer.Option("warning", help="uvicorn's log level.", metavar="LEVEL"),
 ) -> None:
-    """Start Redis, a gevent worker, the mock Messages API and the console; run until Ctrl-C."""
+    """Run a whole fleet on this machine until Ctrl-C.
+
+    Starts Redis, a gevent worker, the mock Messages API and the console.
+    """
     from agentfleet.service import create_app
     from agentfleet.service.server import service_server
     from agentfleet.tasks.process_logging import install_secret_filter

@@ -183,14 +183,15 @@ def run(
             else:
                 console.print(f"dispatched run {handle.id} ({handle.total} tasks)")
             return
-        say(
-            dispatched_line(fleet.settings, handle.id, handle.total),
-            highlight=False,
-            soft_wrap=True,
-            markup=False,
-        )
         on_outcome = sink.write if sink is not None else None
         try:
+            # Inside the try: a Ctrl-C that lands while the line is written is this run's too.
+            say(
+                dispatched_line(fleet.settings, handle.id, handle.total),
+                highlight=False,
+                soft_wrap=True,
+                markup=False,
+            )
             summary = _follow(handle, fleet, task, timeout_s, progress_every_s, on_outcome, as_json=as_json)
         except KeyboardInterrupt:
             if cancel_on_interrupt:
