@@ -179,7 +179,7 @@ def _backend_link_options(settings: Settings) -> dict[str, Any]:
 
 
 def celery_config(settings: Settings) -> dict[str, Any]:
-    """Celery settings for agentfleet's delivery semantics (see DESIGN.md)."""
+    """Celery settings for agentfleet's delivery semantics (docs/guarantees.md says what they promise)."""
     queues = settings.queues
     transport_options = {
         "visibility_timeout": settings.visibility_timeout_s,

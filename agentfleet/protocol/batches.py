@@ -2,7 +2,7 @@
 
 ``Fleet.map(task, inputs, batch_size=N)`` sends one message per ``N`` consecutive items, with
 task id ``{run}-b{first index}`` (``names.batch_task_id``) and the keyword ``_afb``: a list of
-``[input, item meta]``. How a worker runs one is ``agentfleet.tasks.features.batches``.
+``[input, item meta]``. How a worker runs one is ``agentfleet.tasks.batch``.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Each step of an item is a message of its own (task id ``{run}-{idx}-n-{step}``), never a
 chord or a nested chain: the graph is driven from the run store (``agentfleet.runs.graph``).
-A step sent without its input reads it when it runs (``agentfleet.tasks.features.graphs``).
+A step sent without its input reads it when it runs (``agentfleet.tasks.graph``).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ stage's or graph step's own key):
   - ``a{n}:w:{tool_use_id}``   seconds that tool call has waited for rate limits so far
   - ``$usd``, ``$tokens``, ``$turns``, ``$s``  what the item spent over all its attempts:
                                US dollars, tokens, model calls, seconds executing (moved only
-                               by ``spend.lua``, see ``runs/spend.py``)
+                               by ``runs/scripts/spend/``, see ``runs/budgets.py``)
   - ``$seq:{token}``           the last spending report of the delivery holding ``token``
                                counted, so a report sent twice counts once
 
