@@ -14,11 +14,16 @@ batched map also waits while its batch's message does) becomes a
 suspect; still one ``delivery.reconcile_grace_s`` seconds later, it is published again with its
 own task id and idempotency key from the stage it had reached, any stale unacknowledged copy is
 dropped, and the run counts it as ``recovered``. Items of a cancelled run are given their
-cancelled outcome instead. A run whose items all ended but whose aggregate was never stored has
-its aggregate sent again; likewise its compensation, while one is requested and not running.
-For a dependency graph, an item's open steps (released, without a status) are what must have
-a claim or a message; missing ones are sent again, and an item whose steps all ended but
-whose outcome is missing gets it (see ``tasks/graph.py``).
+cancelled outcome instead.
+
+What else a run may have lost is the features' to say (``tasks/hooks.py``, asked in their
+registry's order): a run whose items all ended but whose aggregate was never stored has its
+aggregate sent again (``tasks/features/aggregate.py``); likewise its compensation, while one
+is requested and not running (``tasks/features/compensation.py``). For a dependency graph
+(``tasks/features/graph.py``), an item's open steps (released, without a status) are what
+must have a claim or a message; missing ones are sent again, and an item whose steps all
+ended but whose outcome is missing gets it. Suspects are kept by item index, or by the
+feature's name for a run-level message.
 
 Publishing again is safe because a second copy never runs the body while the first holds its
 claim, and an item that has an outcome returns it.
