@@ -539,12 +539,13 @@ class RunStore:
         return {i: json.loads(r) for i, r in zip(indices, raw, strict=True) if r is not None}
 
     @repeatable
-    def suspects(self, run_id: str) -> dict[int, float]:
-        """Items found with no outcome, claim or message, and since when (epoch seconds)."""
-        return {int(k): float(v) for k, v in self._redis.hgetall(self.run_key(run_id, "suspect")).items()}
+    def suspects(self, run_id: str) -> dict[str, float]:
+        """Items (by index) or run-level messages (by name) found with no outcome, claim or
+        message, and since when (epoch seconds)."""
+        return {str(k): float(v) for k, v in self._redis.hgetall(self.run_key(run_id, "suspect")).items()}
 
     @repeatable
-    def mark_suspects(self, run_id: str, first_seen: Mapping[int, float], cleared: Iterable[int]) -> None:
+    def mark_suspects(self, run_id: str, first_seen: Mapping[str, float], cleared: Iterable[str]) -> None:
         """Note newly suspect items (first sighting kept) and forget ones seen alive again."""
         key = self.run_key(run_id, "suspect")
         gone = [str(i) for i in cleared]

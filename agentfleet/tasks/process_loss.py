@@ -15,7 +15,8 @@ from agentfleet.errors import TaskTimeLimit
 from agentfleet.protocol.batches import batch_items, is_batch
 from agentfleet.runs.claims import claim_owner_prefix
 from agentfleet.tasks.batch import send_alone
-from agentfleet.tasks.execution import _Delivery, _Rescheduled
+from agentfleet.tasks.execution import Delivery
+from agentfleet.tasks.next_step import Rescheduled, after_error
 from agentfleet.tasks.runtime import runtime
 
 if TYPE_CHECKING:
@@ -33,7 +34,7 @@ def release_claim_of_dead_process(task: FleetTask, request: Context, node: str, 
     if is_batch(kwargs):
         keys = [meta.key for _, meta in batch_items(kwargs)]
     else:
-        keys = [_Delivery(task, tuple(request.args or ()), kwargs, request=request).key]
+        keys = [Delivery(task, tuple(request.args or ()), kwargs, request=request).key]
     runs = runtime().runs
     for key in keys:
         runs.release_claim_of(key, claim_owner_prefix(node, pid))
@@ -60,13 +61,13 @@ def after_hard_time_limit(task: FleetTask, request: Context, limit_s: float) -> 
     if is_batch(kwargs):
         _resend_unfinished(task, kwargs)
         return None
-    delivery = _Delivery(task, tuple(request.args or ()), kwargs, request=request)
-    previous = delivery._take_previous_stage()
-    if previous is not None and not previous.ok:
-        return previous.model_dump(mode="json")
+    delivery = Delivery(task, tuple(request.args or ()), kwargs, request=request)
+    ended = delivery.before_claim()
+    if ended is not None:
+        return ended
     err = TaskTimeLimit(f"the hard time limit of {limit_s} s ran out and the worker process was killed")
     attempts = delivery.carried[0] + delivery.meta.attempt + 1
     try:
-        return delivery._after_error(err, None, float(limit_s), attempts, "")
-    except _Rescheduled:
+        return after_error(delivery, err, None, float(limit_s), attempts, "")
+    except Rescheduled:
         return None

@@ -14,11 +14,16 @@ batched map also waits while its batch's message does) becomes a
 suspect; still one ``delivery.reconcile_grace_s`` seconds later, it is published again with its
 own task id and idempotency key from the stage it had reached, any stale unacknowledged copy is
 dropped, and the run counts it as ``recovered``. Items of a cancelled run are given their
-cancelled outcome instead. A run whose items all ended but whose aggregate was never stored has
-its aggregate sent again; likewise its compensation, while one is requested and not running.
-For a dependency graph, an item's open steps (released, without a status) are what must have
-a claim or a message; missing ones are sent again, and an item whose steps all ended but
-whose outcome is missing gets it (see ``tasks/graph.py``).
+cancelled outcome instead.
+
+What else a run may have lost is the features' to say (``tasks/hooks.py``, asked in their
+registry's order): a run whose items all ended but whose aggregate was never stored has its
+aggregate sent again (``tasks/features/aggregate.py``); likewise its compensation, while one
+is requested and not running (``tasks/features/compensation.py``). For a dependency graph
+(``tasks/features/graph.py``), an item's open steps (released, without a status) are what
+must have a claim or a message; missing ones are sent again, and an item whose steps all
+ended but whose outcome is missing gets it. Suspects are kept by item index, or by the
+feature's name for a run-level message.
 
 Publishing again is safe because a second copy never runs the body while the first holds its
 claim, and an item that has an outcome returns it.
@@ -38,19 +43,14 @@ from celery import Celery
 from agentfleet import tracing
 from agentfleet.idempotency import stage_key
 from agentfleet.models import TaskOutcome
-from agentfleet.protocol.messages import (
-    aggregate_signature,
-    compensation_signature,
-    item_signature,
-    recorded_priority,
-)
+from agentfleet.protocol.messages import item_signature, recorded_priority
 from agentfleet.protocol.meta import ItemMeta, run_meta_fields
-from agentfleet.protocol.names import aggregate_task_id, batch_task_id, compensation_task_id
 from agentfleet.redis_client import broker_client
 from agentfleet.redis_handles import BrokerRedis
 from agentfleet.runs import new_claim_token, take_lock
 from agentfleet.runs.dispatching import DispatchRecord, dispatch_deadline
-from agentfleet.tasks.graph import graph_waiting, recover_graph_item
+from agentfleet.tasks.features import FEATURES
+from agentfleet.tasks.hooks import Candidate
 from agentfleet.tasks.item import cancelled_outcome
 from agentfleet.tasks.runtime import WorkerRuntime
 from agentfleet.transport.broker_view import BrokerView, forget_stale, read_broker
@@ -60,8 +60,6 @@ __all__ = ["PassReport", "Reconciler", "start_reconciler"]
 log = logging.getLogger("agentfleet.reconciler")
 
 _LOCK = "reconciler"
-_AGGREGATE = -1  # the suspect index of a run's aggregate
-_COMPENSATION = -2  # ... and of its compensation
 
 
 @dataclass
@@ -77,15 +75,6 @@ class PassReport:
     aggregates: int = 0
     compensations: int = 0
     complete: bool = True
-
-
-@dataclass
-class _Candidate:
-    run_id: str
-    index: int
-    task_ids: list[str]
-    record: dict[str, str]
-    item: tuple[str, str, str] | None = None
 
 
 class Reconciler:
@@ -123,7 +112,7 @@ class Reconciler:
             return report
         report.acted = True
         now = time.time() if now is None else now
-        candidates: list[_Candidate] = []
+        candidates: list[Candidate] = []
         queues: set[str] = {self.settings.queues.fanin}
         for run_id in self.store.active_runs():
             record = self.store.get_run(run_id)
@@ -145,7 +134,7 @@ class Reconciler:
             now=now,
         )
         report.complete = view.complete
-        by_run: dict[str, list[_Candidate]] = {}
+        by_run: dict[str, list[Candidate]] = {}
         for candidate in candidates:
             by_run.setdefault(candidate.run_id, []).append(candidate)
         for run_id, found in by_run.items():
@@ -162,30 +151,34 @@ class Reconciler:
         DispatchRecord(self.store).close(run_id, int(record.get("tasks_total") or 0))
         return self.store.get_run(run_id)
 
-    def _candidates(self, run_id: str, record: dict[str, str]) -> list[_Candidate]:
-        """Items (or the aggregate) of one run with no outcome and no live claim; while its
-        dispatch goes on, only items whose messages it has sent."""
+    def _candidates(self, run_id: str, record: dict[str, str]) -> list[Candidate]:
+        """Items (or run-level messages, as the features answer) of one run with no outcome
+        and no live claim; while its dispatch goes on, only items whose messages it has sent."""
         sending = dispatch_deadline(record) is not None
         total = int(record.get("sent" if sending else "tasks_total") or 0)
         done = self.store.done_indices(run_id)
         if sending and len(done) >= total:
             return []
         if len(done) >= total:
-            if record.get("aggregate") and not record.get("aggregate_result"):
-                return [_Candidate(run_id, _AGGREGATE, [aggregate_task_id(run_id)], record)]
-            if record.get("compensation") == "requested":
-                if self.store.live_claims([f"comp:{run_id}"])[0]:
-                    return []
-                return [_Candidate(run_id, _COMPENSATION, [compensation_task_id(run_id)], record)]
+            for feature in FEATURES:
+                ended = feature.ended_run(self, run_id, record)
+                if ended is not None:
+                    return ended
             self.store.deactivate(run_id)
             return []
         pending = [i for i in range(total) if i not in done]
         items = self.store.items(run_id, pending)
-        if record.get("kind") == "graph":
-            open_steps = graph_waiting(self.store, self.rt.graphs, run_id, items)
-            return [_Candidate(run_id, i, ids, record, items[i]) for i, ids in open_steps.items()]
+        for feature in FEATURES:
+            driven = feature.open_items(self, run_id, record, items)
+            if driven is not None:
+                return driven
+        return self._open_items(run_id, record, items)
+
+    def _open_items(
+        self, run_id: str, record: dict[str, str], items: dict[int, tuple[str, str, str]]
+    ) -> list[Candidate]:
+        """Items of a map or a pipeline with no live claim on any of their stages."""
         stages = len(record.get("task", "").split(","))
-        batch = int(record.get("batch_size") or 0)
         keys = {i: [stage_key(item[1], s, stages) for s in range(stages)] for i, item in items.items()}
         alive = self.store.live_claims([k for i in items for k in keys[i]])
         found = []
@@ -194,19 +187,18 @@ class Reconciler:
                 continue
             meta = ItemMeta(run=run_id, idx=i, key=item[1], item=item[2], stages=stages)
             task_ids = [meta.model_copy(update={"stage": s}).task_id for s in range(stages)]
-            if batch:
-                # Its batch's message stands for it, until it is sent alone.
-                task_ids.append(batch_task_id(run_id, i - i % batch))
-            found.append(_Candidate(run_id, i, task_ids, record, item))
+            for feature in FEATURES:
+                task_ids.extend(feature.stands_for(run_id, record, i))
+            found.append(Candidate(run_id, str(i), task_ids, record, i, item))
         return found
 
     def _judge(
-        self, run_id: str, found: list[_Candidate], view: BrokerView, now: float, report: PassReport
+        self, run_id: str, found: list[Candidate], view: BrokerView, now: float, report: PassReport
     ) -> None:
         seen = self.store.suspects(run_id)
         # A set: a run of many thousands of queued items would make the next line quadratic.
-        waiting = {c.index for c in found if any(t in view.waiting for t in c.task_ids)}
-        missing = [c for c in found if c.index not in waiting]
+        waiting = {c.slot for c in found if any(t in view.waiting for t in c.task_ids)}
+        missing = [c for c in found if c.slot not in waiting]
         cleared = [i for i in waiting if i in seen]
         if not view.complete:
             self.store.mark_suspects(run_id, {}, cleared)
@@ -214,17 +206,17 @@ class Reconciler:
         due = [
             c
             for c in missing
-            if c.index in seen and now - seen[c.index] >= self.settings.delivery.reconcile_grace_s
+            if c.slot in seen and now - seen[c.slot] >= self.settings.delivery.reconcile_grace_s
         ]
-        fresh = {c.index: now for c in missing if c.index not in seen}
+        fresh = {c.slot: now for c in missing if c.slot not in seen}
         for candidate in due:
             stale = [tag for t in candidate.task_ids for tag in view.stale.get(t, [])]
             self._recover(candidate, stale, report, now)
-        self.store.mark_suspects(run_id, fresh, [*cleared, *(c.index for c in due)])
+        self.store.mark_suspects(run_id, fresh, [*cleared, *(c.slot for c in due)])
 
     # Sending again -------------------------------------------------------------------------
 
-    def _recover(self, candidate: _Candidate, stale: list[str], report: PassReport, now: float) -> None:
+    def _recover(self, candidate: Candidate, stale: list[str], report: PassReport, now: float) -> None:
         """Send ``candidate`` again in the pass at ``now`` (epoch seconds; with the item's task
         id, the recovery counted once however often its count is sent); with tracing on, in a
         span of the run's trace (what is sent carries it)."""
@@ -233,25 +225,10 @@ class Reconciler:
         with tracing.span("resend item", kind="producer", attributes=attributes, parent=parent):
             self._resend(candidate, stale, report, now)
 
-    def _resend(self, candidate: _Candidate, stale: list[str], report: PassReport, now: float) -> None:
+    def _resend(self, candidate: Candidate, stale: list[str], report: PassReport, now: float) -> None:
         record, run_id = candidate.record, candidate.run_id
-        if candidate.index == _AGGREGATE:
-            forget_stale(self.broker, stale)
-            aggregate_signature(
-                self.app, run_id, record["aggregate"], self.settings.queues.fanin
-            ).apply_async()
-            report.aggregates += 1
-            log.warning("run %s: sent its aggregate again (its message was lost)", run_id)
-            return
-        if candidate.index == _COMPENSATION:
-            forget_stale(self.broker, stale)
-            compensation_signature(self.app, run_id, self.settings.queues.fanin).apply_async()
-            report.compensations += 1
-            log.warning("run %s: sent its compensation again (its message was lost)", run_id)
-            return
-        assert candidate.item is not None
-        if record.get("kind") == "graph":
-            self._recover_graph(candidate, stale, report, now)
+        if candidate.feature is not None:
+            candidate.feature.recover(self, candidate, stale, report, now)
             return
         meta = self._meta(candidate, record)
         if record.get("status") in ("cancelled", "failed"):
@@ -269,30 +246,8 @@ class Reconciler:
             "run %s: item %s had lost its message; sent it again from stage %d", run_id, meta.item, meta.stage
         )
 
-    def _recover_graph(self, candidate: _Candidate, stale: list[str], report: PassReport, now: float) -> None:
-        assert candidate.item is not None
-        _, key, item_key = candidate.item
-        meta = ItemMeta(
-            run=candidate.run_id,
-            idx=candidate.index,
-            key=key,
-            item=item_key,
-            **run_meta_fields(candidate.record),
-        )
-        if candidate.record.get("status") in ("cancelled", "failed"):
-            self.store.finish(cancelled_outcome(meta, meta.task_id), store=False)
-            report.cancelled += 1
-            return
-        forget_stale(self.broker, stale)
-        if recover_graph_item(self.settings, self.app, self.store, meta) is None:
-            self.store.incr(candidate.run_id, "recovered", event=f"{meta.task_id} {now!r}")
-            report.recovered.append(meta.task_id)
-            log.warning(
-                "run %s: item %s had lost its open steps' messages; sent them again", meta.run, meta.item
-            )
-
-    def _meta(self, candidate: _Candidate, record: dict[str, str]) -> ItemMeta:
-        assert candidate.item is not None
+    def _meta(self, candidate: Candidate, record: dict[str, str]) -> ItemMeta:
+        assert candidate.item is not None and candidate.index is not None
         names = record.get("task", "").split(",")
         _, key, item_key = candidate.item
         keys = [stage_key(key, s, len(names)) for s in range(len(names))]
