@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import redis
 
 from agentfleet import Node
+from agentfleet.config import Settings, load_settings
 from agentfleet.models import TaskOutcome
 from agentfleet.orchestration import Fleet
 from agentfleet.tasks.reconciler import PassReport, Reconciler
@@ -41,6 +42,19 @@ class Stranded:
         if self.kind == "compensation":
             return report.compensations == 1
         return report.recovered == [f"{self.run_id}-0"]
+
+
+def reconciling_settings(redis_url: str, short: str) -> Settings:
+    """Settings of a fleet of its own on ``redis_url`` (prefix and queues ``<short><tag>``) whose
+    reconciler acts after 5 s, for tests with no worker: the messages are what they look at."""
+    tag = short + uuid.uuid4().hex[:8]
+    return load_settings(
+        broker_url=redis_url,
+        key_prefix=tag,
+        queues={"agents": f"{tag}.agents", "fanin": f"{tag}.fanin", "maintenance": f"{tag}.m"},
+        delivery={"reconcile_grace_s": 5.0, "reconcile_interval_s": 1.0},
+        dispatch={"require_workers": False},
+    )
 
 
 def strand(broker: redis.Redis, queue: str, task_id: str) -> str:

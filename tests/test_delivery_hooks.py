@@ -10,13 +10,13 @@ from __future__ import annotations
 import io
 import time
 import tokenize
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from stranded import reconciling_settings
 
-from agentfleet.config import Settings, load_settings
+from agentfleet.config import Settings
 from agentfleet.orchestration import Fleet
 from agentfleet.tasks import reconciler as reconciler_module
 from agentfleet.tasks.features import FEATURES
@@ -88,14 +88,7 @@ class _Probe(DeliveryFeature):
 
 @pytest.fixture
 def settings(redis_url: str) -> Settings:
-    tag = uuid.uuid4().hex[:8]
-    return load_settings(
-        broker_url=redis_url,
-        key_prefix=f"hk{tag}",
-        queues={"agents": f"hk{tag}.agents", "fanin": f"hk{tag}.fanin", "maintenance": f"hk{tag}.m"},
-        delivery={"reconcile_grace_s": 5.0, "reconcile_interval_s": 1.0},
-        dispatch={"require_workers": False},
-    )
+    return reconciling_settings(redis_url, "hk")
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 import redis
+from stranded import reconciling_settings
 
 from agentfleet.config import Settings, load_settings
 from agentfleet.embedded_redis import free_port
@@ -29,15 +30,7 @@ from agentfleet.transport.layout import UNACKED, UNACKED_INDEX
 
 @pytest.fixture
 def settings(redis_url: str) -> Settings:
-    tag = uuid.uuid4().hex[:8]
-    return load_settings(
-        broker_url=redis_url,
-        key_prefix=f"rc{tag}",
-        queues={"agents": f"rc{tag}.agents", "fanin": f"rc{tag}.fanin", "maintenance": f"rc{tag}.m"},
-        delivery={"reconcile_grace_s": 5.0, "reconcile_interval_s": 1.0},
-        # No worker runs here: the messages are what the tests look at.
-        dispatch={"require_workers": False},
-    )
+    return reconciling_settings(redis_url, "rc")
 
 
 @pytest.fixture

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 from collections.abc import Iterator
 
 import pytest
 import redis
+from stranded import reconciling_settings
 
 from agentfleet import Node
-from agentfleet.config import Settings, load_settings
+from agentfleet.config import Settings
 from agentfleet.idempotency import node_key
 from agentfleet.models import TaskOutcome
 from agentfleet.orchestration import Fleet, Run
@@ -29,15 +29,7 @@ GRAPH = [Node("a", "t.a"), Node("b", "t.b", after=["a"])]
 
 @pytest.fixture
 def settings(redis_url: str) -> Settings:
-    tag = uuid.uuid4().hex[:8]
-    return load_settings(
-        broker_url=redis_url,
-        key_prefix=f"rw{tag}",
-        queues={"agents": f"rw{tag}.agents", "fanin": f"rw{tag}.fanin", "maintenance": f"rw{tag}.m"},
-        delivery={"reconcile_grace_s": 5.0, "reconcile_interval_s": 1.0},
-        # No worker runs here: the messages are what the tests look at.
-        dispatch={"require_workers": False},
-    )
+    return reconciling_settings(redis_url, "rw")
 
 
 @pytest.fixture
