@@ -79,6 +79,9 @@ def test_a_message_a_dying_worker_had_popped_is_sent_again(
             except AssertionError:
                 frozen.process.send_signal(signal.SIGCONT)
                 assert run.wait(timeout_s=60).succeeded == 5
+                # Its fleet items' acknowledgements go out up to 50 ms after their outcomes:
+                # let them, before the worker is frozen again.
+                wait_until(lambda: client.hlen("unacked") == 0, 10, "the thawed worker's acknowledgements")
         else:
             pytest.fail("the dispatch never met the frozen worker's BRPOP")
         assert client.hlen("unacked") == 0
