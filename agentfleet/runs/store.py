@@ -67,48 +67,35 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import redis
 
 from agentfleet.config import Settings
-from agentfleet.keys import RunKeys
-from agentfleet.lua import ScriptSet
 from agentfleet.models import RunSummary, TaskOutcome
 from agentfleet.outages import repeatable
 from agentfleet.redis_client import state_client
 from agentfleet.redis_handles import StateRedis
-from agentfleet.runs.delivery import BeginState, DeliveryScripts, FinishState, outcome_kind
-from agentfleet.runs.spans import AttemptSpan, SpanLog, parse_spans
+from agentfleet.runs.aggregate_store import AggregateStore
+from agentfleet.runs.claim_store import ClaimStore
+from agentfleet.runs.delivery import BeginState, FinishState, outcome_kind
+from agentfleet.runs.reconcile_marks import ReconcileMarks
+from agentfleet.runs.run_events import RunEvents
+from agentfleet.runs.spans import AttemptSpan
+from agentfleet.runs.store_base import RUNS_LUA
 from agentfleet.runs.summary import CompletionStats, summary_from_record
-from agentfleet.runs.tally import StatsTally, flush_tallies
+from agentfleet.runs.tally import flush_tallies
 
 __all__ = ["RUNS_LUA", "BeginState", "FinishState", "RunStore"]
-
-RUNS_LUA = ScriptSet("agentfleet.runs", "scripts")
 
 log = logging.getLogger("agentfleet.runs")
 
 
-class RunStore:
+class RunStore(RunEvents, ClaimStore, AggregateStore, ReconcileMarks):
     """Run records and item outcomes in Redis (a single Redis, or a Redis Cluster). Safe to
-    share between threads."""
-
-    def __init__(self, client: StateRedis, *, prefix: str = "af", ttl_s: int = 7 * 86400) -> None:
-        # The handle, for what shares this Redis; commands go through ``_redis``: redis-py's
-        # reply types are unions of every RESP shape, and this store knows each reply.
-        self.client = client
-        self._redis: Any = client
-        self.prefix = prefix
-        self.ttl_s = ttl_s
-        self.keys = RunKeys(prefix)
-        self.clustered = isinstance(client, redis.RedisCluster)
-        self._scripts = RUNS_LUA.register(
-            client, "reopen", "release", "renew", "count_event", "attempt_error"
-        )
-        self._delivery = DeliveryScripts(client, self.keys, ttl_s=ttl_s, clustered=self.clustered)
-        self.tally = StatsTally(client, self.keys.stats, self.keys.done_bucket, minute_key=self.keys.minute)
+    share between threads. Its reads of events, its claims, its aggregate and what the
+    reconciler marks are parts of their own (``runs/store_base.py`` names them)."""
 
     @classmethod
     def from_settings(cls, settings: Settings, client: StateRedis | None = None) -> RunStore:
@@ -117,28 +104,6 @@ class RunStore:
             prefix=settings.key_prefix,
             ttl_s=settings.result_ttl_s,
         )
-
-    # Keys ----------------------------------------------------------------------------------
-
-    @repeatable
-    def run_key(self, run_id: str, part: str = "") -> str:
-        return self.keys.run(run_id, part)
-
-    @repeatable
-    def outcome_key(self, key: str) -> str:
-        return self.keys.item("out", key)
-
-    @repeatable
-    def claim_key(self, key: str) -> str:
-        return self.keys.item("claim", key)
-
-    @repeatable
-    def active_key(self) -> str:
-        return self.keys.active
-
-    def _mget(self, keys: Sequence[str]) -> list[Any]:
-        # A cluster answers one slot per command: its client splits the read by slot.
-        return list(self._redis.mget_nonatomic(keys) if self.clustered else self._redis.mget(keys))
 
     # Runs ----------------------------------------------------------------------------------
 
@@ -187,25 +152,39 @@ class RunStore:
             record["dispatching"] = repr(dispatching_until)
         elif not items:
             record["ended_at"] = repr(created)
+        ended = not items and not open_
+        self._index_run(run_id, created, active=bool(items or aggregate or open_), ended=ended)
+        self._write_run(run_id, record, items, inputs)
+
+    def _index_run(self, run_id: str, created: float, *, active: bool, ended: bool) -> None:
         # Fleet-wide first: a run in the active set with no record yet is dropped by the
         # reconciler, while a record the reconciler never hears of would never be recovered.
         shared = self._redis.pipeline(transaction=False)
         shared.zadd(self.keys.runs, {run_id: created})
         # Records expire after ttl_s; their ids go from the index as new runs arrive.
         shared.zremrangebyscore(self.keys.runs, "-inf", f"({created - self.ttl_s!r}")
-        if items or aggregate or open_:
+        if active:
             shared.sadd(self.keys.active, run_id)
         if shared.execute()[0]:
             # Counted by the call that put the run in the index, never by one sent again.
             counts = self._redis.pipeline(transaction=False)
             counts.hincrby(self.keys.stats, "runs_started", 1)
-            if not items and not open_:
+            if ended:
                 counts.hincrby(self.keys.stats, "runs_finished", 1)
             counts.execute()
+
+    def _write_run(
+        self,
+        run_id: str,
+        record: Mapping[str, Any],
+        items: Sequence[tuple[str, str, str]],
+        inputs: Sequence[Mapping[str, Any]],
+    ) -> None:
         pipe = self._redis.pipeline(transaction=True)
         pipe.hset(self.run_key(run_id), mapping=record)
         pipe.expire(self.run_key(run_id), self.ttl_s)
-        for part, rows in (("items", items), ("inputs", inputs)):
+        rows_of: tuple[tuple[str, Sequence[Any]], ...] = (("items", items), ("inputs", inputs))
+        for part, rows in rows_of:
             for start in range(0, len(rows), 1000):
                 chunk = {str(start + i): json.dumps(row) for i, row in enumerate(rows[start : start + 1000])}
                 pipe.hset(self.run_key(run_id, part), mapping=chunk)
@@ -283,104 +262,6 @@ class RunStore:
             self.tally.add_count(field, at=time.time())
         return counted
 
-    @repeatable
-    def spans(self, run_id: str, *, after: SpanLog | None = None) -> SpanLog:
-        """The run's timeline (``runs/spans.py``): empty for a run recorded before it was kept.
-        Given ``after`` (an earlier read), only the entries written since are read."""
-        start = after.entries if after is not None else 0
-        pipe = self._redis.pipeline(transaction=False)
-        pipe.llen(self.run_key(run_id, "spans"))
-        pipe.lrange(self.run_key(run_id, "spans"), start, -1)
-        pipe.hgetall(self.run_key(run_id, "lanes"))
-        length, entries, lanes = pipe.execute()
-        if int(length) < start:
-            # The list is not the one read before (it expired): read it whole.
-            return self.spans(run_id)
-        return parse_spans(entries, lanes, after=after)
-
-    @repeatable
-    def attempt_errors_of(self, keys: Sequence[str]) -> list[list[dict[str, Any]]]:
-        """``attempt_errors`` of each item key, in one round trip."""
-        pipe = self._redis.pipeline(transaction=False)
-        for key in keys:
-            pipe.lrange(self.keys.item("errs", key), 0, -1)
-        return [[json.loads(x) for x in found] for found in pipe.execute()] if keys else []
-
-    @repeatable
-    def events_at(self, run_id: str, ids: Sequence[str]) -> dict[str, dict[str, str]]:
-        """The run's events with these stream ids (one ``XRANGE`` each, in one round trip)."""
-        if not ids:
-            return {}
-        key = self.run_key(run_id, "events")
-        pipe = self._redis.pipeline(transaction=False)
-        for entry_id in ids:
-            pipe.xrange(key, entry_id, entry_id)
-        found: dict[str, dict[str, str]] = {}
-        for reply in pipe.execute():
-            for entry_id, fields in reply:
-                found[entry_id] = fields
-        return found
-
-    @repeatable
-    def events(
-        self, run_id: str, last_id: str = "0-0", *, block_ms: int | None = None, count: int = 500
-    ) -> list[tuple[str, dict[str, str]]]:
-        """Events after ``last_id`` (``outcome`` or ``end``), waiting up to ``block_ms`` ms."""
-        reply = self._redis.xread({self.run_key(run_id, "events"): last_id}, count=count, block=block_ms)
-        if not reply:
-            return []
-        return [(entry_id, fields) for entry_id, fields in reply[0][1]]
-
-    @repeatable
-    def outcomes(self, run_id: str) -> dict[int, TaskOutcome]:
-        """The latest outcome of each finished item, by index."""
-        found: dict[int, TaskOutcome] = {}
-        last = "0-0"
-        while True:
-            batch = self.events(run_id, last, count=2000)
-            if not batch:
-                return found
-            for entry_id, fields in batch:
-                last = entry_id
-                if fields.get("kind") == "outcome":
-                    found[int(fields["idx"])] = TaskOutcome.model_validate_json(fields["outcome"])
-
-    # Aggregates ----------------------------------------------------------------------------
-
-    @repeatable
-    def mark_aggregate_started(self, run_id: str, at: float | None = None) -> None:
-        """Note when the fan-in callback started (seconds since the epoch)."""
-        self._redis.hset(
-            self.run_key(run_id), "aggregate_started_at", repr(time.time() if at is None else at)
-        )
-
-    @repeatable
-    def set_aggregate(self, run_id: str, *, ok: bool, value: Any = None, error: str = "") -> bool:
-        """Store the aggregate's result (the first one stored wins); the run is then done. Sent
-        again, it stores nothing more and adds a second ``aggregate`` event (readers take any
-        as the signal to read the result)."""
-        body = json.dumps({"ok": ok, "value": value, "error": error})
-        pipe = self._redis.pipeline(transaction=True)
-        pipe.hsetnx(self.run_key(run_id), "aggregate_result", body)
-        pipe.xadd(self.run_key(run_id, "events"), {"kind": "aggregate"})
-        stored, _ = pipe.execute()
-        self.deactivate(run_id)
-        return bool(stored)
-
-    @repeatable
-    def reopen_aggregate(self, run_id: str) -> None:
-        """Forget a failed aggregate (its result and deliveries) so it runs again; the run is
-        active again until it is stored."""
-        pipe = self._redis.pipeline(transaction=False)
-        pipe.hdel(self.run_key(run_id), "aggregate_result", "aggregate_attempts", "aggregate_started_at")
-        pipe.sadd(self.keys.active, run_id)
-        pipe.execute()
-
-    @repeatable
-    def get_aggregate(self, run_id: str) -> dict[str, Any] | None:
-        raw = self._redis.hget(self.run_key(run_id), "aggregate_result")
-        return json.loads(raw) if raw else None
-
     # Items ---------------------------------------------------------------------------------
 
     @repeatable
@@ -430,44 +311,7 @@ class RunStore:
             log.info(self.summary(outcome.run_id).model_dump_json())
         return state
 
-    # Claims --------------------------------------------------------------------------------
-
-    @repeatable
-    def release_claim(self, key: str, token: str) -> bool:
-        """Give up the claim on ``key`` if ``token`` holds it."""
-        return bool(self._scripts["release"](keys=[self.claim_key(key)], args=[token, "exact"]))
-
-    @repeatable
-    def release_claim_of(self, key: str, owner_prefix: str) -> bool:
-        """Give up the claim on ``key`` if a token starting with ``owner_prefix`` holds it (the
-        worker's main process releasing the claim of a pool process that died)."""
-        return bool(self._scripts["release"](keys=[self.claim_key(key)], args=[owner_prefix, "prefix"]))
-
-    @repeatable
-    def renew_claims(self, held: Mapping[str, str], ttl_s: float) -> dict[str, bool]:
-        """Extend each claim ``key -> token`` still held; which ones were (True) or were lost."""
-        if not held:
-            return {}
-        groups: dict[int, list[str]] = {}
-        for key in held:
-            # One script per cluster slot (one for all on a single Redis).
-            slot = self._redis.keyslot(self.claim_key(key)) if self.clustered else 0
-            groups.setdefault(slot, []).append(key)
-        kept: dict[str, bool] = {}
-        for keys in groups.values():
-            reply = self._scripts["renew"](
-                keys=[self.claim_key(k) for k in keys],
-                args=[max(1, int(ttl_s * 1000)), *[held[k] for k in keys]],
-            )
-            kept.update((k, bool(v)) for k, v in zip(keys, reply, strict=True))
-        return kept
-
-    @repeatable
-    def live_claims(self, keys: Sequence[str]) -> list[bool]:
-        """Whether each key has a live claim now."""
-        if not keys:
-            return []
-        return [v is not None for v in self._mget([self.claim_key(k) for k in keys])]
+    # Fleet figures, deliveries, reopening -------------------------------------------------
 
     @repeatable
     def completion_stats(self, window_s: int = 60, *, now: float | None = None) -> CompletionStats:
@@ -518,44 +362,7 @@ class RunStore:
         )
         return bool(reopened)
 
-    # What the reconciler reads and marks ---------------------------------------------------
-
-    @repeatable
-    def active_runs(self) -> list[str]:
-        """Runs that are running or waiting for their aggregate."""
-        return sorted(self._redis.smembers(self.keys.active))
-
-    @repeatable
-    def deactivate(self, run_id: str) -> None:
-        """The run needs no more reconciling (it ended, or its record expired)."""
-        self._redis.srem(self.keys.active, run_id)
-
-    @repeatable
-    def item_inputs(self, run_id: str, indices: Sequence[int]) -> dict[int, dict[str, Any]]:
-        """The stage-0 inputs still kept for ``indices`` (an item's is dropped at its outcome)."""
-        if not indices:
-            return {}
-        raw = self._redis.hmget(self.run_key(run_id, "inputs"), [str(i) for i in indices])
-        return {i: json.loads(r) for i, r in zip(indices, raw, strict=True) if r is not None}
-
-    @repeatable
-    def suspects(self, run_id: str) -> dict[str, float]:
-        """Items (by index) or run-level messages (by name) found with no outcome, claim or
-        message, and since when (epoch seconds)."""
-        return {str(k): float(v) for k, v in self._redis.hgetall(self.run_key(run_id, "suspect")).items()}
-
-    @repeatable
-    def mark_suspects(self, run_id: str, first_seen: Mapping[str, float], cleared: Iterable[str]) -> None:
-        """Note newly suspect items (first sighting kept) and forget ones seen alive again."""
-        key = self.run_key(run_id, "suspect")
-        gone = [str(i) for i in cleared]
-        pipe = self._redis.pipeline(transaction=False)
-        if gone:
-            pipe.hdel(key, *gone)
-        for idx, at in first_seen.items():
-            pipe.hsetnx(key, str(idx), repr(at))
-        pipe.expire(key, self.ttl_s)
-        pipe.execute()
+    # An item's failed attempts ------------------------------------------------------------
 
     @repeatable
     def add_attempt_error(self, key: str, error: dict[str, Any]) -> bool:
@@ -564,15 +371,3 @@ class RunStore:
         the same record again is not appended again. True when this call appended it."""
         keys = [self.keys.item("errs", key)]
         return bool(self._scripts["attempt_error"](keys=keys, args=[json.dumps(error), self.ttl_s, 50]))
-
-    @repeatable
-    def attempt_errors(self, key: str) -> list[dict[str, Any]]:
-        return [json.loads(x) for x in self._redis.lrange(self.keys.item("errs", key), 0, -1)]
-
-    @repeatable
-    def stored_outcomes(self, keys: Iterable[str]) -> list[TaskOutcome | None]:
-        keys = list(keys)
-        if not keys:
-            return []
-        raw = self._mget([self.outcome_key(k) for k in keys])
-        return [TaskOutcome.model_validate_json(r) if r else None for r in raw]
