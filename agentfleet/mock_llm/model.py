@@ -14,16 +14,17 @@ What it answers, in order:
    quotes its text after ``Text:``, only the quote is read. When the prompt names two or more
    of the labels, only those are answered, in the prompt's letter case (``POSITIVE``).
 
-Token counts are estimates: ``ceil(characters / 4)`` of the text the model reads or writes
-(system prompt, text blocks, tool names and JSON inputs, tool results, tool definitions);
-an image or document block counts ``NON_TEXT_BLOCK_TOKENS``. Input and output counts are at
-least 1. Output stops at ``max_tokens`` (text is cut, tool calls that do not fit are dropped,
-``stop_reason`` is ``max_tokens``) and at the first of ``stop_sequences``.
+Token counts are estimates (``mock_llm/tokens.py``): ``ceil(characters / 4)`` of the text the
+model reads or writes (system prompt, text blocks, tool names and JSON inputs, tool results,
+tool definitions); an image or document block counts ``NON_TEXT_BLOCK_TOKENS``. Input and
+output counts are at least 1. Output stops at ``max_tokens`` (text is cut, tool calls that do
+not fit are dropped, ``stop_reason`` is ``max_tokens``) and at the first of ``stop_sequences``.
 
-Prompt caching is simulated: the request's prefix up to its last ``cache_control`` mark is
-``cache_creation_input_tokens`` the first time this model instance sees it and
-``cache_read_input_tokens`` when it comes again within ``CACHE_TTL_S`` of its last use;
-``input_tokens`` counts the rest. Only that exact prefix is looked up, not shorter ones.
+Prompt caching is simulated (``mock_llm/prompt_cache.py``): the request's prefix up to its
+last ``cache_control`` mark is ``cache_creation_input_tokens`` the first time this model
+instance sees it and ``cache_read_input_tokens`` when it comes again within ``CACHE_TTL_S`` of
+its last use; ``input_tokens`` counts the rest. Only that exact prefix is looked up, not
+shorter ones.
 
 Nothing is random: tool-use ids are hashes of the seed and the conversation.
 """
@@ -32,9 +33,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import re
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -42,8 +41,20 @@ from typing import Any
 
 from agentfleet.errors import MockRequestInvalid
 from agentfleet.mock_llm.directives import Directives, ToolDirective, parse_directives
+from agentfleet.mock_llm.prompt_cache import CACHE_TTL_S, PromptCache
 from agentfleet.mock_llm.review import find_issues, is_unified_diff
 from agentfleet.mock_llm.sentiment import LABELS, score_sentiment
+from agentfleet.mock_llm.tokens import (
+    CHARS_PER_TOKEN,
+    NON_TEXT_BLOCK_TOKENS,
+    blocks_of,
+    counted_chars,
+    has_block,
+    input_pieces,
+    output_tokens,
+    text_of,
+    tokens_of_chars,
+)
 
 __all__ = [
     "CACHE_TTL_S",
@@ -55,18 +66,8 @@ __all__ = [
     "tokens_of_chars",
 ]
 
-CHARS_PER_TOKEN = 4
-CACHE_TTL_S = 300.0
-"""A cached prefix is forgotten this many seconds after it was last used, as Anthropic's is."""
-_CACHE_PRUNE_AT = 10_000
-NON_TEXT_BLOCK_TOKENS = 1_000
 _FILLER = "The quick brown fox jumps over the lazy dog while the fleet keeps counting tokens. "
 _RESULT_EXCERPT_CHARS = 200
-
-
-def tokens_of_chars(chars: int) -> int:
-    """Tokens in ``chars`` characters by the mock's rule: one per ``CHARS_PER_TOKEN``, rounded up."""
-    return math.ceil(chars / CHARS_PER_TOKEN)
 
 
 @dataclass(frozen=True)
@@ -96,62 +97,6 @@ class MockFailure:
 class _Output:
     blocks: list[dict[str, Any]] = field(default_factory=list)
     stop_reason: str = "end_turn"
-
-
-def _text_of(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(
-            str(b.get("text", "")) for b in content if isinstance(b, dict) and b.get("type") == "text"
-        )
-    return ""
-
-
-def _blocks(message: Mapping[str, Any]) -> list[dict[str, Any]]:
-    content = message.get("content")
-    if isinstance(content, str):
-        return [{"type": "text", "text": content}]
-    return [b for b in content or [] if isinstance(b, dict)]
-
-
-def _has_block(message: Mapping[str, Any], kind: str) -> bool:
-    return any(b.get("type") == kind for b in _blocks(message))
-
-
-def _counted_chars(block: Mapping[str, Any]) -> int:
-    kind = block.get("type")
-    if kind == "text":
-        return len(str(block.get("text", "")))
-    if kind == "tool_use":
-        return len(str(block.get("name", ""))) + len(json.dumps(block.get("input", {})))
-    if kind == "tool_result":
-        content = block.get("content", "")
-        return len(content) if isinstance(content, str) else len(_text_of(content))
-    if kind in ("image", "document"):
-        return NON_TEXT_BLOCK_TOKENS * CHARS_PER_TOKEN
-    return len(json.dumps(block, default=str))
-
-
-def _input_pieces(request: Mapping[str, Any]) -> list[tuple[str, int, bool]]:
-    """The request in reading order as ``(identity, characters, marked for caching)``."""
-    pieces: list[tuple[str, int, bool]] = []
-    for tool in request.get("tools") or []:
-        text = json.dumps(tool, sort_keys=True)
-        pieces.append((text, len(text), "cache_control" in tool))
-    system = request.get("system")
-    system_blocks = [{"type": "text", "text": system}] if isinstance(system, str) else system or []
-    for block in system_blocks:
-        pieces.append((json.dumps(block, sort_keys=True), _counted_chars(block), "cache_control" in block))
-    for message in request.get("messages") or []:
-        for block in _blocks(message):
-            identity = json.dumps([message.get("role"), block], sort_keys=True, default=str)
-            pieces.append((identity, _counted_chars(block), "cache_control" in block))
-    return pieces
-
-
-def _output_tokens(blocks: Sequence[Mapping[str, Any]]) -> int:
-    return tokens_of_chars(sum(_counted_chars(b) for b in blocks))
 
 
 def _value_for(schema: Mapping[str, Any], sample: str) -> Any:
@@ -219,44 +164,11 @@ class MockModel:
 
     def __init__(self, *, seed: int = 0, clock: Callable[[], float] = time.monotonic) -> None:
         self.seed = seed
-        self._clock = clock
-        self._cached_prefixes: dict[str, float] = {}
-        self._lock = threading.Lock()
-
-    # Token accounting ---------------------------------------------------------------------
+        self._cache = PromptCache(clock)
 
     def count_input_tokens(self, request: Mapping[str, Any]) -> int:
         """All input tokens of ``request`` (cached or not), as ``/v1/messages/count_tokens``."""
-        return max(1, tokens_of_chars(sum(c for _, c, _ in _input_pieces(request))))
-
-    def _input_usage(self, request: Mapping[str, Any]) -> dict[str, int]:
-        pieces = _input_pieces(request)
-        total = max(1, tokens_of_chars(sum(c for _, c, _ in pieces)))
-        marks = [i for i, (_, _, cached) in enumerate(pieces) if cached]
-        created = read = 0
-        if marks:
-            prefix = pieces[: marks[-1] + 1]
-            prefix_tokens = min(total, tokens_of_chars(sum(c for _, c, _ in prefix)))
-            key = hashlib.sha256(
-                (str(request.get("model")) + "\n".join(p for p, _, _ in prefix)).encode()
-            ).hexdigest()
-            now = self._clock()
-            with self._lock:
-                seen = now - self._cached_prefixes.get(key, -math.inf) < CACHE_TTL_S
-                self._cached_prefixes[key] = now
-                if len(self._cached_prefixes) > _CACHE_PRUNE_AT:
-                    self._cached_prefixes = {
-                        k: t for k, t in self._cached_prefixes.items() if now - t < CACHE_TTL_S
-                    }
-            if seen:
-                read = prefix_tokens
-            else:
-                created = prefix_tokens
-        return {
-            "input_tokens": max(1, total - created - read),
-            "cache_creation_input_tokens": created,
-            "cache_read_input_tokens": read,
-        }
+        return max(1, tokens_of_chars(sum(c for _, c, _ in input_pieces(request))))
 
     # Replies ------------------------------------------------------------------------------
 
@@ -264,14 +176,14 @@ class MockModel:
         """The reply to a validated request body; ``MockRequestInvalid`` when a directive cannot apply."""
         messages: list[Mapping[str, Any]] = list(request.get("messages") or [])
         at = self._instruction_index(messages)
-        directives = parse_directives(_text_of(messages[at].get("content")) if at >= 0 else "")
+        directives = parse_directives(text_of(messages[at].get("content")) if at >= 0 else "")
         if directives.fail_status is not None:
             return MockFailure(
                 directives.fail_status,
                 f"failure requested by the prompt (FAIL {directives.fail_status})",
                 directives.fail_retry_after_s,
             )
-        answering_tools = bool(messages) and _has_block(messages[-1], "tool_result")
+        answering_tools = bool(messages) and has_block(messages[-1], "tool_result")
         if answering_tools:
             output = self._after_tool_results(request, messages, at, directives)
         else:
@@ -279,8 +191,8 @@ class MockModel:
         blocks, stop_reason, stop_sequence = self._limit(
             output, int(request.get("max_tokens", 1)), request.get("stop_sequences") or []
         )
-        usage = self._input_usage(request)
-        usage["output_tokens"] = max(1, _output_tokens(blocks))
+        usage = self._cache.usage(request)
+        usage["output_tokens"] = max(1, output_tokens(blocks))
         return MockReply(blocks, stop_reason, usage, stop_sequence, directives.sleep_s)
 
     @staticmethod
@@ -289,8 +201,8 @@ class MockModel:
             message = messages[i]
             if (
                 message.get("role") == "user"
-                and _text_of(message.get("content"))
-                and not _has_block(message, "tool_result")
+                and text_of(message.get("content"))
+                and not has_block(message, "tool_result")
             ):
                 return i
         return -1
@@ -340,7 +252,7 @@ class MockModel:
             chars = directives.long_tokens * CHARS_PER_TOKEN
             filler = (_FILLER * (chars // len(_FILLER) + 1))[:chars]
             return _Output([{"type": "text", "text": filler}])
-        system = _text_of(request.get("system"))
+        system = text_of(request.get("system"))
         prompt = directives.content
         if is_unified_diff(prompt):
             findings = [f.as_dict() for f in find_issues(prompt)]
@@ -359,7 +271,7 @@ class MockModel:
         if directives.loop is not None:
             return self._tool_use(request, [directives.loop], sample)
         rounds = sum(
-            1 for m in messages[at + 1 :] if m.get("role") == "assistant" and _has_block(m, "tool_use")
+            1 for m in messages[at + 1 :] if m.get("role") == "assistant" and has_block(m, "tool_use")
         )
         if rounds < len(directives.chain):
             return self._tool_use(request, [ToolDirective(directives.chain[rounds])], sample)
@@ -369,15 +281,15 @@ class MockModel:
     def _summary(messages: Sequence[Mapping[str, Any]]) -> str:
         names: dict[str, str] = {}
         for message in messages:
-            for block in _blocks(message):
+            for block in blocks_of(message):
                 if block.get("type") == "tool_use":
                     names[str(block.get("id"))] = str(block.get("name"))
         parts = []
-        for block in _blocks(messages[-1]):
+        for block in blocks_of(messages[-1]):
             if block.get("type") != "tool_result":
                 continue
             content = block.get("content", "")
-            text = content if isinstance(content, str) else _text_of(content)
+            text = content if isinstance(content, str) else text_of(content)
             text = " ".join(text.split())[:_RESULT_EXCERPT_CHARS]
             name = names.get(str(block.get("tool_use_id")), "unknown tool")
             parts.append(f"{name} failed: {text}" if block.get("is_error") else f"{name}: {text}")
@@ -407,7 +319,7 @@ class MockModel:
                 budget -= len(text)
                 kept.append(block)
             else:
-                cost = _counted_chars(block)
+                cost = counted_chars(block)
                 if cost > budget:
                     return kept, "max_tokens", None
                 budget -= cost
