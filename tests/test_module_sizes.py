@@ -19,7 +19,6 @@ FUNCTION_LINES = 60
 LONG_MODULES = {
     "errors.py": 534,
     "tools/transport.py": 456,
-    "tools/ssrf.py": 450,
     "config/sections.py": 411,
     "orchestration/dispatch.py": 402,
 }

@@ -8,24 +8,28 @@ it. The caller then connects to one of the returned addresses and to nothing els
 second DNS answer can never be used to reach an address that was not checked.
 
 Everything here is a pure function of its inputs and the injected resolver; the transport
-that enforces these decisions on live requests is ``agentfleet.tools.guard``.
+that enforces these decisions on live requests is ``agentfleet.tools.guard``. How a host is
+spelled and read is ``agentfleet.tools.host_spelling``; how a name is resolved, with a time
+limit, is ``agentfleet.tools.resolution``.
 """
 
 from __future__ import annotations
 
 import ipaddress
-import os
-import socket
-import threading
-from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
+from collections.abc import Iterable
 from dataclasses import dataclass
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urlsplit
 
-import idna
-
-from agentfleet.errors import ConfigError, ConnectionFailed, ForbiddenDestination, TaskTimeout
+from agentfleet.errors import ConfigError, ForbiddenDestination
+from agentfleet.tools.host_spelling import (
+    ALLOWED_SCHEMES,
+    Address,
+    check_scheme,
+    default_port,
+    normalize_host,
+    parse_ip_literal,
+)
+from agentfleet.tools.resolution import Resolver, resolve_addresses, system_resolver
 
 __all__ = [
     "ALLOWED_SCHEMES",
@@ -43,13 +47,7 @@ __all__ = [
     "system_resolver",
 ]
 
-Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
-
-Resolver = Callable[[str, int], Sequence[str]]
-"""``resolver(host, port)`` -> the host's addresses as strings, in connection order."""
-
-ALLOWED_SCHEMES = frozenset({"http", "https"})
 
 _V4 = ipaddress.IPv4Network
 _V6 = ipaddress.IPv6Network
@@ -96,112 +94,6 @@ _BLOCKED_V6: tuple[tuple[ipaddress.IPv6Network, str], ...] = (
     (_V6("fec0::/10"), "deprecated site-local range fec0::/10"),
     (_V6("ff00::/8"), "multicast range ff00::/8"),
 )
-
-_HOST_FORBIDDEN_CHARS = frozenset("/\\@#?[]<>^`{|} \t\r\n\x00")
-
-
-def check_scheme(scheme: str) -> str:
-    """The scheme in lower case, or ``ForbiddenDestination`` unless it is http or https."""
-    lowered = scheme.lower()
-    if lowered not in ALLOWED_SCHEMES:
-        shown = f"the {lowered}: scheme" if lowered else "a URL without a scheme"
-        raise ForbiddenDestination(f"refused {shown}; only http and https URLs may be fetched")
-    return lowered
-
-
-def default_port(scheme: str) -> int:
-    """The TCP port a URL of ``scheme`` uses when it names none."""
-    return 443 if scheme == "https" else 80
-
-
-def normalize_host(raw: str) -> str:
-    """The host as it is compared and resolved: ASCII, lower case, no brackets, no trailing dot.
-
-    Percent-escapes are decoded and internationalised names are mapped with UTS 46 (so
-    full-width digits and ideographic full stops become ASCII). IPv6 zone identifiers and
-    characters that cannot be in a host are refused with ``ForbiddenDestination``.
-    """
-    host = raw
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    host = unquote(host)
-    if "%" in host:
-        raise ForbiddenDestination(f"refused host {raw!r}: IPv6 zone identifiers are not allowed")
-    if any(ch in _HOST_FORBIDDEN_CHARS for ch in host):
-        raise ForbiddenDestination(f"refused host {raw!r}: it holds characters a host cannot")
-    host = host.lower()
-    if host.endswith("."):
-        host = host[:-1]
-    if not host:
-        raise ForbiddenDestination("refused a URL with an empty host")
-    if ":" in host:
-        return host
-    if not host.isascii():
-        try:
-            host = idna.encode(host, uts46=True).decode("ascii")
-        except idna.IDNAError as exc:
-            raise ForbiddenDestination(f"refused host {raw!r}: not a valid name ({exc})") from None
-        if host.endswith("."):
-            host = host[:-1]
-    return host
-
-
-def _ipv4_part(part: str) -> int | None:
-    if part[:2] in ("0x", "0X"):
-        digits = part[2:]
-        if not digits:
-            return 0
-        try:
-            return int(digits, 16)
-        except ValueError:
-            return None
-    if not part.isdigit() or not part.isascii():
-        return None
-    if len(part) > 1 and part.startswith("0"):
-        try:
-            return int(part, 8)
-        except ValueError:
-            return None
-    return int(part, 10)
-
-
-def _looks_numeric(part: str) -> bool:
-    if part[:2] in ("0x", "0X"):
-        return all(ch in "0123456789abcdefABCDEF" for ch in part[2:])
-    return part.isascii() and part.isdigit()
-
-
-def _parse_ipv4(host: str) -> ipaddress.IPv4Address | None:
-    parts = host.split(".")
-    if not parts[-1] or not _looks_numeric(parts[-1]):
-        return None
-    # A host whose last label is a number is an IPv4 address or nothing: a resolver would
-    # read it as one, so it must not be treated as a name.
-    problem = f"refused host {host!r}: it looks like an IPv4 address but is not a valid one"
-    if len(parts) > 4 or any(not part for part in parts):
-        raise ForbiddenDestination(problem)
-    values = [_ipv4_part(part) for part in parts]
-    if any(value is None for value in values):
-        raise ForbiddenDestination(problem)
-    numbers = [value for value in values if value is not None]
-    *head, last = numbers
-    if any(value > 255 for value in head) or last >= 256 ** (5 - len(numbers)):
-        raise ForbiddenDestination(problem)
-    total = 0
-    for value in head:
-        total = total * 256 + value
-    total = total * 256 ** (5 - len(numbers)) + last
-    return ipaddress.IPv4Address(total)
-
-
-def parse_ip_literal(host: str) -> Address | None:
-    """The address a normalised host spells, in any IPv4 or IPv6 form, or None for a name."""
-    if ":" in host:
-        try:
-            return ipaddress.IPv6Address(host)
-        except ValueError:
-            raise ForbiddenDestination(f"refused host {host!r}: malformed IPv6 address") from None
-    return _parse_ipv4(host)
 
 
 def _embedded_v4(address: ipaddress.IPv6Address) -> tuple[ipaddress.IPv4Address, str] | None:
@@ -321,49 +213,6 @@ class Target:
     opened_by_allowlist: bool
 
 
-def system_resolver(host: str, port: int) -> list[str]:
-    """Addresses of ``host`` from ``getaddrinfo``, in the order the system prefers them."""
-    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    return [str(info[4][0]) for info in infos]
-
-
-_executor_lock = threading.Lock()
-_executor: tuple[int, ThreadPoolExecutor] | None = None
-
-
-def _lookup_pool() -> ThreadPoolExecutor:
-    global _executor
-    with _executor_lock:
-        # A pool inherited through fork has no threads behind it: make a fresh one per process.
-        if _executor is None or _executor[0] != os.getpid():
-            _executor = (os.getpid(), ThreadPoolExecutor(8, thread_name_prefix="af-dns"))
-        return _executor[1]
-
-
-def _resolve(host: str, port: int, resolver: Resolver, timeout_s: float | None) -> list[Address]:
-    try:
-        if timeout_s is None:
-            answers = list(resolver(host, port))
-        else:
-            # getaddrinfo cannot be interrupted, so it runs aside and is abandoned on timeout.
-            answers = list(_lookup_pool().submit(resolver, host, port).result(timeout_s))
-    except FutureTimeout:
-        raise TaskTimeout(f"resolving {host!r} took longer than {timeout_s:g} s") from None
-    except OSError as exc:
-        raise ConnectionFailed(f"could not resolve {host!r}: {exc}", downstream=host) from None
-    addresses: list[Address] = []
-    for answer in answers:
-        try:
-            addresses.append(ipaddress.ip_address(answer.split("%", 1)[0]))
-        except ValueError:
-            raise ForbiddenDestination(
-                f"refused {host!r}: the resolver answered {answer!r}, which is not an address"
-            ) from None
-    if not addresses:
-        raise ConnectionFailed(f"could not resolve {host!r}: no addresses", downstream=host)
-    return addresses
-
-
 def _connectable(address: Address) -> Address:
     # An IPv4-mapped IPv6 address reaches the IPv4 host; connect to that directly.
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
@@ -396,7 +245,7 @@ def check_host(
             "the name in fetch.allow_private_hosts"
         )
     else:
-        addresses = _resolve(host, port, resolver, timeout_s)
+        addresses = resolve_addresses(host, port, resolver, timeout_s)
     opened = False
     for address in addresses:
         reason = blocked_reason(address)
