@@ -40,7 +40,14 @@ from agentfleet.errors import BrokerUnavailable, DispatchError
 from agentfleet.idempotency import canonical_json, text_hash
 from agentfleet.orchestration.options import checked_key, no_secret, run_label
 from agentfleet.orchestration.priority import prioritized
-from agentfleet.outages import Patience, repeatable
+from agentfleet.orchestration.sending import (
+    message_template,
+    publish_batch,
+    publish_one,
+    push_messages,
+    queued_messages,
+)
+from agentfleet.outages import Patience
 from agentfleet.protocol.messages import aggregate_signature, item_signature
 from agentfleet.protocol.meta import META_KWARG, ItemMeta
 from agentfleet.redaction import SHOWN_REPR_MAX_CHARS, Redactor
@@ -48,7 +55,7 @@ from agentfleet.redis_handles import BrokerRedis
 from agentfleet.runs import RunStore
 from agentfleet.runs.dispatching import DispatchRecord
 from agentfleet.transport.layout import queue_keys
-from agentfleet.transport.stamping import MessageTemplate, delivery_tags, publish_all
+from agentfleet.transport.stamping import MessageTemplate, delivery_tags
 
 __all__ = ["Admit", "DispatchProgress", "Dispatcher", "RunPlan", "Signatures"]
 
@@ -115,40 +122,6 @@ def _chunks(inputs: Iterable[Any], size: int) -> Iterator[list[Any]]:
     it = iter(inputs)
     while chunk := list(itertools.islice(it, size)):
         yield chunk
-
-
-# Sending, as ``Patience`` may send it twice: a task message sent twice is a redelivery, which
-# claims and stored outcomes make harmless (the delivery contract).
-
-
-@repeatable
-def _push(broker: BrokerRedis, key: str, raws: list[bytes]) -> None:
-    # LPUSH puts each value at the head in turn: the first item is the first taken.
-    broker.lpush(key, *raws)
-
-
-@repeatable
-def _publish(signature: Signature) -> None:
-    signature.apply_async()
-
-
-@repeatable
-def _publish_all(app: Celery, sigs: Sequence[Signature]) -> None:
-    publish_all(app, sigs)
-
-
-@repeatable
-def _message_template(app: Celery, probe: Signature) -> MessageTemplate:
-    # Captures the message ``probe`` would be; sends nothing.
-    return MessageTemplate.from_signature(app, probe)
-
-
-@repeatable
-def _queued_messages(broker: BrokerRedis, keys: Sequence[str]) -> int:
-    pipe = broker.pipeline(transaction=False)
-    for key in keys:
-        pipe.llen(key)
-    return sum(int(n) for n in pipe.execute())
 
 
 class Dispatcher:
@@ -316,7 +289,7 @@ class Dispatcher:
         if state.run_ended and state.aggregate:
             # Every item ended before the last was sent (or there were none): fan in now.
             fanin = aggregate_signature(self.app, plan.run_id, state.aggregate, self.settings.queues.fanin)
-            self.patience.call(_publish, fanin)
+            self.patience.call(publish_one, fanin)
 
     # Sending -----------------------------------------------------------------------------
 
@@ -364,7 +337,7 @@ class Dispatcher:
                 kwargs_json = f'{text[:-1]},"{META_KWARG}":{meta_json}}}'
             shown = self.redactor.text(text)[:SHOWN_REPR_MAX_CHARS]
             raws.append(template.build(f"{plan.run_id}-{it.idx}", kwargs_json, shown, tags))
-        self.patience.call(_push, self.broker, template.key, raws)
+        self.patience.call(push_messages, self.broker, template.key, raws)
 
     def _template(self, plan: RunPlan, item: dict[str, Any], first: _Item) -> MessageTemplate:
         if self._template_of is None or self._template_of[0] != plan.run_id:
@@ -377,18 +350,18 @@ class Dispatcher:
                 redactor=self.redactor,
                 priority=plan.priority,
             )
-            template = self.patience.call(_message_template, self.app, probe)
+            template = self.patience.call(message_template, self.app, probe)
             self._template_of = (plan.run_id, template)
         return self._template_of[1]
 
     def _batch(self, sigs: Sequence[Signature]) -> None:
-        self.patience.call(_publish_all, self.app, sigs)
+        self.patience.call(publish_batch, self.app, sigs)
 
     # Backpressure ------------------------------------------------------------------------
 
     def _queued(self, plan: RunPlan) -> int:
         """Messages waiting in the run's first queue (every priority list of it)."""
-        return self.patience.call(_queued_messages, self.broker, queue_keys(plan.queues[0]))
+        return self.patience.call(queued_messages, self.broker, queue_keys(plan.queues[0]))
 
     def _wait_for_room(
         self, plan: RunPlan, sent: int, progress: Callable[[DispatchProgress], None] | None
