@@ -18,7 +18,6 @@ FUNCTION_LINES = 60
 # Module -> its lines today. errors.py and config/sections.py are mostly declarative.
 LONG_MODULES = {
     "errors.py": 534,
-    "tools/transport.py": 456,
     "config/sections.py": 411,
 }
 

@@ -23,34 +23,40 @@ For each request it:
 4. releases the lease when the response is closed (at once for a whole LLM reply, which is
    read here to find its usage).
 
-With tracing on (``agentfleet.tracing``), each request is a client span carrying its trace
-context to the downstream (W3C ``traceparent``); an LLM call is also a model-call span around
-it, from the limiter's wait to the end of the reply, with the GenAI semantic conventions
-(``gen_ai.system``, ``gen_ai.request.model``, ``gen_ai.usage.input_tokens``, ...) and its
-cost (``agentfleet.cost_usd``, as ``on_usage`` priced it).
+With tracing on (``agentfleet.tracing``; ``agentfleet.tracing.calls`` makes the spans), each
+request is a client span carrying its trace context to the downstream (W3C ``traceparent``);
+an LLM call is also a model-call span around it, from the limiter's wait to the end of the
+reply, with the GenAI semantic conventions (``gen_ai.system``, ``gen_ai.request.model``,
+``gen_ai.usage.input_tokens``, ...) and its cost (``agentfleet.cost_usd``, as ``on_usage``
+priced it).
 
-Collaborators come in as small protocols, so this module imports neither the limiter, the
-circuit breaker nor the vendor adapters (they are its siblings); ``agentfleet.tasks.clients``
-wires them together.
+Collaborators come in as small protocols (``agentfleet.tools.calls``, with what the transport
+knows of a call), so this module imports neither the limiter, the circuit breaker nor the
+vendor adapters (they are its siblings); ``agentfleet.tasks.clients`` wires them together.
 """
 
 from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from types import ModuleType
-from typing import Any, Protocol
+from typing import Any
 
 from agentfleet import tracing
-from agentfleet.errors import (
-    AgentfleetError,
-    ContextWindowExceeded,
-    DownstreamError,
-    retry_after_from_headers,
-)
+from agentfleet.errors import AgentfleetError, DownstreamError, retry_after_from_headers
 from agentfleet.models import TokenUsage
+from agentfleet.tools.calls import (
+    BreakerProtocol,
+    CallInfo,
+    FleetHooks,
+    LimiterProtocol,
+    LLMCallProtocol,
+    PermitProtocol,
+    VendorProtocol,
+    describe_call,
+)
+from agentfleet.tracing.calls import traced_call, usage_attributes
 
 __all__ = [
     "BreakerProtocol",
@@ -63,133 +69,6 @@ __all__ = [
     "describe_call",
     "fleet_transport",
 ]
-
-
-class PermitProtocol(Protocol):
-    def release(self) -> None: ...
-
-    def reconcile(
-        self, *, actual_input_tokens: int | None = None, actual_output_tokens: int | None = None
-    ) -> Any: ...
-
-
-class LimiterProtocol(Protocol):
-    def acquire(
-        self, downstream: str, *, also: Iterable[str] = (), input_tokens: int = 0, output_tokens: int = 0
-    ) -> PermitProtocol: ...
-
-    def pause(self, downstream: str, seconds: float) -> Any: ...
-
-
-class BreakerProtocol(Protocol):
-    def before(self, downstream: str) -> bool: ...
-
-    def release_probe(self, downstream: str) -> None: ...
-
-    def record_success(self, downstream: str) -> None: ...
-
-    def record_failure(self, downstream: str) -> None: ...
-
-
-class LLMCallProtocol(Protocol):
-    """A call a vendor recognised (``agentfleet.llm.vendor.LLMRequest``)."""
-
-    @property
-    def downstream(self) -> str: ...
-
-    @property
-    def model(self) -> str: ...
-
-    @property
-    def input_tokens(self) -> int: ...
-
-    @property
-    def output_tokens(self) -> int: ...
-
-    @property
-    def context_window(self) -> int | None: ...
-
-
-class VendorProtocol(Protocol):
-    """An LLM vendor's adapter (``agentfleet.llm.vendor.VendorAdapter``)."""
-
-    def describe(self, method: str, host: str, path: str, content: bytes) -> LLMCallProtocol | None: ...
-
-    def reply_usage(self, body: Any) -> TokenUsage | None: ...
-
-    def event_usage(self, event: Any) -> TokenUsage | None: ...
-
-
-@dataclass(frozen=True)
-class CallInfo:
-    """One outgoing call: its downstream, the extra names it is limited under, and for an LLM
-    call its vendor, model, estimated input tokens, most output tokens and context window."""
-
-    downstream: str
-    host: str
-    also: tuple[str, ...] = ()
-    model: str | None = None
-    input_tokens: int = 0
-    output_tokens: int = 0
-    vendor: VendorProtocol | None = field(default=None, compare=False, repr=False)
-    context_window: int | None = None
-
-    @property
-    def is_llm(self) -> bool:
-        return self.model is not None
-
-    def require_fit(self) -> None:
-        """Raise ``ContextWindowExceeded`` when the call's estimated input exceeds its window."""
-        if self.context_window is not None and self.input_tokens > self.context_window:
-            raise ContextWindowExceeded(
-                f"the request's input is about {self.input_tokens:,} tokens (four characters a "
-                f"token), more than {self.model}'s context window of {self.context_window:,}; it was "
-                "not sent. Shorten the input (or raise llm.context_windows for this model)",
-                downstream=self.downstream,
-            )
-
-
-@dataclass
-class FleetHooks:
-    """What the transport calls out to. Every hook is optional.
-
-    ``gate()`` runs before anything else (the execution's checks: ``ClaimLost`` once its claim
-    is gone, ``BudgetExceeded`` once a budget is crossed);
-    ``on_call(info)`` notes the downstream a task called; ``on_usage(info, usage)`` prices and
-    records an LLM reply's tokens, and returns its price (US dollars) if it has one. ``vendors``
-    recognise LLM calls (the first that does names it); ``default_pause_s`` is how long a 429
-    or 529 without ``retry-after`` pauses its downstream (seconds).
-    """
-
-    limiter: LimiterProtocol | None = None
-    breaker: BreakerProtocol | None = None
-    gate: Callable[[], None] | None = None
-    on_call: Callable[[CallInfo], None] | None = None
-    on_usage: Callable[[CallInfo, TokenUsage], float | None] | None = None
-    vendors: Sequence[VendorProtocol] = ()
-    default_pause_s: float = 1.0
-
-
-def describe_call(request: Any, vendors: Sequence[VendorProtocol]) -> CallInfo:
-    """The downstream of ``request`` (an httpx or httpx2 request), named by the first vendor
-    that recognises it as an LLM call, else by its host."""
-    host = str(request.url.host).lower().rstrip(".")
-    # read(), not .content: a redirect hop's request holds an unread stream (even an empty one).
-    content = request.read() if vendors else b""
-    for vendor in vendors:
-        call = vendor.describe(str(request.method), host, str(request.url.path), content)
-        if call is not None:
-            return CallInfo(
-                downstream=call.downstream,
-                host=host,
-                also=(host,),
-                model=call.model,
-                input_tokens=call.input_tokens,
-                output_tokens=call.output_tokens,
-                vendor=vendor,
-                context_window=call.context_window,
-            )
-    return CallInfo(downstream=host, host=host)
 
 
 def _pause_for(response: Any, default_s: float) -> float:
@@ -228,13 +107,7 @@ class _Settlement:
                         actual_output_tokens=self.usage.output_tokens,
                     )
                 cost = self.hooks.on_usage(self.info, self.usage) if self.hooks.on_usage is not None else None
-                self.span.set_many(
-                    {
-                        "gen_ai.usage.input_tokens": self.usage.total_input,
-                        "gen_ai.usage.output_tokens": self.usage.output_tokens,
-                        "agentfleet.cost_usd": cost,
-                    }
-                )
+                self.span.set_many(usage_attributes(self.usage.total_input, self.usage.output_tokens, cost))
         finally:
             try:
                 if self.permit is not None:
@@ -299,27 +172,15 @@ class _FleetCore:
             hooks.gate()
         info = describe_call(request, hooks.vendors)
         info.require_fit()
-        if not tracing.enabled():
-            return self._handle(request, info, tracing.NO_SPAN)
-        model_span = tracing.NO_SPAN
-        if info.is_llm:
-            attributes = _model_attributes(info)
-            model_span = tracing.start(f"chat {info.model}", kind="client", attributes=attributes)
-        try:
-            http_attributes = _http_attributes(request, info)
-            with tracing.span(
-                str(request.method), kind="client", attributes=http_attributes, under=model_span
-            ) as http_span:
-                tracing.inject(request.headers)
-                response = self._handle(request, info, model_span, http_span)
-                http_span.set("http.response.status_code", response.status_code)
-                if response.status_code >= 400:
-                    http_span.fail(str(response.status_code))
-                return response
-        except BaseException as exc:
-            model_span.fail(type(exc).__name__)
-            model_span.end()
-            raise
+        return traced_call(
+            request,
+            lambda model_span, http_span: self._handle(request, info, model_span, http_span),
+            downstream=info.downstream,
+            host=info.host,
+            model=info.model,
+            input_tokens=info.input_tokens,
+            max_tokens=info.output_tokens,
+        )
 
     def _handle(self, request: Any, info: CallInfo, model_span: Any, http_span: Any = tracing.NO_SPAN) -> Any:
         hooks = self.hooks
@@ -407,33 +268,6 @@ class _FleetCore:
 
     def close(self) -> None:
         self.inner.close()
-
-
-def _model_attributes(info: CallInfo) -> dict[str, Any]:
-    """A model call's GenAI semantic-convention attributes, as far as its request tells."""
-    system = info.downstream.split(":", 1)[0] if ":" in info.downstream else info.host
-    return {
-        "gen_ai.system": system,
-        "gen_ai.provider.name": system,
-        "gen_ai.operation.name": "chat",
-        "gen_ai.request.model": info.model,
-        "gen_ai.request.max_tokens": info.output_tokens or None,
-        "agentfleet.downstream": info.downstream,
-        "agentfleet.estimated_input_tokens": info.input_tokens,
-    }
-
-
-def _http_attributes(request: Any, info: CallInfo) -> dict[str, Any]:
-    """An outgoing request's HTTP semantic-convention attributes (no query: it may hold secrets)."""
-    url = request.url
-    return {
-        "http.request.method": str(request.method),
-        "url.scheme": str(url.scheme),
-        "server.address": info.host,
-        "server.port": url.port,
-        "url.path": str(url.path),
-        "agentfleet.downstream": info.downstream,
-    }
 
 
 def _is_event_stream(response: Any) -> bool:
