@@ -32,6 +32,7 @@ from agentfleet.cli.progress import follow
 from agentfleet.cli.run_where import OutcomeFile, dispatched_line, interrupted_line
 from agentfleet.config import RunOptions
 from agentfleet.errors import DispatchError
+from agentfleet.local import LocalCluster
 from agentfleet.models import RunSummary, TaskOutcome
 from agentfleet.orchestration import Fleet, Run
 from agentfleet.orchestration.dispatch import DispatchProgress
@@ -98,45 +99,56 @@ def _first_and_rest(items: Iterator[dict[str, Any]], source: str) -> Iterator[di
     return itertools.chain([first], items)
 
 
+# The command's flags, in the order ``--help`` lists them.
+_TASK = typer.Argument(..., metavar="TASK", help="Registered task name, e.g. myapp.tasks.classify.")
+_INPUTS = typer.Option(
+    ..., "--inputs", "-i", metavar="FILE", help="JSON Lines file of inputs, or - for stdin."
+)
+_TIMEOUT = typer.Option(600.0, min=0.0, metavar="SECONDS", help="How long to wait.")
+_WAIT = typer.Option(True, "--wait/--no-wait", help="Wait for the outcomes (the default).")
+_WAIT_FOR_WORKERS = typer.Option(
+    None,
+    "--wait-for-workers",
+    min=0.0,
+    metavar="SECONDS",
+    help="How long to wait for workers that are starting before refusing the task "
+    "(default dispatch.wait_for_workers_s).",
+)
+_WORKERS = typer.Option(2, min=1, metavar="N", help="Workers to start when using an embedded cluster.")
+_PROGRESS_EVERY = typer.Option(
+    10.0,
+    "--progress-every",
+    min=0.5,
+    metavar="SECONDS",
+    help="Time between progress lines when not on a terminal, and while a long dispatch sends.",
+)
+_OUTPUT = typer.Option(
+    None,
+    "--output",
+    "-o",
+    metavar="FILE",
+    help="Write one JSON line per outcome to FILE as each arrives.",
+)
+_CANCEL_ON_INTERRUPT = typer.Option(
+    False,
+    "--cancel-on-interrupt",
+    help="Cancel the run on Ctrl-C (without it, the run goes on in the workers).",
+)
+_JSON = typer.Option(False, "--json", help="Print one JSON document.")
+
+
 @with_run_options
 def run(
-    task: str = typer.Argument(..., metavar="TASK", help="Registered task name, e.g. myapp.tasks.classify."),
-    inputs: str = typer.Option(
-        ..., "--inputs", "-i", metavar="FILE", help="JSON Lines file of inputs, or - for stdin."
-    ),
-    timeout_s: float = typer.Option(600.0, min=0.0, metavar="SECONDS", help="How long to wait."),
-    wait: bool = typer.Option(True, "--wait/--no-wait", help="Wait for the outcomes (the default)."),
-    wait_for_workers_s: float | None = typer.Option(
-        None,
-        "--wait-for-workers",
-        min=0.0,
-        metavar="SECONDS",
-        help="How long to wait for workers that are starting before refusing the task "
-        "(default dispatch.wait_for_workers_s).",
-    ),
-    workers: int = typer.Option(
-        2, min=1, metavar="N", help="Workers to start when using an embedded cluster."
-    ),
-    progress_every_s: float = typer.Option(
-        10.0,
-        "--progress-every",
-        min=0.5,
-        metavar="SECONDS",
-        help="Time between progress lines when not on a terminal, and while a long dispatch sends.",
-    ),
-    output: str | None = typer.Option(
-        None,
-        "--output",
-        "-o",
-        metavar="FILE",
-        help="Write one JSON line per outcome to FILE as each arrives.",
-    ),
-    cancel_on_interrupt: bool = typer.Option(
-        False,
-        "--cancel-on-interrupt",
-        help="Cancel the run on Ctrl-C (without it, the run goes on in the workers).",
-    ),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON document."),
+    task: str = _TASK,
+    inputs: str = _INPUTS,
+    timeout_s: float = _TIMEOUT,
+    wait: bool = _WAIT,
+    wait_for_workers_s: float | None = _WAIT_FOR_WORKERS,
+    workers: int = _WORKERS,
+    progress_every_s: float = _PROGRESS_EVERY,
+    output: str | None = _OUTPUT,
+    cancel_on_interrupt: bool = _CANCEL_ON_INTERRUPT,
+    as_json: bool = _JSON,
     *,
     options: RunOptions,
 ) -> None:
@@ -157,17 +169,7 @@ def run(
         )
     items = _first_and_rest(read_inputs(inputs), inputs)
     say = err_console.print if as_json else console.print
-    module = importable_module_of(task)
-    with (
-        OutcomeFile(output) if output is not None else contextlib.nullcontext() as sink,
-        fleet_for_work(
-            workers=workers,
-            concurrency=None,
-            pool=None,
-            task_modules=[module] if module else [],
-            say=say,
-        ) as (fleet, cluster),
-    ):
+    with _outcome_file(output) as sink, _fleet_for(task, workers, say) as (fleet, cluster):
         if not wait and cluster is not None:
             raise DispatchError("--no-wait needs a running Redis and workers (AGENTFLEET_BROKER_URL)")
         handle = fleet.map(
@@ -178,28 +180,78 @@ def run(
             progress=_dispatch_progress(say, progress_every_s),
         )
         if not wait:
-            if as_json:
-                print_json({"run_id": handle.id, "tasks": handle.total})
-            else:
-                console.print(f"dispatched run {handle.id} ({handle.total} tasks)")
+            _print_dispatched(handle, as_json=as_json)
             return
-        on_outcome = sink.write if sink is not None else None
-        try:
-            # Inside the try: a Ctrl-C that lands while the line is written is this run's too.
-            say(
-                dispatched_line(fleet.settings, handle.id, handle.total),
-                highlight=False,
-                soft_wrap=True,
-                markup=False,
-            )
-            summary = _follow(handle, fleet, task, timeout_s, progress_every_s, on_outcome, as_json=as_json)
-        except KeyboardInterrupt:
-            if cancel_on_interrupt:
-                handle.cancel(compensate=False)
-            line = interrupted_line(handle.id, cancelled=cancel_on_interrupt, embedded=cluster is not None)
-            err_console.print(line, highlight=False, soft_wrap=True, markup=False)
-            raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
+        summary = _wait_for(
+            handle,
+            fleet,
+            task,
+            sink.write if sink is not None else None,
+            say,
+            timeout_s=timeout_s,
+            every_s=progress_every_s,
+            cancel_on_interrupt=cancel_on_interrupt,
+            embedded=cluster is not None,
+            as_json=as_json,
+        )
     raise typer.Exit(int(exit_code(summary)))
+
+
+def _outcome_file(output: str | None) -> contextlib.AbstractContextManager[OutcomeFile | None]:
+    return OutcomeFile(output) if output is not None else contextlib.nullcontext()
+
+
+def _fleet_for(
+    task: str, workers: int, say: Callable[[str], object]
+) -> contextlib.AbstractContextManager[tuple[Fleet, LocalCluster | None]]:
+    """``fleet_for_work`` for TASK: its module imported by embedded workers."""
+    module = importable_module_of(task)
+    return fleet_for_work(
+        workers=workers,
+        concurrency=None,
+        pool=None,
+        task_modules=[module] if module else [],
+        say=say,
+    )
+
+
+def _print_dispatched(handle: Run, *, as_json: bool) -> None:
+    if as_json:
+        print_json({"run_id": handle.id, "tasks": handle.total})
+    else:
+        console.print(f"dispatched run {handle.id} ({handle.total} tasks)")
+
+
+def _wait_for(
+    handle: Run,
+    fleet: Fleet,
+    label: str,
+    on_outcome: Callable[[TaskOutcome], None] | None,
+    say: Any,
+    *,
+    timeout_s: float,
+    every_s: float,
+    cancel_on_interrupt: bool,
+    embedded: bool,
+    as_json: bool,
+) -> RunSummary:
+    """The dispatched run's summary once it ended (or ``timeout_s`` ran out); Ctrl-C exits with
+    ``ExitCode.INTERRUPTED``, cancelling the run with ``cancel_on_interrupt``."""
+    try:
+        # Inside the try: a Ctrl-C that lands while the line is written is this run's too.
+        say(
+            dispatched_line(fleet.settings, handle.id, handle.total),
+            highlight=False,
+            soft_wrap=True,
+            markup=False,
+        )
+        return _follow(handle, fleet, label, timeout_s, every_s, on_outcome, as_json=as_json)
+    except KeyboardInterrupt:
+        if cancel_on_interrupt:
+            handle.cancel(compensate=False)
+        line = interrupted_line(handle.id, cancelled=cancel_on_interrupt, embedded=embedded)
+        err_console.print(line, highlight=False, soft_wrap=True, markup=False)
+        raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
 
 
 def _follow(
