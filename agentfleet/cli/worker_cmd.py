@@ -10,7 +10,7 @@ import sys
 import typer
 from pydantic import ValidationError
 
-from agentfleet.config import WorkerSettings, get_settings
+from agentfleet.config import Settings, WorkerSettings, get_settings
 from agentfleet.errors import ConfigError
 
 __all__ = ["require_task_modules", "resolve_queues", "worker"]
@@ -111,6 +111,29 @@ def worker(
     """
     settings = get_settings()
     require_task_modules(settings.task_modules)
+    chosen_pool, autoscale = _pool_and_autoscale(settings, pool, autoscale)
+    slots = int(autoscale.split(",")[0]) if autoscale else (concurrency or settings.worker.concurrency)
+    _check_connections(settings, slots)
+    argv = ["-m", "celery", "-A", "agentfleet.celery_app", "worker", "--pool", chosen_pool]
+    argv += ["--loglevel", old_log_level or log_level, "--task-events", "--queues", resolve_queues(queues)]
+    if autoscale:
+        argv += ["--autoscale", autoscale]
+    else:
+        argv += ["--concurrency", str(concurrency or settings.worker.concurrency)]
+    if hostname:
+        argv += ["--hostname", hostname]
+    argv += ctx.args
+    # Replace this process with Celery's own command, so a gevent pool is patched before any
+    # import and signals reach the worker directly.
+    sys.stdout.flush()
+    os.execv(sys.executable, [sys.executable, *argv])
+
+
+def _pool_and_autoscale(
+    settings: Settings, pool: str | None, autoscale: str | None
+) -> tuple[str, str | None]:
+    """The pool and the ``max,min`` autoscale sizes (None: a fixed pool) the worker runs with,
+    from the flags and the settings; ``BadParameter`` for an autoscale a pool cannot do."""
     if autoscale is not None:
         try:
             autoscale = WorkerSettings(autoscale=autoscale).autoscale
@@ -123,34 +146,14 @@ def worker(
         chosen_pool = AUTOSCALE_POOL
     if autoscale and chosen_pool not in ("prefork", "gevent"):
         raise typer.BadParameter("--autoscale needs --pool prefork or gevent", param_hint="--autoscale")
-    slots = int(autoscale.split(",")[0]) if autoscale else (concurrency or settings.worker.concurrency)
+    return chosen_pool, autoscale
+
+
+def _check_connections(settings: Settings, slots: int) -> None:
+    """``BadParameter`` unless the broker's connection pool outnumbers ``slots``."""
     if slots >= settings.broker_max_connections:
         raise typer.BadParameter(
             f"a pool of {slots} needs AGENTFLEET_BROKER_MAX_CONNECTIONS above {slots} "
             f"(it is {settings.broker_max_connections}): each busy slot may hold a Redis connection",
             param_hint="--concurrency / --autoscale",
         )
-    argv = [
-        "-m",
-        "celery",
-        "-A",
-        "agentfleet.celery_app",
-        "worker",
-        "--pool",
-        chosen_pool,
-        "--loglevel",
-        old_log_level or log_level,
-        "--task-events",
-    ]
-    argv += ["--queues", resolve_queues(queues)]
-    if autoscale:
-        argv += ["--autoscale", autoscale]
-    else:
-        argv += ["--concurrency", str(concurrency or settings.worker.concurrency)]
-    if hostname:
-        argv += ["--hostname", hostname]
-    argv += ctx.args
-    # Replace this process with Celery's own command, so a gevent pool is patched before any
-    # import and signals reach the worker directly.
-    sys.stdout.flush()
-    os.execv(sys.executable, [sys.executable, *argv])
