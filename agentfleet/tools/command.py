@@ -222,20 +222,12 @@ def run_command(
     """
     if not settings.enabled:
         raise ForbiddenDestination("run_command is disabled; set command.enabled to allow it")
-    args = list(argv) if not isinstance(argv, str | bytes) else []
-    if not args or not all(isinstance(arg, str) and "\x00" not in arg for arg in args):
-        raise InvalidInput("run_command: argv must be a non-empty list of strings without NUL")
-    if not args[0]:
-        raise InvalidInput("run_command: argv[0] is empty")
-    directory = Path(workdir).resolve()
-    if not directory.is_dir():
-        raise InvalidInput(f"run_command: the working directory {directory} does not exist")
+    args = _checked_argv(argv)
+    directory = _working_directory(workdir)
     search_path = _safe_path(directory)
     executable = _executable(args[0], settings.allow, search_path)
     environment = _environment(directory, search_path, env or {})
-    limit = settings.timeout_s
-    if timeout_s is not None:
-        limit = min(max(timeout_s, 0.0), settings.timeout_s)
+    limit = _time_limit(settings.timeout_s, timeout_s)
 
     out, err = _Capped(settings.max_output_bytes), _Capped(settings.max_output_bytes)
     started = time.monotonic()
@@ -251,19 +243,9 @@ def run_command(
         close_fds=True,
     )
     assert process.stdout is not None and process.stderr is not None
-    readers = [
-        threading.Thread(target=_drain, args=(process.stdout, out), daemon=True),
-        threading.Thread(target=_drain, args=(process.stderr, err), daemon=True),
-    ]
-    for reader in readers:
-        reader.start()
-    timed_out = False
+    readers = _start_readers(process.stdout, out, process.stderr, err)
     try:
-        while not _exited(process.pid):
-            if time.monotonic() - started >= limit:
-                timed_out = True
-                break
-            time.sleep(0.01)
+        timed_out = _outlived(process.pid, started, limit)
     finally:
         # Also kills helpers the program left behind in its group, which would hold the pipes.
         _kill_group(process.pid)
@@ -283,3 +265,51 @@ def run_command(
         timed_out=timed_out,
         duration_s=round(duration, 6),
     )
+
+
+def _checked_argv(argv: Sequence[str]) -> list[str]:
+    """``argv`` as a list; ``InvalidInput`` unless it is non-empty strings without NUL."""
+    args = list(argv) if not isinstance(argv, str | bytes) else []
+    if not args or not all(isinstance(arg, str) and "\x00" not in arg for arg in args):
+        raise InvalidInput("run_command: argv must be a non-empty list of strings without NUL")
+    if not args[0]:
+        raise InvalidInput("run_command: argv[0] is empty")
+    return args
+
+
+def _working_directory(workdir: str | os.PathLike[str]) -> Path:
+    """``workdir`` resolved; ``InvalidInput`` unless it is a directory."""
+    directory = Path(workdir).resolve()
+    if not directory.is_dir():
+        raise InvalidInput(f"run_command: the working directory {directory} does not exist")
+    return directory
+
+
+def _time_limit(most_s: float, asked_s: float | None) -> float:
+    """Seconds the program may run: ``asked_s`` may shorten ``most_s``, never lengthen it."""
+    if asked_s is None:
+        return most_s
+    return min(max(asked_s, 0.0), most_s)
+
+
+def _start_readers(
+    stdout: IO[bytes], out: _Capped, stderr: IO[bytes], err: _Capped
+) -> list[threading.Thread]:
+    """Threads draining the two pipes into their capped buffers, started."""
+    readers = [
+        threading.Thread(target=_drain, args=(stdout, out), daemon=True),
+        threading.Thread(target=_drain, args=(stderr, err), daemon=True),
+    ]
+    for reader in readers:
+        reader.start()
+    return readers
+
+
+def _outlived(pid: int, started: float, limit: float) -> bool:
+    """Wait for process ``pid`` to exit; True when it still ran ``limit`` seconds after
+    ``started`` (``time.monotonic`` seconds)."""
+    while not _exited(pid):
+        if time.monotonic() - started >= limit:
+            return True
+        time.sleep(0.01)
+    return False
