@@ -180,29 +180,8 @@ def _backend_link_options(settings: Settings) -> dict[str, Any]:
 
 def celery_config(settings: Settings) -> dict[str, Any]:
     """Celery settings for agentfleet's delivery semantics (docs/guarantees.md says what they promise)."""
-    queues = settings.queues
-    transport_options = {
-        "visibility_timeout": settings.visibility_timeout_s,
-        # kombu caps a worker's consumer connection pool at 10 by default and fails past the
-        # cap instead of waiting: a gevent pool acknowledging from 100 slots at once then loses
-        # acknowledgements, resets the consumer connection and drops a message in flight.
-        "max_connections": settings.broker_max_connections,
-        "unacked_restore_interval": settings.unacked_restore_interval_s,
-        "unacked_restore_throttle": 1,
-        **_link_options(settings),
-        **_sentinel_options(settings),
-    }
-    backend_options: dict[str, Any] = {"visibility_timeout": settings.visibility_timeout_s}
-    if settings.backend_url.startswith("sentinel://"):
-        backend_options.update(_sentinel_options(settings))
     return {
-        "broker_url": settings.broker_url,
-        "broker_transport": broker_transport(settings.broker_url),
-        "result_backend": settings.backend_url,
-        "broker_transport_options": transport_options,
-        "result_backend_transport_options": backend_options,
-        **_backend_link_options(settings),
-        "broker_connection_retry_on_startup": True,
+        **_connections(settings),
         "task_serializer": "json",
         "result_serializer": "json",
         "accept_content": ["json"],
@@ -227,6 +206,50 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "worker_send_task_events": True,
         # A task-sent event per dispatch would double the Redis round trips of a fan-out.
         "task_send_sent_event": False,
+        **_routing(settings),
+        "worker_max_tasks_per_child": settings.worker.max_tasks_per_child,
+        **_autoscaler(),
+        **_consumer(),
+        "agentfleet_autoscale_keepalive_s": settings.worker.autoscale_keepalive_s,
+        "worker_hijack_root_logger": False,
+        "enable_utc": True,
+        "timezone": "UTC",
+        "include": [*BUILTIN_TASK_MODULES, *settings.task_modules],
+        **_beat(settings),
+    }
+
+
+def _connections(settings: Settings) -> dict[str, Any]:
+    """The broker and the result backend: their URLs, transports and transport options."""
+    transport_options = {
+        "visibility_timeout": settings.visibility_timeout_s,
+        # kombu caps a worker's consumer connection pool at 10 by default and fails past the
+        # cap instead of waiting: a gevent pool acknowledging from 100 slots at once then loses
+        # acknowledgements, resets the consumer connection and drops a message in flight.
+        "max_connections": settings.broker_max_connections,
+        "unacked_restore_interval": settings.unacked_restore_interval_s,
+        "unacked_restore_throttle": 1,
+        **_link_options(settings),
+        **_sentinel_options(settings),
+    }
+    backend_options: dict[str, Any] = {"visibility_timeout": settings.visibility_timeout_s}
+    if settings.backend_url.startswith("sentinel://"):
+        backend_options.update(_sentinel_options(settings))
+    return {
+        "broker_url": settings.broker_url,
+        "broker_transport": broker_transport(settings.broker_url),
+        "result_backend": settings.backend_url,
+        "broker_transport_options": transport_options,
+        "result_backend_transport_options": backend_options,
+        **_backend_link_options(settings),
+        "broker_connection_retry_on_startup": True,
+    }
+
+
+def _routing(settings: Settings) -> dict[str, Any]:
+    """The three queues and which tasks go to which."""
+    queues = settings.queues
+    return {
         "task_default_queue": queues.agents,
         "task_queues": [
             Queue(queues.agents, routing_key=queues.agents),
@@ -238,14 +261,12 @@ def celery_config(settings: Settings) -> dict[str, Any]:
             "agentfleet.compensate": {"queue": queues.fanin},
             "agentfleet.maintenance.*": {"queue": queues.maintenance},
         },
-        "worker_max_tasks_per_child": settings.worker.max_tasks_per_child,
-        **_autoscaler(),
-        **_consumer(),
-        "agentfleet_autoscale_keepalive_s": settings.worker.autoscale_keepalive_s,
-        "worker_hijack_root_logger": False,
-        "enable_utc": True,
-        "timezone": "UTC",
-        "include": [*BUILTIN_TASK_MODULES, *settings.task_modules],
+    }
+
+
+def _beat(settings: Settings) -> dict[str, Any]:
+    """Celery beat with RedBeat: its schedule, loop and lock."""
+    return {
         "beat_scheduler": "redbeat.RedBeatScheduler",
         "beat_schedule": beat_schedule(settings),
         "beat_max_loop_interval": settings.beat.max_loop_interval_s,
