@@ -173,15 +173,7 @@ def http_fetch(
     not raised. With ``vault``, any credential value a server echoes back is replaced by its
     placeholder in the result.
     """
-    verb = method.upper()
-    if not _TOKEN.fullmatch(verb):
-        raise InvalidInput(f"http_fetch: {method!r} is not an HTTP method")
-    allowed = tuple(m.upper() for m in methods)
-    if verb not in allowed:
-        raise InvalidInput(
-            f"http_fetch: method {verb} is not enabled (enabled: {', '.join(allowed)}); "
-            "a task enables others with http_fetch(..., methods=...)"
-        )
+    verb = _checked_method(method, methods)
     hop_headers = _check_headers(headers)
     hop_headers.setdefault("Accept-Encoding", "identity")
     allowlist = Allowlist(settings.allow_private_hosts)
@@ -202,29 +194,56 @@ def http_fetch(
             location = response.headers.get("location")
             if response.status_code not in _REDIRECTS or not location:
                 return _read(response, request, settings, deadline, redirects, vault)
-            if len(redirects) >= settings.max_redirects:
-                raise BadRequest(
-                    f"http_fetch: more than {settings.max_redirects} redirects",
-                    status_code=response.status_code,
-                    downstream=request.url.host,
-                )
-            if references(location):
-                raise ForbiddenDestination("http_fetch: a redirect named a credential placeholder")
-            try:
-                following = request.url.join(location)
-            except httpx.InvalidURL as exc:
-                raise ForbiddenDestination(f"http_fetch: unusable redirect ({exc})") from None
+            following = _redirect_target(response, request, location, len(redirects), settings)
         finally:
             response.close()
         redirects.append(str(request.url))
         if not _same_origin(request.url, following):
-            hop_headers = {
-                key: value
-                for key, value in hop_headers.items()
-                if key.lower() not in _ORIGIN_BOUND and not references(value)
-            }
+            hop_headers = _cross_origin(hop_headers)
         verb = _redirect_method(verb, response.status_code)
         current = str(following)
+
+
+def _checked_method(method: str, methods: Iterable[str]) -> str:
+    """``method`` in upper case; ``InvalidInput`` unless it is an HTTP method among ``methods``."""
+    verb = method.upper()
+    if not _TOKEN.fullmatch(verb):
+        raise InvalidInput(f"http_fetch: {method!r} is not an HTTP method")
+    allowed = tuple(m.upper() for m in methods)
+    if verb not in allowed:
+        raise InvalidInput(
+            f"http_fetch: method {verb} is not enabled (enabled: {', '.join(allowed)}); "
+            "a task enables others with http_fetch(..., methods=...)"
+        )
+    return verb
+
+
+def _redirect_target(
+    response: Any, request: httpx.Request, location: str, followed: int, settings: FetchSettings
+) -> httpx.URL:
+    """Where a redirect leads, ``followed`` redirects in: ``BadRequest`` past the most allowed,
+    ``ForbiddenDestination`` for a credential placeholder or an unusable location."""
+    if followed >= settings.max_redirects:
+        raise BadRequest(
+            f"http_fetch: more than {settings.max_redirects} redirects",
+            status_code=response.status_code,
+            downstream=request.url.host,
+        )
+    if references(location):
+        raise ForbiddenDestination("http_fetch: a redirect named a credential placeholder")
+    try:
+        return request.url.join(location)
+    except httpx.InvalidURL as exc:
+        raise ForbiddenDestination(f"http_fetch: unusable redirect ({exc})") from None
+
+
+def _cross_origin(headers: dict[str, str]) -> dict[str, str]:
+    """The headers a redirect to another origin keeps: none bound to the origin, no placeholder."""
+    return {
+        key: value
+        for key, value in headers.items()
+        if key.lower() not in _ORIGIN_BOUND and not references(value)
+    }
 
 
 def _send(client: httpx.Client, request: httpx.Request, vault: CredentialVault | None) -> Any:
