@@ -99,40 +99,55 @@ def follow(
     On a terminal, a live bar; otherwise a plain line every ``plain_every_s`` seconds and one
     at the end.
     """
-    seen: list[TaskOutcome] = []
-    state = RunProgress(total=run.total)
-    limiter = Limiter.from_settings(fleet.settings, fleet.store.client)
-    notice_s = fleet.settings.limiter.pause_notice_s
-    arrivals: queue.Queue[object] = queue.Queue()
-    threading.Thread(target=_read_outcomes, args=(run, timeout_s, arrivals), daemon=True).start()
-    started = time.monotonic()
+    follower = _Follower(run, fleet, on_outcome)
+    threading.Thread(target=_read_outcomes, args=(run, timeout_s, follower.arrivals), daemon=True).start()
+    if console.is_terminal:
+        follower.live(label)
+    else:
+        follower.plain(label, plain_every_s)
+    return follower.seen
 
-    def refresh() -> None:
-        summary = run.summary()
-        state.retries, state.deferrals = summary.retries, summary.deferrals
-        state.paused = limiter.paused(notice_s)
-        state.elapsed_s = time.monotonic() - started
 
-    def drain(wait_s: float) -> bool:
+class _Follower:
+    """One run followed: the outcomes seen, the display's state, and the two displays."""
+
+    def __init__(self, run: Run, fleet: Fleet, on_outcome: Callable[[TaskOutcome], None] | None) -> None:
+        self.run = run
+        self.on_outcome = on_outcome
+        self.seen: list[TaskOutcome] = []
+        self.state = RunProgress(total=run.total)
+        self.limiter = Limiter.from_settings(fleet.settings, fleet.store.client)
+        self.notice_s = fleet.settings.limiter.pause_notice_s
+        self.arrivals: queue.Queue[object] = queue.Queue()
+        self.started = time.monotonic()
+
+    def refresh(self) -> None:
+        summary = self.run.summary()
+        self.state.retries, self.state.deferrals = summary.retries, summary.deferrals
+        self.state.paused = self.limiter.paused(self.notice_s)
+        self.state.elapsed_s = time.monotonic() - self.started
+
+    def drain(self, wait_s: float) -> bool:
         """Take what arrived within ``wait_s`` seconds; False once every outcome is in."""
         deadline = time.monotonic() + wait_s
         while True:
             try:
-                item = arrivals.get(timeout=max(0.0, deadline - time.monotonic()))
+                item = self.arrivals.get(timeout=max(0.0, deadline - time.monotonic()))
             except queue.Empty:
                 return True
             if item is _DONE:
                 return False
             assert isinstance(item, TaskOutcome)
-            seen.append(item)
+            self.seen.append(item)
             if item.ok:
-                state.succeeded += 1
+                self.state.succeeded += 1
             else:
-                state.failed += 1
-            if on_outcome is not None:
-                on_outcome(item)
+                self.state.failed += 1
+            if self.on_outcome is not None:
+                self.on_outcome(item)
 
-    if console.is_terminal:
+    def live(self, label: str) -> None:
+        """A live bar, refreshed every second, until every outcome is in."""
         columns = (
             TextColumn("[bold]{task.description}"),
             BarColumn(),
@@ -141,19 +156,20 @@ def follow(
             TimeElapsedColumn(),
         )
         with Progress(*columns, console=console, transient=False) as progress:
-            bar = progress.add_task(label, total=run.total, status="")
+            bar = progress.add_task(label, total=self.run.total, status="")
             going = True
             while going:
-                going = drain(_TICK_S)
-                refresh()
-                progress.update(bar, completed=state.done, status=state.status(markup=True))
-        return seen
-    last_line = time.monotonic()
-    going = True
-    while going:
-        going = drain(_TICK_S)
-        if time.monotonic() - last_line >= plain_every_s or not going:
-            refresh()
-            console.print(state.line(label), markup=False, highlight=False, soft_wrap=True)
-            last_line = time.monotonic()
-    return seen
+                going = self.drain(_TICK_S)
+                self.refresh()
+                progress.update(bar, completed=self.state.done, status=self.state.status(markup=True))
+
+    def plain(self, label: str, every_s: float) -> None:
+        """A plain line every ``every_s`` seconds and one once every outcome is in."""
+        last_line = time.monotonic()
+        going = True
+        while going:
+            going = self.drain(_TICK_S)
+            if time.monotonic() - last_line >= every_s or not going:
+                self.refresh()
+                console.print(self.state.line(label), markup=False, highlight=False, soft_wrap=True)
+                last_line = time.monotonic()
