@@ -76,17 +76,7 @@ def bar_chart(
     end = (times[-1] + step_s) if times else 0.0
     span = end - (times[0] if times else 0.0)
     summary = f"{title}: {_peak(times, totals, unit, span)}"
-    grid = _grid()
-    svg = joined([svg_open(_WIDTH, _HEIGHT, summary, "chart-svg"), grid, *paths, "</svg>"])
-    return Chart(
-        title=title,
-        unit=unit,
-        svg=svg,
-        top=number(top, unit),
-        ticks=ticks(times[0], end) if times else [],
-        legend=[(s.name, s.css) for s in stacks],
-        summary=summary,
-    )
+    return _chart(title, unit, top, times, end, stacks, summary, paths)
 
 
 def _line(css: str, y: float) -> str:
@@ -139,6 +129,21 @@ def line_chart(
         known = [v for v in series.values if v is not None]
         latest.append(f"{series.name} {number(known[-1], unit) if known else '-'}")
     summary = f"{title}: " + (", ".join(latest) if values else "nothing yet")
+    return _chart(title, unit, top, times, end, lines, summary, shapes)
+
+
+def _chart(
+    title: str,
+    unit: str,
+    top: float,
+    times: Sequence[float],
+    end: float,
+    series: Sequence[Series],
+    summary: str,
+    shapes: Sequence[str],
+) -> Chart:
+    """The chart of ``shapes`` (SVG elements) drawn over the grid, up to ``top`` at the scale's
+    top, its times ending at ``end`` (epoch seconds)."""
     svg = joined([svg_open(_WIDTH, _HEIGHT, summary, "chart-svg"), _grid(), *shapes, "</svg>"])
     return Chart(
         title=title,
@@ -146,6 +151,6 @@ def line_chart(
         svg=svg,
         top=number(top, unit),
         ticks=ticks(times[0], end) if times else [],
-        legend=[(s.name, s.css) for s in lines],
+        legend=[(s.name, s.css) for s in series],
         summary=summary,
     )

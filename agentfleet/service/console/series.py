@@ -20,6 +20,13 @@ __all__ = ["RUN_BINS", "Window", "fleet_charts", "run_charts", "run_window"]
 RUN_BINS = 60
 _STEPS_S = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600)
 
+# The charts both pages draw: each series' legend name and colour (its CSS class).
+
+Values = Sequence[float | None]
+_FINISHED = (("succeeded", "k-s"), ("failed", "k-f"), ("cancelled", "k-c"))
+_TROUBLE = (("failed", "k-f"), ("retried", "k-r"), ("deferred", "k-d"))
+_SPEND = (("US dollars", "k-cost"),)
+
 
 @dataclass(frozen=True)
 class Window:
@@ -65,51 +72,36 @@ def fleet_charts(minutes: Sequence[Minute]) -> list[Chart]:
     """The fleet's last hour: finished items, item time, queues, spend and trouble a minute."""
     times = [m.at for m in minutes]
     step = 60.0
+
+    def counts(*kinds: str) -> list[Values]:
+        return [[m.count(kind) for m in minutes] for kind in kinds]
+
     return [
-        bar_chart(
-            "Items finished",
-            "",
-            times,
-            step,
-            [
-                Series("succeeded", "k-s", [m.count("succeeded") for m in minutes]),
-                Series("failed", "k-f", [m.count("failed") for m in minutes]),
-                Series("cancelled", "k-c", [m.count("cancelled") for m in minutes]),
-            ],
-        ),
-        line_chart(
+        _bars("Items finished", "", times, step, _FINISHED, counts("succeeded", "failed", "cancelled")),
+        _lines(
             "Item time (s)",
-            "",
             times,
             step,
-            [
-                Series("p50", "line-a", [m.item_time(0.5) for m in minutes]),
-                Series("p95", "line-b", [m.item_time(0.95) for m in minutes]),
-                Series("p99", "line-c", [m.item_time(0.99) for m in minutes]),
-            ],
+            ("p50", [m.item_time(0.5) for m in minutes]),
+            ("p95", [m.item_time(0.95) for m in minutes]),
+            ("p99", [m.item_time(0.99) for m in minutes]),
         ),
-        line_chart(
+        _lines(
             "Queues and busy slots",
-            "",
             times,
             step,
-            [
-                Series("waiting in queues", "line-a", [m.queued for m in minutes]),
-                Series("taken, not acknowledged", "line-b", [m.unacked for m in minutes]),
-                Series("busy slots", "line-c", [m.busy for m in minutes]),
-            ],
+            ("waiting in queues", [m.queued for m in minutes]),
+            ("taken, not acknowledged", [m.unacked for m in minutes]),
+            ("busy slots", [m.busy for m in minutes]),
         ),
-        bar_chart("Spend", "$", times, step, [Series("US dollars", "k-cost", [m.cost_usd for m in minutes])]),
-        bar_chart(
+        _bars("Spend", "$", times, step, _SPEND, [[m.cost_usd for m in minutes]]),
+        _bars(
             "Failures, retries and deferrals",
             "",
             times,
             step,
-            [
-                Series("failed", "k-f", [m.count("failed") for m in minutes]),
-                Series("retried", "k-r", [m.count("retries") for m in minutes]),
-                Series("deferred", "k-d", [m.count("deferrals") for m in minutes]),
-            ],
+            _TROUBLE,
+            counts("failed", "retries", "deferrals"),
         ),
     ]
 
@@ -121,9 +113,20 @@ def _quantile(ordered: list[float], q: float) -> float | None:
     return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered)) - 1))]
 
 
-def run_charts(summary: RunSummary, log: SpanLog, window: Window) -> list[Chart]:
-    """A run's course: items finished, attempt time, items waiting, spend and trouble per bin."""
-    bins, times = window.bins, window.times
+@dataclass
+class _RunBins:
+    """A run's timeline counted into a window's bins: spans by kind (``s`` succeeded, ``f``
+    failed, ``c`` cancelled, ``r`` retried, ``d`` deferred), spend (US dollars), attempt times
+    (seconds, sorted) and the items still without an outcome at each bin's end."""
+
+    counts: dict[str, list[float]]
+    cost: list[float]
+    durations: list[list[float]]
+    waiting: list[float | None]
+
+
+def _run_bins(summary: RunSummary, log: SpanLog, window: Window) -> _RunBins:
+    bins = window.bins
     counts = {kind: [0.0] * bins for kind in "sfcrd"}
     cost = [0.0] * bins
     durations: list[list[float]] = [[] for _ in range(bins)]
@@ -149,44 +152,45 @@ def run_charts(summary: RunSummary, log: SpanLog, window: Window) -> list[Chart]
     for i in range(bins):
         done += ended[i]
         waiting.append(max(0, summary.tasks_total - done))
-    per = window.per()
-    ordered = [sorted(d) for d in durations]
+    return _RunBins(counts, cost, [sorted(d) for d in durations], waiting)
+
+
+def run_charts(summary: RunSummary, log: SpanLog, window: Window) -> list[Chart]:
+    """A run's course: items finished, attempt time, items waiting, spend and trouble per bin."""
+    times, step, per = window.times, window.step_s, window.per()
+    binned = _run_bins(summary, log, window)
+    counts, ordered = binned.counts, binned.durations
     return [
-        bar_chart(
-            f"Items finished {per}",
-            "",
-            times,
-            window.step_s,
-            [
-                Series("succeeded", "k-s", counts["s"]),
-                Series("failed", "k-f", counts["f"]),
-                Series("cancelled", "k-c", counts["c"]),
-            ],
-        ),
-        line_chart(
+        _bars(f"Items finished {per}", "", times, step, _FINISHED, [counts[k] for k in "sfc"]),
+        _lines(
             "Attempt time (s)",
-            "",
             times,
-            window.step_s,
-            [
-                Series("p50", "line-a", [_quantile(d, 0.5) for d in ordered]),
-                Series("p95", "line-b", [_quantile(d, 0.95) for d in ordered]),
-                Series("longest", "line-c", [d[-1] if d else None for d in ordered]),
-            ],
+            step,
+            ("p50", [_quantile(d, 0.5) for d in ordered]),
+            ("p95", [_quantile(d, 0.95) for d in ordered]),
+            ("longest", [d[-1] if d else None for d in ordered]),
         ),
-        line_chart(
-            "Items without an outcome", "", times, window.step_s, [Series("waiting", "line-a", waiting)]
-        ),
-        bar_chart(f"Spend {per}", "$", times, window.step_s, [Series("US dollars", "k-cost", cost)]),
-        bar_chart(
-            f"Failures, retries and deferrals {per}",
-            "",
-            times,
-            window.step_s,
-            [
-                Series("failed", "k-f", counts["f"]),
-                Series("retried", "k-r", counts["r"]),
-                Series("deferred", "k-d", counts["d"]),
-            ],
+        _lines("Items without an outcome", times, step, ("waiting", binned.waiting)),
+        _bars(f"Spend {per}", "$", times, step, _SPEND, [binned.cost]),
+        _bars(
+            f"Failures, retries and deferrals {per}", "", times, step, _TROUBLE, [counts[k] for k in "frd"]
         ),
     ]
+
+
+def _bars(
+    title: str,
+    unit: str,
+    times: list[float],
+    step: float,
+    kinds: Sequence[tuple[str, str]],
+    values: list[Values],
+) -> Chart:
+    stacks = [Series(name, css, v) for (name, css), v in zip(kinds, values, strict=True)]
+    return bar_chart(title, unit, times, step, stacks)
+
+
+def _lines(title: str, times: list[float], step: float, *named: tuple[str, Values]) -> Chart:
+    """Lines coloured ``line-a``, ``line-b``, ``line-c`` in order."""
+    lines = [Series(name, f"line-{'abc'[i]}", values) for i, (name, values) in enumerate(named)]
+    return line_chart(title, "", times, step, lines)
