@@ -9,7 +9,7 @@ from typing import Any, overload
 
 from pydantic import BaseModel, ConfigDict, create_model
 
-from agentfleet.config import get_settings
+from agentfleet.config import Settings, get_settings
 from agentfleet.errors import ConfigError
 from agentfleet.protocol.meta import META_KWARG
 from agentfleet.protocol.task import FleetTask, TaskBudget
@@ -42,6 +42,30 @@ def input_model_for(fn: Callable[..., Any], *, model_name: str) -> type[BaseMode
     return create_model(model_name, __config__=config, **fields)
 
 
+def _time_limits(
+    task_name: str, time_limit_s: float | None, soft_time_limit_s: float | None, settings: Settings
+) -> tuple[float, float]:
+    """The task's hard and soft time limits (seconds): given, else from ``settings`` (a given
+    hard limit alone puts the soft one at 90% of it); ``ConfigError`` unless soft < hard <
+    the visibility timeout."""
+    hard = time_limit_s if time_limit_s is not None else settings.task_time_limit_s
+    if hard >= settings.visibility_timeout_s:
+        raise ConfigError(
+            f"{task_name}: time_limit_s ({hard}) must be below visibility_timeout_s "
+            f"({settings.visibility_timeout_s}), or Redis delivers the task twice; "
+            "lower time_limit_s or raise AGENTFLEET_VISIBILITY_TIMEOUT_S"
+        )
+    if soft_time_limit_s is not None:
+        soft = soft_time_limit_s
+    elif time_limit_s is not None:
+        soft = max(1.0, hard * 0.9)
+    else:
+        soft = settings.task_soft_time_limit_s
+    if soft >= hard:
+        raise ConfigError(f"{task_name}: soft_time_limit_s ({soft}) must be below time_limit_s ({hard})")
+    return hard, soft
+
+
 def _register(
     fn: Callable[..., Any],
     *,
@@ -61,21 +85,7 @@ def _register(
 
     settings = get_settings()
     task_name = name or f"{fn.__module__}.{fn.__qualname__}"
-    hard = time_limit_s if time_limit_s is not None else settings.task_time_limit_s
-    if hard >= settings.visibility_timeout_s:
-        raise ConfigError(
-            f"{task_name}: time_limit_s ({hard}) must be below visibility_timeout_s "
-            f"({settings.visibility_timeout_s}), or Redis delivers the task twice; "
-            "lower time_limit_s or raise AGENTFLEET_VISIBILITY_TIMEOUT_S"
-        )
-    if soft_time_limit_s is not None:
-        soft = soft_time_limit_s
-    elif time_limit_s is not None:
-        soft = max(1.0, hard * 0.9)
-    else:
-        soft = settings.task_soft_time_limit_s
-    if soft >= hard:
-        raise ConfigError(f"{task_name}: soft_time_limit_s ({soft}) must be below time_limit_s ({hard})")
+    hard, soft = _time_limits(task_name, time_limit_s, soft_time_limit_s, settings)
 
     def run(self: FleetTask, *args: Any, **kwargs: Any) -> dict[str, Any]:
         return execute(self, args, kwargs)
