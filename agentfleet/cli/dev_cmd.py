@@ -78,23 +78,33 @@ def dev(
         app = create_app(settings)
         server = service_server(app, settings.service, host=host, port=port, log_level=log_level)
         install_secret_filter()
-        where = "embedded" if cluster.embedded else "configured"
-        llm = f"the mock Messages API at {mock_url}" if mock_url else "the Anthropic API (ANTHROPIC_API_KEY)"
-        lines = [
-            "agentfleet dev: running until Ctrl-C",
-            f"  Redis    {mask_url(cluster.broker_url)} ({where})",
-            f"  worker   1 process, gevent pool, {concurrency} slots",
-            f"  LLM      {llm}",
-            f"  console  http://{host}:{port}/console",
-            f"  token    {'as in AGENTFLEET_SERVICE__TOKEN' if given_token else token}",
-            "In another shell, to send work to it:",
-            f"  export AGENTFLEET_BROKER_URL={cluster.broker_url}",
-        ]
-        if mock_url is not None:
-            lines.append(f"  export AGENTFLEET_LLM__BASE_URL={mock_url}")
-        lines.append("  agentfleet run agentfleet.classify_sentiment --inputs INPUTS.jsonl")
-        console.print("\n".join(lines), highlight=False, soft_wrap=True)
+        shown_token = None if given_token else token
+        banner = _banner(cluster, mock_url, host=host, port=port, concurrency=concurrency, token=shown_token)
+        console.print(banner, highlight=False, soft_wrap=True)
         # uvicorn raises the Ctrl-C again once it has shut down: the stop that was asked for.
         with contextlib.suppress(KeyboardInterrupt):
             server.run()
     console.print("agentfleet dev: stopped the service, the worker, the mock and Redis.")
+
+
+def _banner(
+    cluster: LocalCluster, mock_url: str | None, *, host: str, port: int, concurrency: int, token: str | None
+) -> str:
+    """What ``dev`` prints once everything runs: where each part is and how to send it work
+    (``token`` None: the one given in ``AGENTFLEET_SERVICE__TOKEN``)."""
+    where = "embedded" if cluster.embedded else "configured"
+    llm = f"the mock Messages API at {mock_url}" if mock_url else "the Anthropic API (ANTHROPIC_API_KEY)"
+    lines = [
+        "agentfleet dev: running until Ctrl-C",
+        f"  Redis    {mask_url(cluster.broker_url)} ({where})",
+        f"  worker   1 process, gevent pool, {concurrency} slots",
+        f"  LLM      {llm}",
+        f"  console  http://{host}:{port}/console",
+        f"  token    {'as in AGENTFLEET_SERVICE__TOKEN' if token is None else token}",
+        "In another shell, to send work to it:",
+        f"  export AGENTFLEET_BROKER_URL={cluster.broker_url}",
+    ]
+    if mock_url is not None:
+        lines.append(f"  export AGENTFLEET_LLM__BASE_URL={mock_url}")
+    lines.append("  agentfleet run agentfleet.classify_sentiment --inputs INPUTS.jsonl")
+    return "\n".join(lines)
