@@ -92,6 +92,17 @@ def _anthropic_factory(settings: Settings, base_url: str | None) -> Any:
     return make
 
 
+def _budget_limits(task: FleetTask, settings: Settings) -> dict[str, Any]:
+    """The task's own budget (``fleet_task(budget=...)``), each part the settings' cap when unset."""
+    budget, caps = task.budget, settings.budgets
+    return {
+        "budget_usd": budget.usd if budget.usd is not None else caps.task_usd,
+        "budget_tokens": budget.tokens if budget.tokens is not None else caps.task_tokens,
+        "budget_turns": budget.turns if budget.turns is not None else caps.task_turns,
+        "budget_wall_s": budget.wall_s if budget.wall_s is not None else caps.task_wall_s,
+    }
+
+
 def run_task(
     task: FleetTask,
     inputs: Mapping[str, Any] | None = None,
@@ -113,7 +124,6 @@ def run_task(
     base_url = anthropic if isinstance(anthropic, str) or anthropic is None else anthropic.url
     if base_url is not None:
         settings = settings.model_copy(update={"llm": settings.llm.model_copy(update={"base_url": base_url})})
-    budget, caps = task.budget, settings.budgets
     task_id = f"{run_id}-{item_key}"
     ctx = new_context(
         task_id=task_id,
@@ -124,10 +134,7 @@ def run_task(
         log=logging.LoggerAdapter(logging.getLogger(f"agentfleet.tasks.{task.name}"), {"task_id": task_id}),
         task_name=task.name,
         downstream=task.downstream,
-        budget_usd=budget.usd if budget.usd is not None else caps.task_usd,
-        budget_tokens=budget.tokens if budget.tokens is not None else caps.task_tokens,
-        budget_turns=budget.turns if budget.turns is not None else caps.task_turns,
-        budget_wall_s=budget.wall_s if budget.wall_s is not None else caps.task_wall_s,
+        **_budget_limits(task, settings),
         memory=memory if memory is not None else LocalMemory(),
         workdir_root=settings.workdir_root,
         http_factory=_http_factory(settings, http),
@@ -145,7 +152,7 @@ def run_task(
                 "error_type": type(err).__name__,
                 "error": str(err),
                 "category": err.category,
-            },
+            }
         )
     else:
         outcome = outcome.model_copy(update={"result": result})
