@@ -50,7 +50,7 @@ def _dead_letter(
         attempts=tries,
     )
     dead = dead.model_copy(update={"id": dead_letter_id(f"{entry.key}:compensate")})
-    failures.on_final_failure(rt.settings, dead, client=rt.runs.client)
+    failures.on_final_failure(dead, rt.dlq)
 
 
 def _undo(rt: WorkerRuntime, task: FleetTask, entry: UndoEntry, token: str) -> None:

@@ -25,7 +25,6 @@ from agentfleet.models import TaskOutcome
 from agentfleet.outages import repeatable
 from agentfleet.protocol.meta import ItemMeta
 from agentfleet.redaction import Redactor
-from agentfleet.redis_handles import StateRedis
 
 if TYPE_CHECKING:
     from agentfleet.protocol.task import FleetTask
@@ -145,7 +144,7 @@ def build_dead_letter(
 
 
 @repeatable
-def on_final_failure(settings: Settings, entry: DeadLetter, *, client: StateRedis | None = None) -> bool:
+def on_final_failure(entry: DeadLetter, store: DLQStore) -> bool:
     """Store ``entry`` in the dead-letter queue and log it; True once it is stored (an entry of
     the same id is updated in place).
 
@@ -167,7 +166,7 @@ def on_final_failure(settings: Settings, entry: DeadLetter, *, client: StateRedi
         "downstream": entry.downstream,
     }
     try:
-        DLQStore.from_settings(settings, client).add(entry)
+        store.add(entry)
     except Exception:
         log.exception(
             json.dumps({**record, "event": "dead_letter_write_failed", "entry": entry.model_dump()})

@@ -37,6 +37,7 @@ from agentfleet.errors import AggregateFailed, DispatchError
 from agentfleet.protocol.names import AGGREGATE_TASK, aggregate_task_id
 from agentfleet.runs import RunStore
 from agentfleet.tasks.failures import on_final_failure
+from agentfleet.tasks.runtime import runtime
 
 __all__ = ["aggregate_dead_letter", "run_aggregate"]
 
@@ -103,7 +104,7 @@ class _Fanin:
             trace=self.redactor.text(trace),
             worker=self.worker,
         )
-        on_final_failure(self.settings, entry, client=self.store.client)
+        on_final_failure(entry, runtime(self.settings).dlq)
 
     def run(self) -> Any:
         store, run_id = self.store, self.run_id

@@ -190,7 +190,7 @@ def failure(
         cost_usd=d.carried[2] + cost,
         **fields,
     )
-    if d.patience.call(failures.on_final_failure, d.settings, entry, client=d.runs.client):
+    if d.patience.call(failures.on_final_failure, entry, d.rt.dlq):
         outcome = outcome.model_copy(update={"dead_lettered": True})
     finished = d.finish(outcome)
     for feature in d.features:

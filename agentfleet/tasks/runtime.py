@@ -13,6 +13,7 @@ making them per delivery would repeat that work on the hot path. It holds:
   ledger;
 - ``leases``: the one lease renewer (one thread) for the limiter's permits and the item claims
   this process holds (``claims``, a ``runs.ClaimRenewer``);
+- ``dlq``: the dead-letter queue, where a delivery's final failure is stored;
 - ``audit`` and ``pools(module)``: the credential audit log, the connection pools under the guard;
 - the reconciler and the heartbeat, in a worker's main process only (``start_services``).
 
@@ -30,6 +31,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from agentfleet.config import Settings, get_settings
+from agentfleet.dlq import DLQStore
 from agentfleet.leases import LeaseRenewer
 from agentfleet.outages import Patience
 from agentfleet.ratelimit import Limiter
@@ -78,6 +80,7 @@ class WorkerRuntime:
         self.limiter = Limiter.from_settings(settings, client, renewer=self.leases)
         self.breaker = CircuitBreaker.from_settings(settings, client)
         self.audit = AuditLog(client, settings.key_prefix)
+        self.dlq = DLQStore(client, prefix=settings.key_prefix)
         #: Bookkeeping calls ride out a Redis outage of ``delivery.redis_retry_s`` seconds.
         self.patience = Patience(settings.delivery.redis_retry_s, settings.broker_url)
         self._pools: dict[str, TransportPools] = {}
