@@ -149,7 +149,7 @@ class Run:
     def compensate(self) -> bool:
         """Undo the run's succeeded work whose tasks declare a compensation: once every item
         has its outcome, each compensation runs once, the most recent success first (see
-        ``tasks/compensation.py``). The summary counts them. False when nothing was sent: the
+        ``tasks/features/compensation.py``). The summary counts them. False when nothing was sent: the
         run was told to compensate before, or it has ended with nothing to undo."""
         return request_compensation(UndoLog(self._store), self._app, self.id, self._fanin)
 

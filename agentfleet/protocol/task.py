@@ -51,7 +51,7 @@ class FleetTask(Task):
     An item that failed for good ends as Celery ``FAILURE`` with its fleet error, which is
     expected (``throws``): logged in one line, its traceback kept in the dead letter.
     ``compensate(ctx, inputs, result)``, when set, undoes one succeeded item (see
-    ``tasks/compensation.py``).
+    ``tasks/features/compensation.py``).
     """
 
     abstract = True

@@ -1,5 +1,5 @@
 """``agentfleet.compensate``: the task that undoes a run's succeeded work (see
-``tasks/compensation.py`` for what it guarantees)."""
+``tasks/features/compensation.py`` for what it guarantees)."""
 
 from __future__ import annotations
 
