@@ -15,13 +15,19 @@ PACKAGE = Path(__file__).resolve().parent.parent / "agentfleet"
 MODULE_LINES = 400
 FUNCTION_LINES = 60
 
-# Module -> its lines today. errors.py and config/sections.py are mostly declarative.
+# Module -> its lines today. Both are declarative and stay whole:
+# - errors.py is the one exception tree (a class and its docstring per error, about 360 lines)
+#   and the classifier that maps foreign errors into it. The classifier could only leave by
+#   making errors a package (a sibling module cannot import the tree and be re-exported by it),
+#   which would rename the module every feature adds its exceptions to.
+# - config/sections.py is one settings model per section of the configuration file, fields and
+#   their validators; a section is the unit a reader looks for, and sections are added there.
 LONG_MODULES = {
     "errors.py": 534,
     "config/sections.py": 411,
 }
 
-# "module:function" -> its lines today.
+# "module:function" -> its lines today. create_app registers every route of the service.
 LONG_FUNCTIONS = {
     "service/app.py:create_app": 108,
 }

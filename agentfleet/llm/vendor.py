@@ -4,8 +4,8 @@ An adapter recognises the vendor's calls among outgoing requests (``describe``: 
 estimated input tokens, most output tokens), reads token usage from a reply and from each
 event of a streamed one, maps the vendor's errors into the fleet's tree, and prices usage from
 ``llm.prices``. The fleet transport (``agentfleet.tools.transport``) asks adapters through a
-protocol; ``agentfleet.llm.vendors`` makes the configured ones. A new vendor is one new
-subclass in its own module.
+protocol (``VendorProtocol``, ``agentfleet.tools.calls``); ``agentfleet.llm.vendors`` makes the
+configured ones. A new vendor is one new subclass in its own module.
 
 A recognised call is limited as ``<vendor>:<model>`` (the limits table's key) and as its host.
 """
