@@ -46,29 +46,11 @@ from typing import Any
 from agentfleet import tracing
 from agentfleet.errors import AgentfleetError, DownstreamError, retry_after_from_headers
 from agentfleet.models import TokenUsage
-from agentfleet.tools.calls import (
-    BreakerProtocol,
-    CallInfo,
-    FleetHooks,
-    LimiterProtocol,
-    LLMCallProtocol,
-    PermitProtocol,
-    VendorProtocol,
-    describe_call,
-)
+from agentfleet.tools.calls import CallInfo, FleetHooks, PermitProtocol, describe_call
 from agentfleet.tracing.calls import traced_call, usage_attributes
 
-__all__ = [
-    "BreakerProtocol",
-    "CallInfo",
-    "FleetHooks",
-    "LLMCallProtocol",
-    "LimiterProtocol",
-    "PermitProtocol",
-    "VendorProtocol",
-    "describe_call",
-    "fleet_transport",
-]
+# What the transport is given and builds on (``tools/calls.py``) is imported from here too.
+__all__ = ["CallInfo", "FleetHooks", "describe_call", "fleet_transport"]
 
 
 def _pause_for(response: Any, default_s: float) -> float:
