@@ -4,8 +4,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
 import pytest
 from rich.console import Console
@@ -51,18 +49,12 @@ def test_a_width_set_on_the_console_wins_over_columns(monkeypatch: pytest.Monkey
     assert fixed.width == 60 and _table_line_width(fixed) == 60
 
 
-def test_columns_set_at_import_does_not_stick() -> None:
-    """A fresh process imports the module with COLUMNS=30, then prints with 120."""
-    script = (
-        "import os\n"
-        "os.environ['COLUMNS'] = '30'\n"
-        "from agentfleet.cli.output import console\n"
-        "os.environ['COLUMNS'] = '120'\n"
-        "print(console.width)\n"
-        "del os.environ['COLUMNS']\n"
-        "print(console.width)\n"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", script], stdin=subprocess.DEVNULL, capture_output=True, text=True, check=True
-    ).stdout
-    assert out.split() == ["120", "80"], out
+def test_columns_set_when_the_console_is_made_does_not_stick(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As at import: the console is made with COLUMNS=30, then prints with 120, then none."""
+    monkeypatch.setenv("COLUMNS", "30")
+    made = type(console)()
+    monkeypatch.setenv("COLUMNS", "120")
+    assert made.width == 120 and _table_line_width(made) == 120
+    monkeypatch.delenv("COLUMNS")
+    monkeypatch.setattr(os, "get_terminal_size", _not_a_terminal)
+    assert made.width == 80
