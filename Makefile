@@ -47,9 +47,16 @@ system-deps:
 	  fi; \
 	fi
 
+# The suite mostly waits (on worker processes, Redis, timeouts), so it runs in more pytest
+# processes than this 2-core machine has cores (pytest-xdist). Each file goes whole to one
+# process (its module fixtures start once), the longest first (tests/file_order.py).
+# TEST_WORKERS=0 runs it in this one process; PYTEST_ARGS adds options (--durations=40, -x).
+TEST_WORKERS ?= 4
+PYTEST_ARGS ?=
+
 test: lint system-deps
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 test-fast: $(STAMP)
 	$(BIN)/pytest -q -m "not slow"

@@ -87,6 +87,23 @@ def redis_reachable(url: str, timeout_s: float = 0.5, *, sentinel_master: str | 
             client.close()
 
 
+#: How many ports a server whose chosen port another process took tries in all.
+_PORT_ATTEMPTS = 5
+
+
+class _PortTaken(ConfigError):
+    """The server could not listen: another process holds its port."""
+
+
+def _log_tail(directory: str) -> str:
+    """The end of the server's log (a failed bind is written there, not to stderr)."""
+    try:
+        with open(os.path.join(directory, "redis.log"), encoding="utf-8", errors="replace") as log:
+            return log.read()[-600:]
+    except OSError:
+        return ""
+
+
 class EmbeddedRedis:
     """A private ``redis-server`` process. Use as a context manager, or ``start()``/``stop()``."""
 
@@ -99,6 +116,7 @@ class EmbeddedRedis:
         password: str | None = None,
         args: Sequence[str] = (),
     ) -> None:
+        self._port_chosen = port is None
         self.port = port or free_port()
         self.password = password
         self.startup_timeout_s = startup_timeout_s
@@ -117,16 +135,56 @@ class EmbeddedRedis:
         return self.process.pid if self.process else None
 
     def start(self) -> EmbeddedRedis:
-        """Start the server (again, after ``kill()``, on the same port and data)."""
+        """Start the server (again, after ``kill()``, on the same port and data).
+
+        A port this object chose itself that another process took in the meantime (the OS
+        hands the same free ports to every process) is given up for a fresh one, up to
+        ``_PORT_ATTEMPTS`` times; a port given to it, or one its data was kept on, is not.
+        """
+        movable = self._port_chosen and self._dir is None
+        for attempt in range(1, _PORT_ATTEMPTS + 1):
+            try:
+                return self._launch()
+            except _PortTaken:
+                if not movable or attempt == _PORT_ATTEMPTS:
+                    raise
+                self.port = free_port()
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _launch(self) -> EmbeddedRedis:
         self._dir = self._dir or tempfile.mkdtemp(prefix="agentfleet-redis-")
-        args = [
+        self.process = subprocess.Popen(
+            self._argv(self._dir),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + self.startup_timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                err = self.process.stderr.read().decode(errors="replace") if self.process.stderr else ""
+                err += _log_tail(self._dir)
+                self.stop()
+                if "Address already in use" in err:
+                    raise _PortTaken(f"embedded redis-server: port {self.port} is taken: {err.strip()[:300]}")
+                raise ConfigError(f"embedded redis-server exited at start: {err.strip()[:300]}")
+            # Another process's server may answer on the port while ours fails to bind it.
+            if redis_reachable(self.url, timeout_s=0.2) and self._answering_pid() == self.process.pid:
+                return self
+            time.sleep(0.05)
+        self.stop()
+        raise ConfigError(f"embedded redis-server did not answer on port {self.port} in time")
+
+    def _argv(self, directory: str) -> list[str]:
+        return [
             redis_server_binary(),
             "--port",
             str(self.port),
             "--bind",
             "127.0.0.1",
             "--dir",
-            self._dir,
+            directory,
             "--save",
             "",
             "--appendonly",
@@ -140,28 +198,20 @@ class EmbeddedRedis:
             "--loglevel",
             "warning",
             "--logfile",
-            os.path.join(self._dir, "redis.log"),
+            os.path.join(directory, "redis.log"),
             *(["--requirepass", self.password, "--masterauth", self.password] if self.password else []),
             *self.extra_args,
         ]
-        self.process = subprocess.Popen(
-            args,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-        )
-        deadline = time.monotonic() + self.startup_timeout_s
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                err = self.process.stderr.read().decode(errors="replace") if self.process.stderr else ""
-                self.stop()
-                raise ConfigError(f"embedded redis-server exited at start: {err.strip()[:300]}")
-            if redis_reachable(self.url, timeout_s=0.2):
-                return self
-            time.sleep(0.05)
-        self.stop()
-        raise ConfigError(f"embedded redis-server did not answer on port {self.port} in time")
+
+    def _answering_pid(self) -> int | None:
+        """The process id of the server answering on our port (None if it cannot be asked)."""
+        client = redis.Redis.from_url(self.url, socket_connect_timeout=0.5, socket_timeout=0.5)
+        try:
+            return int(client.info("server")["process_id"])
+        except (redis.RedisError, OSError, KeyError, ValueError):
+            return None
+        finally:
+            client.close()
 
     def kill(self) -> None:
         """SIGKILL the server, as a crash would; its data directory stays for ``start()``."""

@@ -6,6 +6,7 @@ import os
 import uuid
 from collections.abc import Iterator
 
+import file_order
 import pytest
 import redis
 from worker_env import cluster_env
@@ -13,6 +14,18 @@ from worker_env import cluster_env
 from agentfleet.config import load_settings, reset_settings
 from agentfleet.embedded_redis import EmbeddedRedis, redis_reachable
 from agentfleet.local import LocalCluster
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    file_order.order_longest_first(config, items)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    file_order.record_report(report)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    file_order.save_lengths(session.config)
 
 
 @pytest.fixture(scope="session")
@@ -49,8 +62,10 @@ def _fresh_settings() -> Iterator[None]:
 @pytest.fixture(scope="session")
 def cluster(redis_url: str) -> Iterator[LocalCluster]:
     """Two real worker processes (threads pool) on the session's Redis."""
-    # Queues of its own: other suites' clusters on this Redis never lose tasks to it.
-    queues = {"agents": "session.agents", "fanin": "session.fanin", "maintenance": "session.maintenance"}
+    # Queues of its own: other suites' clusters on this Redis never lose tasks to it, nor do the
+    # session clusters of other pytest-xdist workers when AGENTFLEET_BROKER_URL is shared.
+    name = f"session{os.environ.get('PYTEST_XDIST_WORKER', '')}"
+    queues = {"agents": f"{name}.agents", "fanin": f"{name}.fanin", "maintenance": f"{name}.maintenance"}
     with LocalCluster(
         workers=2,
         concurrency=8,

@@ -26,10 +26,16 @@ from agentfleet.transport.layout import UNACKED, UNACKED_INDEX
 #: The kinds of message a test strands: a map's item, a graph's step, a run's compensation.
 KINDS = ("item", "graph step", "compensation")
 
+#: How long ago (seconds) a stranded copy was taken: past the reconciler's grace (5 s here), well
+#: inside the broker's visibility timeout (an hour). Older than that timeout, any worker of any
+#: test on the same broker would put it back in its queue (kombu's restore sweep runs every
+#: ~10 s on an idle consumer) while the test looks, and the reconciler would find it waiting.
+TAKEN_AGO_S = 60.0
+
 
 @dataclass
 class Stranded:
-    """A message taken off ``queue`` and left unacknowledged under ``tag`` an hour ago."""
+    """A message taken off ``queue`` and left unacknowledged under ``tag`` a minute ago."""
 
     kind: str
     run_id: str
@@ -58,7 +64,7 @@ def reconciling_settings(redis_url: str, short: str) -> Settings:
 
 
 def strand(broker: redis.Redis, queue: str, task_id: str) -> str:
-    """Take ``task_id``'s message off ``queue`` and leave it unacknowledged, taken an hour ago,
+    """Take ``task_id``'s message off ``queue`` and leave it unacknowledged, taken a minute ago,
     as a worker that died holding it leaves it; its delivery tag."""
     for raw in broker.lrange(queue, 0, -1):
         message = json.loads(raw)
@@ -66,7 +72,7 @@ def strand(broker: redis.Redis, queue: str, task_id: str) -> str:
             broker.lrem(queue, 1, raw)
             tag = f"stale-{uuid.uuid4().hex[:8]}"
             broker.hset(UNACKED, tag, json.dumps([message, "", queue]))
-            broker.zadd(UNACKED_INDEX, {tag: time.time() - 3600})
+            broker.zadd(UNACKED_INDEX, {tag: time.time() - TAKEN_AGO_S})
             return tag
     raise AssertionError(f"no message of {task_id} in {queue}")
 

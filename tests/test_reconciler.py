@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 import redis
-from stranded import reconciling_settings
+from stranded import TAKEN_AGO_S, reconciling_settings
 
 from agentfleet.config import Settings, load_settings
 from agentfleet.embedded_redis import free_port
@@ -122,7 +122,7 @@ def test_a_dead_workers_unacknowledged_copy_is_dropped_when_the_item_is_sent_aga
     run = fleet.map("t.echo", [{"n": 1}])
     message = _lose(redis_client, queue, 1)[0]
     tag = f"tag-{uuid.uuid4().hex[:6]}"
-    taken = time.time() - 3600
+    taken = time.time() - TAKEN_AGO_S
     redis_client.hset(UNACKED, tag, json.dumps([message, "", queue]))
     redis_client.zadd(UNACKED_INDEX, {tag: taken})
     try:
@@ -142,9 +142,9 @@ def test_unacknowledged_messages_with_a_countdown_ahead_or_just_taken_are_waitin
     now = time.time()
     later = "2999-01-01T00:00:00+00:00"
     rows = {
-        "a": ({"headers": {"id": "eta-ahead", "eta": later}}, now - 3600),
+        "a": ({"headers": {"id": "eta-ahead", "eta": later}}, now - TAKEN_AGO_S),
         "b": ({"headers": {"id": "just-taken"}}, now - 1),
-        "c": ({"headers": {"id": "abandoned"}}, now - 3600),
+        "c": ({"headers": {"id": "abandoned"}}, now - TAKEN_AGO_S),
     }
     prefix = uuid.uuid4().hex[:6]
     try:

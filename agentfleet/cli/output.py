@@ -8,6 +8,7 @@ text: never read as rich markup, its control and direction characters written as
 from __future__ import annotations
 
 import json
+import os
 import sys
 import textwrap
 from collections.abc import Iterable, Sequence
@@ -15,7 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from rich import box
-from rich.console import Console
+from rich.console import Console, ConsoleDimensions
 from rich.table import Table
 from rich.text import Text
 
@@ -36,8 +37,67 @@ __all__ = [
     "summary_table",
 ]
 
-console = Console()
-err_console = Console(stderr=True)
+
+class _SizedWhenPrinting(Console):
+    """rich's console, measured at each print rather than once when it is made.
+
+    Width in columns: one set on the console (``console.width = 100``), else ``COLUMNS`` when it
+    is a number, else the width of the first of stdin, stdout and stderr that is a terminal, else
+    80. Height in lines likewise (``LINES``, 25). So a resized terminal, or an environment changed
+    after this module was imported, sets the width.
+    """
+
+    def __init__(self, *, stderr: bool = False) -> None:
+        super().__init__(stderr=stderr)
+        self._set_columns: int | None = None
+        self._set_lines: int | None = None
+
+    @property
+    def size(self) -> ConsoleDimensions:
+        width, height = _terminal_size()
+        columns, lines = os.environ.get("COLUMNS", ""), os.environ.get("LINES", "")
+        if columns.isdigit():
+            width = int(columns)
+        if lines.isdigit():
+            height = int(lines)
+        width = self._set_columns or width - self.legacy_windows
+        return ConsoleDimensions(width, self._set_lines or height)
+
+    @size.setter
+    def size(self, new_size: tuple[int, int]) -> None:
+        self._set_columns, self._set_lines = new_size
+
+    @property
+    def width(self) -> int:
+        return self.size.width
+
+    @width.setter
+    def width(self, width: int) -> None:
+        self._set_columns = width
+
+    @property
+    def height(self) -> int:
+        return self.size.height
+
+    @height.setter
+    def height(self, height: int) -> None:
+        self._set_lines = height
+
+
+def _terminal_size() -> tuple[int, int]:
+    """Columns and lines of the first standard stream that is a terminal; (80, 25) if none is."""
+    for descriptor in (0, 1, 2):
+        try:
+            size = os.get_terminal_size(descriptor)
+        except (ValueError, OSError):
+            continue
+        if size.columns and size.lines:
+            return size.columns, size.lines
+    return 80, 25
+
+
+console = _SizedWhenPrinting()
+err_console = _SizedWhenPrinting(stderr=True)
 
 
 def print_json(document: Any) -> None:
