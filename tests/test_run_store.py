@@ -82,6 +82,22 @@ def test_begin_counts_deliveries_whose_claim_lapsed_and_finish_clears_them(store
     assert _begin(store).deliveries == 1
 
 
+def test_a_start_sent_again_counts_its_delivery_once_with_its_own_token_or_a_batchs(
+    store: RunStore,
+) -> None:
+    _create(store, 1)
+    assert [_begin(store, token="w:1:own").deliveries for _ in range(3)] == [1, 1, 1]
+    assert store.client.keys("t:deliv:*:w:1:own") == []  # the claim itself says it was counted
+    store.client.delete(store.claim_key("k0"))  # the worker died: its claim lapsed
+    # A batch claims its items up front: the first start under its token counts, once.
+    store.client.set(store.claim_key("k0"), "w:2:batch", px=20_000)
+    again = [
+        store.begin("r", "k0", "r-0", deliveries_ttl_s=60, token="w:2:batch", claim_ttl_s=20, preclaimed=True)
+        for _ in range(3)
+    ]
+    assert [(s.verdict, s.deliveries) for s in again] == [("claimed", 2)] * 3
+
+
 def test_cancel_is_seen_by_the_next_delivery(store: RunStore) -> None:
     _create(store, 1)
     store.cancel("r")

@@ -102,16 +102,25 @@ class DeliveryScripts:
         return not self.clustered or self.keys.same_slot(run_id, key)
 
     def begin(
-        self, run_id: str, key: str, task_id: str, *, deliveries_ttl_s: int, token: str, claim_ttl_s: float
+        self,
+        run_id: str,
+        key: str,
+        task_id: str,
+        *,
+        deliveries_ttl_s: int,
+        token: str,
+        claim_ttl_s: float,
+        preclaimed: bool = False,
     ) -> BeginState:
         """Claim ``key`` for ``claim_ttl_s`` seconds under ``token`` unless it has an outcome,
-        another delivery holds it, or the run stopped; count the delivery of ``task_id``."""
+        another delivery holds it, or the run stopped; count the delivery of ``task_id``
+        (``preclaimed``: ``token`` claimed the item up front, as a batch does)."""
         item_keys = [
             self.keys.item("out", key),
             self.keys.deliveries(key, task_id),
             self.keys.item("claim", key),
         ]
-        args: list[Any] = [deliveries_ttl_s, token, max(1, int(claim_ttl_s * 1000))]
+        args: list[Any] = [deliveries_ttl_s, token, max(1, int(claim_ttl_s * 1000)), int(preclaimed)]
         if self._together(run_id, key):
             status, stored, n, verdict, left_ms = self._scripts["begin"](
                 keys=[self.keys.run(run_id), *item_keys], args=args

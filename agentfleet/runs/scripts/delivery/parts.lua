@@ -4,19 +4,22 @@
 
 -- Claim the item for this delivery and count the delivery, unless it has a stored outcome or
 -- another delivery holds a live claim. Returns {stored or '', deliveries, verdict, claim ms left}.
-local function claim_item(outkey, deliv, claim, deliveries_ttl, token, claim_ms, cancelled)
+-- A delivery counts once however often its start is sent. A token of its own (``preclaimed``
+-- '0') takes the claim in the call that counts it, so finding the claim held by that token
+-- means an earlier send counted it. A token that claimed the item up front (a batch's,
+-- ``preclaimed`` '1') marks the count at ``<deliveries>:<token>``, living as long as the claim.
+local function claim_item(outkey, deliv, claim, deliveries_ttl, token, claim_ms, cancelled, preclaimed)
   local stored = redis.call('GET', outkey)
   if stored then return {stored, 0, 'stored', 0} end
   if cancelled then return {'', 0, 'cancelled', 0} end
-  if not redis.call('SET', claim, token, 'NX', 'PX', claim_ms) then
-    -- A claim this token already holds (a batch claims its items up front) is this delivery's.
+  local fresh = redis.call('SET', claim, token, 'NX', 'PX', claim_ms)
+  if not fresh then
     if redis.call('GET', claim) ~= token then return {'', 0, 'busy', redis.call('PTTL', claim)} end
     redis.call('PEXPIRE', claim, claim_ms)
   end
-  -- A delivery counts once however often its start is sent: its mark lives as long as its claim.
-  if not redis.call('SET', deliv .. ':' .. token, 1, 'NX', 'PX', claim_ms) then
-    return {'', tonumber(redis.call('GET', deliv) or '1'), 'claimed', 0}
-  end
+  local counted = not fresh and preclaimed ~= '1'
+  if preclaimed == '1' then counted = not redis.call('SET', deliv .. ':' .. token, 1, 'NX', 'PX', claim_ms) end
+  if counted then return {'', tonumber(redis.call('GET', deliv) or '1'), 'claimed', 0} end
   -- The first delivery sets the counter with its expiry in one command.
   local n = 1
   if not redis.call('SET', deliv, 1, 'EX', deliveries_ttl, 'NX') then n = redis.call('INCR', deliv) end
