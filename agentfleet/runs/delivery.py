@@ -176,7 +176,7 @@ class DeliveryScripts:
             )
             *head, stood, fenced, left_ms = reply
             return _finish_state(head, body, str(stood or ""), bool(fenced), left_ms)
-        stood, left_ms = self._scripts["finish_item"](
+        stood, left_ms, _ = self._scripts["finish_item"](
             keys=[*item_keys, memory], args=[body, token, int(store), self.ttl_s]
         )
         if not stood:

@@ -7,14 +7,15 @@
 --       record (1/0), claim token, worker node ('' for none), the attempt's ms
 -- Returns {recorded, done, total, run ended, aggregate path or '', stays active, the outcome
 -- that stands when it is not this one ('' when it is), fenced (1/0), claim ms left}.
-local fresh = ARGV[9] ~= '1' and ARGV[8] == '1' and ARGV[11] ~= '' and redis.call('EXISTS', KEYS[4]) == 0
 local settled = settle_item(KEYS[4], KEYS[5], KEYS[6], KEYS[8], ARGV[2], ARGV[10], ARGV[8], ARGV[7])
 local body = settled[1]
 if body == '' then return {0, 0, 0, 0, '', 0, '', 1, settled[2]} end
 local stood = ''
 if body ~= ARGV[2] then stood = body end
 if ARGV[9] ~= '1' then
-  if fresh then add_span(KEYS[9], KEYS[10], ARGV[1], ARGV[11], now_ms_text(), ARGV[12], 'p', '', ARGV[7]) end
+  if settled[3] == 1 and ARGV[11] ~= '' then
+    add_span(KEYS[9], KEYS[10], ARGV[1], ARGV[11], now_ms_text(), ARGV[12], 'p', '', ARGV[7])
+  end
   return {0, 0, 0, 0, '', 0, stood, 0, 0}
 end
 local r = record_outcome(KEYS[1], KEYS[2], KEYS[3], KEYS[7], KEYS[9], KEYS[10], ARGV[1], body, ARGV[3],

@@ -30,25 +30,30 @@ end
 -- its deliveries; the item's memory (steps, checkpoints) then lives as long as the outcome.
 -- Fenced: while the item has no outcome and another delivery holds a live claim on it (this
 -- one's claim lapsed and was taken over), nothing is written. A lapsed claim nobody took does
--- not fence: nothing else is running the item. Returns {the outcome that stands, 0}, or
--- {'', claim ms left} when fenced.
+-- not fence: nothing else is running the item. Returns {the outcome that stands, 0, 1 when
+-- this call stored it else 0}, or {'', claim ms left, 0} when fenced.
 local function settle_item(outkey, deliv, claim, memory, body, token, store, ttl)
-  local stored = redis.call('GET', outkey)
-  local holder = redis.call('GET', claim)
+  local found = redis.call('MGET', outkey, claim)
+  local stored, holder = found[1], found[2]
   if store == '1' and not stored and holder and holder ~= token then
-    return {'', redis.call('PTTL', claim)}
+    return {'', redis.call('PTTL', claim), 0}
   end
-  redis.call('DEL', deliv)
-  if token ~= '' and holder == token then redis.call('DEL', claim) end
+  if token ~= '' and holder == token then
+    redis.call('DEL', deliv, claim)
+  else
+    redis.call('DEL', deliv)
+  end
+  local wrote = 0
   if store == '1' then
     if stored then
       body = stored
     else
       redis.call('SET', outkey, body, 'EX', ttl)
+      wrote = 1
     end
     redis.call('EXPIRE', memory, ttl)
   end
-  return {body, 0}
+  return {body, 0, wrote}
 end
 
 -- Redis's clock, in epoch seconds: when an outcome is stored, whatever the delay between the
