@@ -10,6 +10,7 @@ import pytest
 
 from agentfleet.models import TaskOutcome
 from agentfleet.runs import BeginState, RunStore
+from agentfleet.runs.lanes import LaneCache
 
 
 @pytest.fixture
@@ -177,3 +178,15 @@ def test_runs_are_listed_newest_first(store: RunStore) -> None:
     for i, run_id in enumerate(["a", "b", "c"]):
         store.create_run(run_id, name=run_id, kind="map", task="t", items=[], created_at=100.0 + i)
     assert [s.run_id for s in store.list_runs(2)] == ["c", "b"]
+
+
+def test_the_lane_cache_keeps_the_most_recent_runs_and_no_lane_of_none() -> None:
+    lanes = LaneCache(size=2)
+    lanes.note("r1", "w@h", 0)
+    lanes.note("r2", "w@h", "3")
+    lanes.note("r2", "", "1")  # no worker: nothing to remember
+    lanes.note("r3", "w@h", -1)  # recorded without a worker's lane
+    assert (lanes.get("r1", "w@h"), lanes.get("r2", "w@h"), lanes.get("r3", "w@h")) == ("0", "3", "")
+    lanes.get("r1", "w@h")
+    lanes.note("r4", "w@h", "1")  # r2 was used least recently: forgotten
+    assert (lanes.get("r1", "w@h"), lanes.get("r2", "w@h"), lanes.get("r4", "w@h")) == ("0", "", "1")

@@ -18,7 +18,9 @@ local function claim_item(outkey, deliv, claim, deliveries_ttl, token, claim_ms,
     redis.call('PEXPIRE', claim, claim_ms)
   end
   local counted = not fresh and preclaimed ~= '1'
-  if preclaimed == '1' then counted = not redis.call('SET', deliv .. ':' .. token, 1, 'NX', 'PX', claim_ms) end
+  if preclaimed == '1' then
+    counted = not redis.call('SET', deliv .. ':' .. token, 1, 'NX', 'PX', claim_ms)
+  end
   if counted then return {'', tonumber(redis.call('GET', deliv) or '1'), 'claimed', 0} end
   -- The first delivery sets the counter with its expiry in one command.
   local n = 1
@@ -78,10 +80,14 @@ end
 -- Append one entry to the run's timeline (runs/spans.py): item ``idx``, the lane of worker
 -- ``node`` ('' for none: lane -1), ``stamp`` (an event id, or epoch ms), the attempt's ``dur``
 -- in ms, its ``kind`` and ``cost`` in micro-dollars ('' or '0' for none). A worker seen for
--- the first time in this run gets the next lane number.
-local function add_span(spans, lanes, idx, node, stamp, dur, kind, cost, ttl)
+-- the first time in this run gets the next lane number; ``known`` is the worker's lane when it
+-- learnt it from an earlier call ('' when not: a worker's lane never changes in a run). Returns
+-- the lane.
+local function add_span(spans, lanes, idx, node, stamp, dur, kind, cost, ttl, known)
   local lane = '-1'
-  if node ~= '' then
+  if node ~= '' and known ~= '' then
+    lane = known
+  elseif node ~= '' then
     lane = redis.call('HGET', lanes, node)
     if not lane then
       lane = tostring(redis.call('HLEN', lanes))
@@ -92,6 +98,7 @@ local function add_span(spans, lanes, idx, node, stamp, dur, kind, cost, ttl)
   local entry = idx .. ' ' .. lane .. ' ' .. stamp .. ' ' .. dur .. ' ' .. kind
   if cost ~= '' and cost ~= '0' then entry = entry .. ' ' .. cost end
   if redis.call('RPUSH', spans, entry) == 1 then redis.call('EXPIRE', spans, ttl) end
+  return lane
 end
 
 -- Redis's clock in whole epoch milliseconds, as text.
@@ -105,20 +112,21 @@ local function micro_usd(cost)
 end
 
 -- Count the outcome once for its run (``secs``: the body's time in whole microseconds) and
--- note it on the run's timeline (``node``, ``dur``: the worker and its attempt's ms); a run
--- it ends ends at Redis's clock. Returns {recorded, done, total, run ended, aggregate, stays
--- active}. A run still being dispatched (``dispatching`` set) does not end here: its total is
--- not known yet (``end_dispatch.lua`` ends it if every item already has its outcome).
+-- note it on the run's timeline (``node``, ``dur``: the worker and its attempt's ms, ``known``
+-- its lane if known, see add_span); a run it ends ends at Redis's clock. Returns {recorded,
+-- done, total, run ended, aggregate, stays active, the worker's lane or ''}. A run still being
+-- dispatched (``dispatching`` set) does not end here: its total is not known yet
+-- (``end_dispatch.lua`` ends it if every item already has its outcome).
 local function record_outcome(run, done, events, inputs, spans, lanes, idx, body, kind, dead, cost, secs,
-                              ttl, node, dur)
+                              ttl, node, dur, known)
   local head = redis.call('HMGET', run, 'tasks_total', 'dispatching')
-  if not head[1] then return {0, 0, 0, 0, '', 0} end
-  if redis.call('HSETNX', done, idx, '1') == 0 then return {0, 0, 0, 0, '', 0} end
+  if not head[1] then return {0, 0, 0, 0, '', 0, ''} end
+  if redis.call('HSETNX', done, idx, '1') == 0 then return {0, 0, 0, 0, '', 0, ''} end
   redis.call('HDEL', inputs, idx)
   local event = redis.call('XADD', events, '*', 'kind', 'outcome', 'idx', idx, 'outcome', body)
   local letter = 'f'
   if kind == 'succeeded' then letter = 's' elseif kind == 'cancelled' then letter = 'c' end
-  add_span(spans, lanes, idx, node, event, dur, letter, micro_usd(cost), ttl)
+  local lane = add_span(spans, lanes, idx, node, event, dur, letter, micro_usd(cost), ttl, known)
   local n = redis.call('HINCRBY', run, 'done', 1)
   redis.call('HINCRBY', run, kind, 1)
   if dead == '1' then redis.call('HINCRBY', run, 'dead_lettered', 1) end
@@ -131,6 +139,10 @@ local function record_outcome(run, done, events, inputs, spans, lanes, idx, body
     redis.call('EXPIRE', events, ttl)
   end
   local total = tonumber(head[1])
-  if n >= total and not head[2] then return end_run(run, events, n, total, server_now()) end
-  return {1, n, total, 0, '', 0}
+  if n >= total and not head[2] then
+    local ended = end_run(run, events, n, total, server_now())
+    ended[7] = lane
+    return ended
+  end
+  return {1, n, total, 0, '', 0, lane}
 end
