@@ -50,6 +50,15 @@ def test_counters_add_up_and_the_run_ends_once(store: RunStore) -> None:
     assert summary.success_rate == round(2 / 3, 4)
 
 
+def test_the_worker_time_stays_a_whole_number_past_what_lua_prints_plainly(store: RunStore) -> None:
+    _create(store, 2)
+    store.finish(_outcome(0, duration_s=400_000_000.0))  # 4e14 us: Lua would print 4e+14
+    store.finish(_outcome(1, duration_s=1.5))
+    assert store.client.hget("t:run:{r}", "worker_us") == "400000001500000"
+    store.client.hincrby("t:run:{r}", "worker_us", 1)  # still an integer to Redis
+    assert store.summary("r").worker_seconds == 400_000_001.5
+
+
 def test_an_item_is_counted_once_however_often_it_is_recorded(store: RunStore) -> None:
     _create(store, 2)
     with ThreadPoolExecutor(8) as pool:

@@ -106,6 +106,11 @@ local function now_ms_text()
   return string.format('%d', math.floor(now_ms()))
 end
 
+-- A whole number as text, without the exponent Lua's own conversion gives from 1e14 up.
+local function whole(x)
+  return string.format('%.0f', x)
+end
+
 -- US dollars (text) as whole micro-dollars (text).
 local function micro_usd(cost)
   return string.format('%d', math.floor((tonumber(cost) or 0) * 1000000 + 0.5))
@@ -119,7 +124,7 @@ end
 -- (``end_dispatch.lua`` ends it if every item already has its outcome).
 local function record_outcome(run, done, events, inputs, spans, lanes, idx, body, kind, dead, cost, secs,
                               ttl, node, dur, known)
-  local head = redis.call('HMGET', run, 'tasks_total', 'dispatching')
+  local head = redis.call('HMGET', run, 'tasks_total', 'dispatching', 'done', kind, 'worker_us')
   if not head[1] then return {0, 0, 0, 0, '', 0, ''} end
   if redis.call('HSETNX', done, idx, '1') == 0 then return {0, 0, 0, 0, '', 0, ''} end
   redis.call('HDEL', inputs, idx)
@@ -127,11 +132,13 @@ local function record_outcome(run, done, events, inputs, spans, lanes, idx, body
   local letter = 'f'
   if kind == 'succeeded' then letter = 's' elseif kind == 'cancelled' then letter = 'c' end
   local lane = add_span(spans, lanes, idx, node, event, dur, letter, micro_usd(cost), ttl, known)
-  local n = redis.call('HINCRBY', run, 'done', 1)
-  redis.call('HINCRBY', run, kind, 1)
+  -- The three counters every outcome moves, read with the head and written in one HSET (the
+  -- script runs alone: nothing writes them in between).
+  local n = (tonumber(head[3]) or 0) + 1
+  redis.call('HSET', run, 'done', whole(n), kind, whole((tonumber(head[4]) or 0) + 1),
+    'worker_us', whole((tonumber(head[5]) or 0) + tonumber(secs)))
   if dead == '1' then redis.call('HINCRBY', run, 'dead_lettered', 1) end
   if tonumber(cost) ~= 0 then redis.call('HINCRBYFLOAT', run, 'cost_usd', cost) end
-  redis.call('HINCRBY', run, 'worker_us', secs)
   if n == 1 then
     -- Created with the first outcome (a reopen never deletes the stream, and keeps the hash
     -- unless it empties it, when the next outcome is the first again).
