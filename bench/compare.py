@@ -41,6 +41,8 @@ BENCHES: dict[str, tuple[str, list[tuple[str, str]]]] = {
             ("worker CPU / Celery's", r"worker CPU per item \(ms\)\s+\S+\s+\S+\s+([\d.]+)x"),
             ("Redis CPU / Celery's", r"Redis CPU per item \(ms\)\s+\S+\s+\S+\s+([\d.]+)x"),
             ("Redis commands per item", r"Redis commands per item\s+([\d.]+)"),
+            ("worker CPU ms per item", r"worker CPU per item \(ms\)\s+([\d.]+)"),
+            ("Redis CPU ms per item", r"Redis CPU per item \(ms\)\s+([\d.]+)"),
         ],
     ),
     "in_flight": (
@@ -49,6 +51,8 @@ BENCHES: dict[str, tuple[str, list[tuple[str, str]]]] = {
             ("10,000 in flight: wall / ideal", r"wall clock [\d.]+ s = ([\d.]+)x the ideal"),
             ("2,000: agentfleet wall / ideal", r"agentfleet\s+[\d.]+ s =\s+([\d.]+)x"),
             ("2,000: Celery wall / ideal", r"plain Celery\s+[\d.]+ s =\s+([\d.]+)x"),
+            ("10,000: workers' CPU s", r"CPU over the run: workers ([\d.]+) s"),
+            ("10,000: Redis CPU s", r"CPU over the run: workers [\d.]+ s, Redis ([\d.]+) s"),
         ],
     ),
     "fanout": (
@@ -57,6 +61,7 @@ BENCHES: dict[str, tuple[str, list[tuple[str, str]]]] = {
             ("threads: agentfleet / Celery", r"agentfleet over plain Celery: threads ([\d.]+)x"),
             ("gevent: agentfleet / Celery", r"over plain Celery: threads [\d.]+x, gevent ([\d.]+)x"),
             ("threads: agentfleet / ideal", r"agentfleet, threads 2 x 50\s+[\d.]+\s+([\d.]+)x"),
+            ("gevent: agentfleet / ideal", r"agentfleet, gevent 1 x 100\s+[\d.]+\s+([\d.]+)x"),
             ("fan-in p50 ms", r"p50 ([\d.]+) ms"),
         ],
     ),
