@@ -26,7 +26,8 @@ next ``}`` when there is one, and refuses a script whose keys live in different 
 On a single Redis the tags change nothing. Two stores write some of their names inside Lua,
 because the names depend on what the script reads: the dead-letter scripts build the index and
 count names from ``DeadLetterKeys.root`` (``dlq/scripts/``), and the delivery scripts mark a
-counted delivery at ``<deliveries key>:<claim token>`` (``runs/scripts/delivery/parts.lua``).
+delivery counted under a batch's claim token at ``<deliveries key>:<claim token>``
+(``runs/scripts/delivery/parts.lua``).
 Both are in ``KEYS``.
 
 Keys that kombu, Celery and redbeat write (queues, ``unacked``, results, the beat schedule) are
@@ -119,7 +120,8 @@ class RunKeys:
 
     def deliveries(self, key: str, task_id: str) -> str:
         """Counter of unfinished deliveries of ``task_id``, in the slot of its item ``key``;
-        the delivery scripts mark each counted one at ``<this>:<claim token>``."""
+        the delivery scripts mark one counted under a batch's claim token at
+        ``<this>:<claim token>``."""
         return self.item("deliv", key) + f":{task_id}"
 
     def same_slot(self, run_id: str, key: str) -> bool:

@@ -7,8 +7,9 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-# Not benchmarks (helpers, task modules), or a 30-minute run of its own (``soak.py``).
-SKIP = {"run_all.py", "bench_tasks.py", "plain_app.py", "soak.py"}
+# Not benchmarks (helpers, task modules), a 30-minute run of its own (``soak.py``), or the
+# comparison with a base commit that needs one named (``compare.py``).
+SKIP = {"run_all.py", "bench_tasks.py", "plain_app.py", "soak.py", "compare.py"}
 
 
 def main() -> int:

@@ -100,6 +100,26 @@ def test_the_script_moves_messages_from_the_queue_to_the_record_in_one_step(
     assert json.loads(redis_client.hget(unacked, "t1")) == [json.loads(messages[1]), "x", "k"]
 
 
+def test_a_take_of_more_than_a_hundred_records_every_one_in_a_few_commands(
+    redis_client: redis.Redis, key_prefix: str
+) -> None:
+    take = TRANSPORT_LUA.register(redis_client, "take")["take"]
+    lists, index, unacked = [f"{key_prefix}.q"], f"{key_prefix}.index", f"{key_prefix}.unacked"
+    messages = [
+        json.dumps({"body": str(n), "properties": {"delivery_tag": f"t{n}", "delivery_info": {
+            "exchange": "x", "routing_key": "k"}}})
+        for n in range(250)
+    ]  # fmt: skip
+    redis_client.lpush(lists[0], *messages)
+    before = redis_client.info("commandstats").get("cmdstat_zadd", {}).get("calls", 0)
+    _, taken = take(keys=[*lists, index, unacked], args=[240, 1000.5, 1, 1, 1])
+    assert len(taken) == 240 and redis_client.llen(lists[0]) == 10
+    assert redis_client.zcard(index) == redis_client.hlen(unacked) == 240
+    assert json.loads(redis_client.hget(unacked, "t239")) == [json.loads(messages[239]), "x", "k"]
+    # One ZADD (and one HSET) per 100 messages, not one per message.
+    assert redis_client.info("commandstats")["cmdstat_zadd"]["calls"] - before < 10
+
+
 def test_an_entry_without_a_delivery_tag_or_info_is_taken_unrecorded_and_handed_back_apart(
     redis_client: redis.Redis, key_prefix: str
 ) -> None:

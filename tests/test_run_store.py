@@ -10,6 +10,7 @@ import pytest
 
 from agentfleet.models import TaskOutcome
 from agentfleet.runs import BeginState, RunStore
+from agentfleet.runs.lanes import LaneCache
 
 
 @pytest.fixture
@@ -49,6 +50,15 @@ def test_counters_add_up_and_the_run_ends_once(store: RunStore) -> None:
     assert summary.success_rate == round(2 / 3, 4)
 
 
+def test_the_worker_time_stays_a_whole_number_past_what_lua_prints_plainly(store: RunStore) -> None:
+    _create(store, 2)
+    store.finish(_outcome(0, duration_s=400_000_000.0))  # 4e14 us: Lua would print 4e+14
+    store.finish(_outcome(1, duration_s=1.5))
+    assert store.client.hget("t:run:{r}", "worker_us") == "400000001500000"
+    store.client.hincrby("t:run:{r}", "worker_us", 1)  # still an integer to Redis
+    assert store.summary("r").worker_seconds == 400_000_001.5
+
+
 def test_an_item_is_counted_once_however_often_it_is_recorded(store: RunStore) -> None:
     _create(store, 2)
     with ThreadPoolExecutor(8) as pool:
@@ -80,6 +90,22 @@ def test_begin_counts_deliveries_whose_claim_lapsed_and_finish_clears_them(store
     assert counts == [1, 2, 3]
     store.finish(_outcome(0), store=False)
     assert _begin(store).deliveries == 1
+
+
+def test_a_start_sent_again_counts_its_delivery_once_with_its_own_token_or_a_batchs(
+    store: RunStore,
+) -> None:
+    _create(store, 1)
+    assert [_begin(store, token="w:1:own").deliveries for _ in range(3)] == [1, 1, 1]
+    assert store.client.keys("t:deliv:*:w:1:own") == []  # the claim itself says it was counted
+    store.client.delete(store.claim_key("k0"))  # the worker died: its claim lapsed
+    # A batch claims its items up front: the first start under its token counts, once.
+    store.client.set(store.claim_key("k0"), "w:2:batch", px=20_000)
+    again = [
+        store.begin("r", "k0", "r-0", deliveries_ttl_s=60, token="w:2:batch", claim_ttl_s=20, preclaimed=True)
+        for _ in range(3)
+    ]
+    assert [(s.verdict, s.deliveries) for s in again] == [("claimed", 2)] * 3
 
 
 def test_cancel_is_seen_by_the_next_delivery(store: RunStore) -> None:
@@ -161,3 +187,15 @@ def test_runs_are_listed_newest_first(store: RunStore) -> None:
     for i, run_id in enumerate(["a", "b", "c"]):
         store.create_run(run_id, name=run_id, kind="map", task="t", items=[], created_at=100.0 + i)
     assert [s.run_id for s in store.list_runs(2)] == ["c", "b"]
+
+
+def test_the_lane_cache_keeps_the_most_recent_runs_and_no_lane_of_none() -> None:
+    lanes = LaneCache(size=2)
+    lanes.note("r1", "w@h", 0)
+    lanes.note("r2", "w@h", "3")
+    lanes.note("r2", "", "1")  # no worker: nothing to remember
+    lanes.note("r3", "w@h", -1)  # recorded without a worker's lane
+    assert (lanes.get("r1", "w@h"), lanes.get("r2", "w@h"), lanes.get("r3", "w@h")) == ("0", "3", "")
+    lanes.get("r1", "w@h")
+    lanes.note("r4", "w@h", "1")  # r2 was used least recently: forgotten
+    assert (lanes.get("r1", "w@h"), lanes.get("r2", "w@h"), lanes.get("r4", "w@h")) == ("0", "", "1")

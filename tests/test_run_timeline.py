@@ -100,6 +100,29 @@ def test_outcomes_without_a_worker_still_have_their_entry(store: RunStore) -> No
     assert (span.kind, span.lane, span.duration_s) == ("c", -1, 0)
 
 
+def _hget_calls(client: redis.Redis) -> int:
+    return int(client.info("commandstats").get("cmdstat_hget", {}).get("calls", 0))
+
+
+def test_a_worker_keeps_its_lane_and_looks_it_up_once_a_run(
+    store: RunStore, settings: Settings, redis_client: redis.Redis
+) -> None:
+    other = RunStore.from_settings(settings)  # another worker process: a cache of its own
+    store.create_run(RUN, name="r", kind="map", task="t", items=_items(60))
+    store.finish(_outcome(0), span=AttemptSpan("w1@h", 0.1))
+    other.finish(_outcome(1), span=AttemptSpan("w2@h", 0.1))
+    before = _hget_calls(redis_client)
+    for i in range(2, 52):
+        store.finish(_outcome(i), span=AttemptSpan("w1@h", 0.1))
+    # Without the lane it learnt from its first outcome, each of these 50 would read the hash.
+    assert _hget_calls(redis_client) - before < 25
+    store.count_attempt(RUN, "retries", event="e-52", index=52, span=AttemptSpan("w1@h", 0.1))
+    other.finish(_outcome(53), span=AttemptSpan("w2@h", 0.1))
+    log = store.spans(RUN)
+    workers = {span.index: log.worker(span.lane) for span in log.spans}
+    assert workers == {i: "w2@h" if i in (1, 53) else "w1@h" for i in range(54)}
+
+
 def test_ten_thousand_entries_stay_small(store: RunStore, redis_client: redis.Redis) -> None:
     key = store.run_key(RUN, "spans")
     entries = [f"{i} {i % 8} 1800000000{i % 1000:03d}-{i % 3} {i % 90000} s 1234" for i in range(10_000)]

@@ -25,6 +25,7 @@ from typing import Any, Literal
 from agentfleet.keys import RunKeys
 from agentfleet.lua import ScriptSet
 from agentfleet.models import TaskOutcome
+from agentfleet.runs.lanes import LaneCache
 from agentfleet.runs.spans import AttemptSpan
 
 __all__ = ["DELIVERY_LUA", "BeginState", "DeliveryScripts", "FinishState", "outcome_kind"]
@@ -87,13 +88,15 @@ def outcome_kind(outcome: TaskOutcome) -> str:
 
 
 class DeliveryScripts:
-    """The delivery scripts on one client; ``clustered`` when it is a Redis Cluster client."""
+    """The delivery scripts on one client; ``clustered`` when it is a Redis Cluster client.
+    ``lanes``: the lanes this process's workers were given on runs' timelines."""
 
     def __init__(self, client: Any, keys: RunKeys, *, ttl_s: int, clustered: bool) -> None:
         self.client = client
         self.keys = keys
         self.ttl_s = ttl_s
         self.clustered = clustered
+        self.lanes = LaneCache()
         self._scripts = DELIVERY_LUA.register(
             client, "begin", "begin_item", "finish", "finish_item", "finish_run", "attempt"
         )
@@ -102,16 +105,25 @@ class DeliveryScripts:
         return not self.clustered or self.keys.same_slot(run_id, key)
 
     def begin(
-        self, run_id: str, key: str, task_id: str, *, deliveries_ttl_s: int, token: str, claim_ttl_s: float
+        self,
+        run_id: str,
+        key: str,
+        task_id: str,
+        *,
+        deliveries_ttl_s: int,
+        token: str,
+        claim_ttl_s: float,
+        preclaimed: bool = False,
     ) -> BeginState:
         """Claim ``key`` for ``claim_ttl_s`` seconds under ``token`` unless it has an outcome,
-        another delivery holds it, or the run stopped; count the delivery of ``task_id``."""
+        another delivery holds it, or the run stopped; count the delivery of ``task_id``
+        (``preclaimed``: ``token`` claimed the item up front, as a batch does)."""
         item_keys = [
             self.keys.item("out", key),
             self.keys.deliveries(key, task_id),
             self.keys.item("claim", key),
         ]
-        args: list[Any] = [deliveries_ttl_s, token, max(1, int(claim_ttl_s * 1000))]
+        args: list[Any] = [deliveries_ttl_s, token, max(1, int(claim_ttl_s * 1000)), int(preclaimed)]
         if self._together(run_id, key):
             status, stored, n, verdict, left_ms = self._scripts["begin"](
                 keys=[self.keys.run(run_id), *item_keys], args=args
@@ -150,6 +162,7 @@ class DeliveryScripts:
         inputs = self.keys.run(run_id, "inputs")
         timeline = [self.keys.run(run_id, "spans"), self.keys.run(run_id, "lanes")]
         worker, duration_ms = span.args() if span is not None else ("", 0)
+        lane = self.lanes.get(run_id, worker)
         body = outcome.model_dump_json()
         counted: list[Any] = [
             outcome.index,
@@ -163,11 +176,12 @@ class DeliveryScripts:
         if self._together(run_id, key):
             reply = self._scripts["finish"](
                 keys=[*run_keys, *item_keys, inputs, memory, *timeline],
-                args=[*counted, int(store), int(record), token, worker, duration_ms],
+                args=[*counted, int(store), int(record), token, worker, duration_ms, lane],
             )
-            *head, stood, fenced, left_ms = reply
+            *head, stood, fenced, left_ms, used = reply
+            self.lanes.note(run_id, worker, used)
             return _finish_state(head, body, str(stood or ""), bool(fenced), left_ms)
-        stood, left_ms = self._scripts["finish_item"](
+        stood, left_ms, _ = self._scripts["finish_item"](
             keys=[*item_keys, memory], args=[body, token, int(store), self.ttl_s]
         )
         if not stood:
@@ -176,8 +190,10 @@ class DeliveryScripts:
         if record:
             counted[1] = stood
             counts = self._scripts["finish_run"](
-                keys=[*run_keys, inputs, *timeline], args=[*counted, worker, duration_ms]
+                keys=[*run_keys, inputs, *timeline], args=[*counted, worker, duration_ms, lane]
             )
+            self.lanes.note(run_id, worker, counts[6])
+            counts = counts[:6]
         return _finish_state(counts, body, "" if stood == body else str(stood), False, 0)
 
     def attempt(
@@ -193,8 +209,11 @@ class DeliveryScripts:
         ]
         kind = "r" if field == "retries" else "d"
         worker, duration_ms = span.args()
-        args: list[Any] = [field, event, ttl_s, index, worker, duration_ms, kind]
-        return bool(self._scripts["attempt"](keys=keys, args=args))
+        lane = self.lanes.get(run_id, worker)
+        args: list[Any] = [field, event, ttl_s, index, worker, duration_ms, kind, lane]
+        counted, used = self._scripts["attempt"](keys=keys, args=args)
+        self.lanes.note(run_id, worker, used)
+        return bool(counted)
 
 
 def _finish_state(head: list[Any], body: str, stood: str, fenced: bool, left_ms: Any) -> FinishState:

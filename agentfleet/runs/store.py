@@ -32,8 +32,8 @@ key expires after ``ttl_s`` seconds unless noted:
 - ``p:errs:{<tag>}...``     list: the last 50 failed attempts of an item (type, message, time)
 - ``p:deliv:{<tag>}...:<task id>``  deliveries of a task id that have not finished (poison
                             detection); expires four visibility timeouts after the first;
-                            ``...:<task id>:<claim token>`` marks a delivery counted (it expires
-                            with the claim), so a start sent twice counts once
+                            ``...:<task id>:<claim token>`` marks one counted under a batch's
+                            token (expiring with the claim): a start sent twice counts once
 - ``p:runs:active``         set: runs that are running or waiting for their aggregate (no
                             expiry; the reconciler drops runs that ended or expired)
 - ``p:runs``                sorted set: run ids by creation time; ids older than ``ttl_s``
@@ -266,14 +266,14 @@ class RunStore(RunEvents, ClaimStore, AggregateStore, ReconcileMarks):
 
     @repeatable
     def begin(
-        self, run_id: str, key: str, task_id: str, *, deliveries_ttl_s: int, token: str, claim_ttl_s: float
-    ) -> BeginState:
+        self, run_id: str, key: str, task_id: str, *, deliveries_ttl_s: int, token: str, claim_ttl_s: float,
+        preclaimed: bool = False,
+    ) -> BeginState:  # fmt: skip
         """Start a delivery: read run status and any stored outcome; claim the item for
-        ``claim_ttl_s`` seconds under ``token``; count the delivery, once per ``token`` however
-        often this is sent (one round trip)."""
-        return self._delivery.begin(
-            run_id, key, task_id, deliveries_ttl_s=deliveries_ttl_s, token=token, claim_ttl_s=claim_ttl_s
-        )
+        ``claim_ttl_s`` seconds under ``token`` (``preclaimed``: a batch's, which claimed it up
+        front); count the delivery once per ``token`` however often this is sent (one round trip)."""
+        return self._delivery.begin(run_id, key, task_id, deliveries_ttl_s=deliveries_ttl_s, token=token,
+                                    claim_ttl_s=claim_ttl_s, preclaimed=preclaimed)  # fmt: skip
 
     @repeatable
     def finish(

@@ -259,6 +259,7 @@ class Delivery:
                 deliveries_ttl_s=self.settings.visibility_timeout_s * 4,
                 token=token,
                 claim_ttl_s=ttl_s,
+                preclaimed=bool(self.claim_token),
             )
 
         state = self.patience.call(begin)

@@ -1,7 +1,7 @@
 -- Take up to ARGV[1] messages in the order kombu's BRPOP looks would take them, and record each
 -- as unacknowledged in the same step (kombu's record: the delivery tag in the index scored by
 -- ARGV[2], and [message, exchange, routing key] in the hash), so that no message is ever out of
--- both the queue and the record.
+-- both the queue and the record. The records go in one ZADD and one HSET per 100 messages.
 -- Each message comes from the first non-empty list in BRPOP's key order: priority step first,
 -- then the queues in the channel's cycle order; with ARGV[3] = 1 (kombu's round-robin cycle)
 -- the queue taken from then moves to the end of that order. Taking stops before a message of a
@@ -81,7 +81,16 @@ if holding == 1 and likely >= 1 and ARGV[4 + likely] == '1' then
   end
 end
 
-local origins, taken = {}, {}
+local origins, taken, scored, records = {}, {}, {}, {}
+
+local function record_all()
+  if #records > 0 then
+    redis.call('ZADD', index, unpack(scored))
+    redis.call('HSET', unacked, unpack(records))
+    scored, records = {}, {}
+  end
+end
+
 while #taken < want do
   local key, at, raw
   if found then
@@ -106,8 +115,11 @@ while #taken < want do
     taken[#taken + 1] = {raw}
   else
     local record = '[' .. raw .. ',' .. cjson.encode(exchange) .. ',' .. cjson.encode(routing_key) .. ']'
-    redis.call('ZADD', index, ARGV[2], tag)
-    redis.call('HSET', unacked, tag, record)
+    scored[#scored + 1] = ARGV[2]
+    scored[#scored + 1] = tag
+    records[#records + 1] = tag
+    records[#records + 1] = record
+    if #records >= 200 then record_all() end
     taken[#taken + 1] = raw
   end
   local q = order[at]
@@ -117,4 +129,5 @@ while #taken < want do
     order[#order + 1] = q
   end
 end
+record_all()
 return {origins, taken}

@@ -4,19 +4,23 @@
 -- stored its outcome.
 -- KEYS: run, done, events, outcome, deliveries, claim, inputs, the item's memory, spans, lanes
 -- ARGV: index, outcome JSON, kind, dead-lettered (1/0), cost, seconds, ttl, store (1/0),
---       record (1/0), claim token, worker node ('' for none), the attempt's ms
+--       record (1/0), claim token, worker node ('' for none), the attempt's ms, the worker's
+--       lane in this run when known ('' when not)
 -- Returns {recorded, done, total, run ended, aggregate path or '', stays active, the outcome
--- that stands when it is not this one ('' when it is), fenced (1/0), claim ms left}.
-local fresh = ARGV[9] ~= '1' and ARGV[8] == '1' and ARGV[11] ~= '' and redis.call('EXISTS', KEYS[4]) == 0
+-- that stands when it is not this one ('' when it is), fenced (1/0), claim ms left, the
+-- worker's lane ('' when no entry was written)}.
 local settled = settle_item(KEYS[4], KEYS[5], KEYS[6], KEYS[8], ARGV[2], ARGV[10], ARGV[8], ARGV[7])
 local body = settled[1]
-if body == '' then return {0, 0, 0, 0, '', 0, '', 1, settled[2]} end
+if body == '' then return {0, 0, 0, 0, '', 0, '', 1, settled[2], ''} end
 local stood = ''
 if body ~= ARGV[2] then stood = body end
 if ARGV[9] ~= '1' then
-  if fresh then add_span(KEYS[9], KEYS[10], ARGV[1], ARGV[11], now_ms_text(), ARGV[12], 'p', '', ARGV[7]) end
-  return {0, 0, 0, 0, '', 0, stood, 0, 0}
+  local lane = ''
+  if settled[3] == 1 and ARGV[11] ~= '' then
+    lane = add_span(KEYS[9], KEYS[10], ARGV[1], ARGV[11], now_ms_text(), ARGV[12], 'p', '', ARGV[7], ARGV[13])
+  end
+  return {0, 0, 0, 0, '', 0, stood, 0, 0, lane}
 end
 local r = record_outcome(KEYS[1], KEYS[2], KEYS[3], KEYS[7], KEYS[9], KEYS[10], ARGV[1], body, ARGV[3],
-  ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[11], ARGV[12])
-return {r[1], r[2], r[3], r[4], r[5], r[6], stood, 0, 0}
+  ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[11], ARGV[12], ARGV[13])
+return {r[1], r[2], r[3], r[4], r[5], r[6], stood, 0, 0, r[7]}

@@ -4,19 +4,24 @@
 
 -- Claim the item for this delivery and count the delivery, unless it has a stored outcome or
 -- another delivery holds a live claim. Returns {stored or '', deliveries, verdict, claim ms left}.
-local function claim_item(outkey, deliv, claim, deliveries_ttl, token, claim_ms, cancelled)
+-- A delivery counts once however often its start is sent. A token of its own (``preclaimed``
+-- '0') takes the claim in the call that counts it, so finding the claim held by that token
+-- means an earlier send counted it. A token that claimed the item up front (a batch's,
+-- ``preclaimed`` '1') marks the count at ``<deliveries>:<token>``, living as long as the claim.
+local function claim_item(outkey, deliv, claim, deliveries_ttl, token, claim_ms, cancelled, preclaimed)
   local stored = redis.call('GET', outkey)
   if stored then return {stored, 0, 'stored', 0} end
   if cancelled then return {'', 0, 'cancelled', 0} end
-  if not redis.call('SET', claim, token, 'NX', 'PX', claim_ms) then
-    -- A claim this token already holds (a batch claims its items up front) is this delivery's.
+  local fresh = redis.call('SET', claim, token, 'NX', 'PX', claim_ms)
+  if not fresh then
     if redis.call('GET', claim) ~= token then return {'', 0, 'busy', redis.call('PTTL', claim)} end
     redis.call('PEXPIRE', claim, claim_ms)
   end
-  -- A delivery counts once however often its start is sent: its mark lives as long as its claim.
-  if not redis.call('SET', deliv .. ':' .. token, 1, 'NX', 'PX', claim_ms) then
-    return {'', tonumber(redis.call('GET', deliv) or '1'), 'claimed', 0}
+  local counted = not fresh and preclaimed ~= '1'
+  if preclaimed == '1' then
+    counted = not redis.call('SET', deliv .. ':' .. token, 1, 'NX', 'PX', claim_ms)
   end
+  if counted then return {'', tonumber(redis.call('GET', deliv) or '1'), 'claimed', 0} end
   -- The first delivery sets the counter with its expiry in one command.
   local n = 1
   if not redis.call('SET', deliv, 1, 'EX', deliveries_ttl, 'NX') then n = redis.call('INCR', deliv) end
@@ -27,25 +32,30 @@ end
 -- its deliveries; the item's memory (steps, checkpoints) then lives as long as the outcome.
 -- Fenced: while the item has no outcome and another delivery holds a live claim on it (this
 -- one's claim lapsed and was taken over), nothing is written. A lapsed claim nobody took does
--- not fence: nothing else is running the item. Returns {the outcome that stands, 0}, or
--- {'', claim ms left} when fenced.
+-- not fence: nothing else is running the item. Returns {the outcome that stands, 0, 1 when
+-- this call stored it else 0}, or {'', claim ms left, 0} when fenced.
 local function settle_item(outkey, deliv, claim, memory, body, token, store, ttl)
-  local stored = redis.call('GET', outkey)
-  local holder = redis.call('GET', claim)
+  local found = redis.call('MGET', outkey, claim)
+  local stored, holder = found[1], found[2]
   if store == '1' and not stored and holder and holder ~= token then
-    return {'', redis.call('PTTL', claim)}
+    return {'', redis.call('PTTL', claim), 0}
   end
-  redis.call('DEL', deliv)
-  if token ~= '' and holder == token then redis.call('DEL', claim) end
+  if token ~= '' and holder == token then
+    redis.call('DEL', deliv, claim)
+  else
+    redis.call('DEL', deliv)
+  end
+  local wrote = 0
   if store == '1' then
     if stored then
       body = stored
     else
       redis.call('SET', outkey, body, 'EX', ttl)
+      wrote = 1
     end
     redis.call('EXPIRE', memory, ttl)
   end
-  return {body, 0}
+  return {body, 0, wrote}
 end
 
 -- Redis's clock, in epoch seconds: when an outcome is stored, whatever the delay between the
@@ -70,10 +80,14 @@ end
 -- Append one entry to the run's timeline (runs/spans.py): item ``idx``, the lane of worker
 -- ``node`` ('' for none: lane -1), ``stamp`` (an event id, or epoch ms), the attempt's ``dur``
 -- in ms, its ``kind`` and ``cost`` in micro-dollars ('' or '0' for none). A worker seen for
--- the first time in this run gets the next lane number.
-local function add_span(spans, lanes, idx, node, stamp, dur, kind, cost, ttl)
+-- the first time in this run gets the next lane number; ``known`` is the worker's lane when it
+-- learnt it from an earlier call ('' when not: a worker's lane never changes in a run). Returns
+-- the lane.
+local function add_span(spans, lanes, idx, node, stamp, dur, kind, cost, ttl, known)
   local lane = '-1'
-  if node ~= '' then
+  if node ~= '' and known ~= '' then
+    lane = known
+  elseif node ~= '' then
     lane = redis.call('HGET', lanes, node)
     if not lane then
       lane = tostring(redis.call('HLEN', lanes))
@@ -84,11 +98,17 @@ local function add_span(spans, lanes, idx, node, stamp, dur, kind, cost, ttl)
   local entry = idx .. ' ' .. lane .. ' ' .. stamp .. ' ' .. dur .. ' ' .. kind
   if cost ~= '' and cost ~= '0' then entry = entry .. ' ' .. cost end
   if redis.call('RPUSH', spans, entry) == 1 then redis.call('EXPIRE', spans, ttl) end
+  return lane
 end
 
 -- Redis's clock in whole epoch milliseconds, as text.
 local function now_ms_text()
   return string.format('%d', math.floor(now_ms()))
+end
+
+-- A whole number as text, without the exponent Lua's own conversion gives from 1e14 up.
+local function whole(x)
+  return string.format('%.0f', x)
 end
 
 -- US dollars (text) as whole micro-dollars (text).
@@ -97,25 +117,28 @@ local function micro_usd(cost)
 end
 
 -- Count the outcome once for its run (``secs``: the body's time in whole microseconds) and
--- note it on the run's timeline (``node``, ``dur``: the worker and its attempt's ms); a run
--- it ends ends at Redis's clock. Returns {recorded, done, total, run ended, aggregate, stays
--- active}. A run still being dispatched (``dispatching`` set) does not end here: its total is
--- not known yet (``end_dispatch.lua`` ends it if every item already has its outcome).
+-- note it on the run's timeline (``node``, ``dur``: the worker and its attempt's ms, ``known``
+-- its lane if known, see add_span); a run it ends ends at Redis's clock. Returns {recorded,
+-- done, total, run ended, aggregate, stays active, the worker's lane or ''}. A run still being
+-- dispatched (``dispatching`` set) does not end here: its total is not known yet
+-- (``end_dispatch.lua`` ends it if every item already has its outcome).
 local function record_outcome(run, done, events, inputs, spans, lanes, idx, body, kind, dead, cost, secs,
-                              ttl, node, dur)
-  local head = redis.call('HMGET', run, 'tasks_total', 'dispatching')
-  if not head[1] then return {0, 0, 0, 0, '', 0} end
-  if redis.call('HSETNX', done, idx, '1') == 0 then return {0, 0, 0, 0, '', 0} end
+                              ttl, node, dur, known)
+  local head = redis.call('HMGET', run, 'tasks_total', 'dispatching', 'done', kind, 'worker_us')
+  if not head[1] then return {0, 0, 0, 0, '', 0, ''} end
+  if redis.call('HSETNX', done, idx, '1') == 0 then return {0, 0, 0, 0, '', 0, ''} end
   redis.call('HDEL', inputs, idx)
   local event = redis.call('XADD', events, '*', 'kind', 'outcome', 'idx', idx, 'outcome', body)
   local letter = 'f'
   if kind == 'succeeded' then letter = 's' elseif kind == 'cancelled' then letter = 'c' end
-  add_span(spans, lanes, idx, node, event, dur, letter, micro_usd(cost), ttl)
-  local n = redis.call('HINCRBY', run, 'done', 1)
-  redis.call('HINCRBY', run, kind, 1)
+  local lane = add_span(spans, lanes, idx, node, event, dur, letter, micro_usd(cost), ttl, known)
+  -- The three counters every outcome moves, read with the head and written in one HSET (the
+  -- script runs alone: nothing writes them in between).
+  local n = (tonumber(head[3]) or 0) + 1
+  redis.call('HSET', run, 'done', whole(n), kind, whole((tonumber(head[4]) or 0) + 1),
+    'worker_us', whole((tonumber(head[5]) or 0) + tonumber(secs)))
   if dead == '1' then redis.call('HINCRBY', run, 'dead_lettered', 1) end
   if tonumber(cost) ~= 0 then redis.call('HINCRBYFLOAT', run, 'cost_usd', cost) end
-  redis.call('HINCRBY', run, 'worker_us', secs)
   if n == 1 then
     -- Created with the first outcome (a reopen never deletes the stream, and keeps the hash
     -- unless it empties it, when the next outcome is the first again).
@@ -123,6 +146,10 @@ local function record_outcome(run, done, events, inputs, spans, lanes, idx, body
     redis.call('EXPIRE', events, ttl)
   end
   local total = tonumber(head[1])
-  if n >= total and not head[2] then return end_run(run, events, n, total, server_now()) end
-  return {1, n, total, 0, '', 0}
+  if n >= total and not head[2] then
+    local ended = end_run(run, events, n, total, server_now())
+    ended[7] = lane
+    return ended
+  end
+  return {1, n, total, 0, '', 0, lane}
 end
