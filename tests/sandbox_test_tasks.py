@@ -1,0 +1,28 @@
+"""Sandboxed fleet tasks the sandbox integration tests run on real workers."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from agentfleet import SandboxLimits, SandboxSpec, TaskContext, fleet_task
+
+
+@fleet_task(sandbox=SandboxSpec(limits=SandboxLimits(wall_s=20, processes=64, memory_mb=512)))
+def sandboxed_sh(ctx: TaskContext, script: str, timeout_s: float = 20.0) -> dict[str, Any]:
+    """Runs ``script`` in the item's sandbox; says what the workspace held before, and its owner
+    (the sandbox's host user)."""
+    workspace = ctx.sandbox.workspace
+    before = sorted(os.listdir(workspace))
+    result = ctx.sandbox.run(["sh", "-c", script], timeout_s=timeout_s)
+    return {
+        "before": before,
+        "owner": os.stat(workspace).st_uid,
+        "workspace": str(workspace),
+        **result.model_dump(),
+    }
+
+
+@fleet_task(max_retries=0)
+def no_sandbox(ctx: TaskContext) -> str:
+    return ctx.sandbox.run(["true"]).stdout
