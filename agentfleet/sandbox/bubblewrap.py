@@ -111,6 +111,9 @@ class BubblewrapSandbox:
     ) -> None:
         assert spec.limits is not None
         self.spec, self.limits = spec, spec.limits
+        if not self._lease.shared:
+            for host, _ in binds:
+                _check_reachable(Path(host))
         self.binds, self.env, self.wrap = list(binds), dict(env or {}), wrap
 
     def own_workspace(self) -> None:
@@ -195,14 +198,14 @@ class BubblewrapSandbox:
         self._lease.release()
 
 
-def _check_reachable(workspace: Path) -> None:
-    # bwrap runs as the sandbox's user and opens the workspace by its path.
-    for parent in workspace.resolve().parents:
+def _check_reachable(path: Path) -> None:
+    # bwrap runs as the sandbox's user and opens what it binds by its path.
+    for parent in path.resolve().parents:
         if not parent.stat().st_mode & 0o001:
             raise ConfigError(
-                f"the sandbox's user cannot reach its workspace {workspace}: {parent} is not "
-                "searchable by others; chmod o+x it, or set workdir_root (AGENTFLEET_WORKDIR_ROOT) "
-                "to a directory whose parents are"
+                f"the sandbox's user cannot reach {path}: {parent} is not searchable by others; "
+                "chmod o+x it, or keep workspaces (AGENTFLEET_WORKDIR_ROOT) and templates "
+                "(AGENTFLEET_SANDBOX__TEMPLATE) under directories that are"
             )
 
 

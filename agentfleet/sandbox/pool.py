@@ -4,12 +4,14 @@
 made from the spec's template, with its network plan attached. ``Lease.release()`` stops its
 egress, kills what is left in it and either resets it into the warm pool or destroys it.
 
-The warm pool keeps ``[sandbox] warm`` sandboxes ready, made from the settings' own template
-and backend, so an item whose resolved spec has that template and backend starts without
-waiting for a copy or a checkout; the item's own limits apply from its first run. A sandbox
-handed out is replaced in the background; one given back is reset (``Workspace.reset``) and
-kept while the pool is short, else destroyed. A prefork pool process fills its pool when it
-starts; other workers at their first sandboxed item.
+The warm pool holds ``[sandbox] warm`` sandboxes, made in advance from the settings' own
+template and backend, so an item whose resolved spec has that template and backend starts
+without waiting for a copy or a checkout; the item's own limits apply from its first run.
+They are handed to items and come back after use, reset (``Workspace.reset``); while more
+items run at once than the pool holds, the others get sandboxes made for them, destroyed
+after use. A sandbox that cannot be reset is destroyed and replaced in the background. A
+prefork pool process fills its pool when it starts; other workers at their first sandboxed
+item.
 """
 
 from __future__ import annotations
@@ -76,6 +78,8 @@ class SandboxPool:
         self.settings = settings
         self._backends: dict[str, Backend] = {}
         self._warm: list[_Ready] = []
+        # Sandboxes of the warm pool's kind handed out, which come back to it.
+        self._out = 0
         self._filling = False
         self._lock = threading.Lock()
         self._closed = False
@@ -107,6 +111,9 @@ class SandboxPool:
         ready = self._take_warm(key)
         if ready is None:
             ready = self._make(key, spec)
+        if key == self.warm_key:
+            with self._lock:
+                self._out += 1
         self.fill_in_background()
         network: NetworkPlan | None = None
         try:
@@ -122,6 +129,7 @@ class SandboxPool:
         except BaseException:
             if network is not None:
                 network.close()
+            self._forget(ready)
             ready.destroy()
             raise
         return Lease(ready.sandbox, ready, network, self)
@@ -133,6 +141,11 @@ class SandboxPool:
                     return self._warm.pop(i)
         return None
 
+    def _forget(self, ready: _Ready) -> None:
+        if ready.key == self.warm_key:
+            with self._lock:
+                self._out -= 1
+
     def give_back(self, lease: Lease) -> None:
         """End an item's use of its sandbox: stop its egress, kill what is left, and keep it
         warm (reset) or destroy it."""
@@ -142,13 +155,14 @@ class SandboxPool:
                 lease.network.close()
         finally:
             ready.sandbox.reap()
+            self._forget(ready)
             if not self._keep(ready):
                 ready.destroy()
 
     def _keep(self, ready: _Ready) -> bool:
         with self._lock:
             wanted = not self._closed and ready.key == self.warm_key
-            wanted = wanted and len(self._warm) < self.settings.sandbox.warm
+            wanted = wanted and len(self._warm) + self._out < self.settings.sandbox.warm
         if not wanted:
             return False
         try:
@@ -171,7 +185,7 @@ class SandboxPool:
         key = self.warm_key
         while True:
             with self._lock:
-                if self._closed or len(self._warm) >= self.settings.sandbox.warm:
+                if self._closed or len(self._warm) + self._out >= self.settings.sandbox.warm:
                     return
             ready = self._make(key, spec)
             with self._lock:
@@ -184,7 +198,8 @@ class SandboxPool:
     def fill_in_background(self) -> None:
         """``fill`` in a thread of its own (one at a time), logging what goes wrong."""
         with self._lock:
-            if self._filling or self._closed or len(self._warm) >= self.settings.sandbox.warm:
+            short = len(self._warm) + self._out < self.settings.sandbox.warm
+            if self._filling or self._closed or not short:
                 return
             self._filling = True
         threading.Thread(target=self._fill_logged, name="agentfleet-sandbox-warm", daemon=True).start()
