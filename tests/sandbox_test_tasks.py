@@ -26,3 +26,12 @@ def sandboxed_sh(ctx: TaskContext, script: str, timeout_s: float = 20.0) -> dict
 @fleet_task(max_retries=0)
 def no_sandbox(ctx: TaskContext) -> str:
     return ctx.sandbox.run(["true"]).stdout
+
+
+@fleet_task(sandbox={"limits": {"wall_s": 20}})
+def agent_command(ctx: TaskContext, argv: list[str]) -> dict[str, Any]:
+    """What the agent's ``run_command`` tool returns for ``argv`` in this item."""
+    from agentfleet.tasks.llm_tasks import BUILTIN_TOOLS
+
+    result: dict[str, Any] = BUILTIN_TOOLS["run_command"].fn(ctx, {"argv": argv})
+    return result

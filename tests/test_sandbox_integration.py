@@ -35,6 +35,7 @@ def scluster(redis_url: str, template: Path) -> Iterator[LocalCluster]:
         AGENTFLEET_TASK_MODULES="sandbox_test_tasks",
         AGENTFLEET_SANDBOX__WARM="1",
         AGENTFLEET_SANDBOX__TEMPLATE=str(template),
+        AGENTFLEET_COMMAND__ENABLED="true",
     )
     settings = load_settings(queues=own_queues(f"sbx{uuid.uuid4().hex[:6]}"))
     with LocalCluster(
@@ -80,3 +81,15 @@ def test_a_task_without_a_sandbox_is_told_how_to_declare_one(scluster: LocalClus
     assert summary.failed == 1
     error = run.outcomes()[0].error or ""
     assert "has no sandbox" in error and "@fleet_task(sandbox=" in error
+
+
+def test_the_agents_run_command_tool_runs_in_the_items_sandbox_without_an_allowlist(
+    scluster: LocalCluster,
+) -> None:
+    run = scluster.fleet().map(st.agent_command, [{"argv": ["sh", "-c", "id -u; cat seed.txt; ip -o link"]}])
+    assert run.wait(timeout_s=60).succeeded == 1
+    result = run.outcomes()[0].result
+    assert result["exit_code"] == 0, result
+    lines = result["stdout"].splitlines()
+    assert lines[:2] == ["65534", "from the template"]
+    assert len(lines) == 3 and ": lo:" in lines[2], "loopback only"

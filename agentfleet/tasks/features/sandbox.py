@@ -14,15 +14,17 @@ from typing import TYPE_CHECKING
 
 from agentfleet.errors import ConfigError
 from agentfleet.sandbox.backend import SandboxHandle
+from agentfleet.tasks.execution_state import execution_of
 from agentfleet.tasks.hooks import DeliveryFeature, Held
 from agentfleet.tasks.runtime import runtime
 
 if TYPE_CHECKING:
     from agentfleet.sandbox.pool import Lease
+    from agentfleet.tasks.context import TaskContext
     from agentfleet.tasks.execution import Delivery
     from agentfleet.tasks.execution_state import ExecutionState
 
-__all__ = ["SandboxFeature", "sandbox_of"]
+__all__ = ["SandboxFeature", "item_sandbox", "sandbox_of"]
 
 _held: dict[tuple[str, str], Lease] = {}
 _held_lock = threading.Lock()
@@ -52,6 +54,15 @@ class SandboxFeature(DeliveryFeature):
         with _held_lock:
             _held[slot] = lease
         return _Holding(slot, lease)
+
+
+def item_sandbox(ctx: TaskContext) -> SandboxHandle | None:
+    """``ctx.sandbox`` when its delivery holds one, else None (the fleet's tools ask this to
+    run in the sandbox when there is one)."""
+    state = execution_of(ctx)
+    with _held_lock:
+        lease = _held.get((state.token, state.key))
+    return SandboxHandle(lease.sandbox) if lease is not None else None
 
 
 def sandbox_of(state: ExecutionState) -> SandboxHandle:
