@@ -51,7 +51,8 @@ def _join(client: socket.socket, path: str) -> None:
     upstream.close()
 
 
-def _serve(listener: socket.socket, path: str) -> None:
+def forward(listener: socket.socket, path: str) -> None:
+    """Accept on `listener` until it closes; join each connection to the Unix socket `path`."""
     while True:
         try:
             client, _ = listener.accept()
@@ -69,19 +70,19 @@ def main(argv: list[str]) -> int:
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind(("127.0.0.1", port))
     listener.listen(128)
-    threading.Thread(target=_serve, args=(listener, path), daemon=True).start()
+    threading.Thread(target=forward, args=(listener, path), daemon=True).start()
     try:
         child = subprocess.Popen(command)
     except OSError as exc:
         sys.stderr.write(f"cannot run {command[0]}: {exc.strerror or exc}\n")
         return 127
 
-    def forward(signum: int, _frame: object) -> None:
+    def pass_on(signum: int, _frame: object) -> None:
         with contextlib.suppress(OSError):
             child.send_signal(signum)
 
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(signum, forward)
+        signal.signal(signum, pass_on)
     code = child.wait()
     return 128 - code if code < 0 else code
 

@@ -188,7 +188,7 @@ class Session:
         return False
 
     def _relay(self, request: h11.Request, url: str, body: bytes) -> bool:
-        headers = _forwarded(request.headers)
+        headers = _forwarded(request.headers.raw_items())
         outgoing = self.core.client.build_request(
             request.method.decode("ascii"), url, headers=headers, content=body
         )
@@ -246,16 +246,20 @@ class Session:
             return
 
 
-def _forwarded(raw: Any) -> list[tuple[bytes, bytes]]:
-    """The request headers to send on: no hop-by-hop ones, encodings the client can decode."""
+def _forwarded(raw: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+    """The request headers to send on (names as the client spelt them): no hop-by-hop ones,
+    and only encodings the proxy can decode."""
     named = {
-        token.strip().lower() for name, value in raw if name == b"connection" for token in value.split(b",")
+        token.strip().lower()
+        for name, value in raw
+        if name.lower() == b"connection"
+        for token in value.split(b",")
     }
-    kept = [(name, value) for name, value in raw if name not in _HOP_BY_HOP and name not in named]
-    kept = [(name, value) for name, value in kept if name != b"accept-encoding"]
+    dropped = _HOP_BY_HOP | named | {b"accept-encoding"}
+    kept = [(name, value) for name, value in raw if name.lower() not in dropped]
     # The proxy decodes each body to search it for credential values, so it asks only for
     # encodings httpx decodes, and sends the body on decoded.
-    kept.append((b"accept-encoding", b"gzip, deflate"))
+    kept.append((b"Accept-Encoding", b"gzip, deflate"))
     return kept
 
 
