@@ -29,9 +29,10 @@ SECRET = "sk-egress-test-7f3a9c2e51d84b06"
 
 
 class EchoHandler(http.server.BaseHTTPRequestHandler):
-    """``/echo``: the request's headers as JSON (and its Authorization in base64, ``b64``); ``/bytes?n=N``: N bytes; ``/gzip``: the
-    Authorization header, gzip-encoded; ``/split``: the Authorization header in two chunks cut
-    through its middle; POST ``/echo``: the body's length and headers."""
+    """``/echo``: the request's headers as JSON (and its Authorization in base64, ``b64``);
+    ``/bytes?n=N``: N bytes; ``/gzip``: the Authorization header, gzip-encoded; ``/split``: the
+    Authorization header in two chunks cut through its middle; POST ``/echo``: the body's length
+    and headers."""
 
     protocol_version = "HTTP/1.1"
     seen: list[tuple[str, str]]  # (path, Authorization) of each request, in order

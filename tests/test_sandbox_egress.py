@@ -72,13 +72,15 @@ def _rig(
         network=[f"127.0.0.1:{plain.port}", f"127.0.0.1:{secure.port}"], credentials=["tok", "narrow"]
     )
     path = tmp_path / "egress.sock"
-    with EgressProxy(
-        _settings(**egress), spec, path, run_id="run-1", task_name="review", wiring=wiring
-    ) as proxy:
-        with loopback_forwarder(path) as port:
-            trust = ssl.create_default_context(cafile=str(proxy.ca_cert_path))
-            with httpx.Client(proxy=f"http://127.0.0.1:{port}", verify=trust, trust_env=False) as client:
-                yield Rig(plain, secure, other, proxy, client, path)
+    with (
+        EgressProxy(
+            _settings(**egress), spec, path, run_id="run-1", task_name="review", wiring=wiring
+        ) as proxy,
+        loopback_forwarder(path) as port,
+    ):
+        trust = ssl.create_default_context(cafile=str(proxy.ca_cert_path))
+        with httpx.Client(proxy=f"http://127.0.0.1:{port}", verify=trust, trust_env=False) as client:
+            yield Rig(plain, secure, other, proxy, client, path)
     wiring.pools.close()
 
 

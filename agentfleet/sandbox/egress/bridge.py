@@ -48,9 +48,11 @@ def bridge_argv(socket_inside: str, port: int, argv: list[str]) -> list[str]:
 
 def proxy_env(port: int, ca_inside: str) -> dict[str, str]:
     """The environment that sends HTTP(S) through the bridge on ``port`` and trusts the CA at
-    ``ca_inside`` (as the sandbox sees it). Only loopback, the sandbox's own, bypasses it."""
+    ``ca_inside`` (as the sandbox sees it). ``NO_PROXY`` is empty: even ``127.0.0.1`` goes
+    through the proxy (a program that serves on the sandbox's own loopback and calls itself
+    sets ``NO_PROXY`` for that call)."""
     proxy = f"http://127.0.0.1:{port}"
     env = {name: proxy for name in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")}
-    env.update({"NO_PROXY": "localhost,127.0.0.1,::1", "no_proxy": "localhost,127.0.0.1,::1"})
+    env.update({"NO_PROXY": "", "no_proxy": ""})
     env.update(dict.fromkeys(CA_ENV_NAMES, ca_inside))
     return env
