@@ -35,3 +35,20 @@ def agent_command(ctx: TaskContext, argv: list[str]) -> dict[str, Any]:
 
     result: dict[str, Any] = BUILTIN_TOOLS["run_command"].fn(ctx, {"argv": argv})
     return result
+
+
+# The port of the test's HTTP server, given to the workers before they import this module.
+_ECHO = f"127.0.0.1:{os.environ.get('SBX_TEST_ECHO_PORT', '1')}"
+
+
+@fleet_task(sandbox={"network": [_ECHO], "limits": {"wall_s": 30}})
+def fetch_in_sandbox(ctx: TaskContext, urls: list[str]) -> list[str]:
+    """What python3's urllib, in the item's sandbox, gets for each url (or its error)."""
+    code = (
+        "import sys, urllib.request\n"
+        "for url in sys.argv[1:]:\n"
+        " try:\n  print(urllib.request.urlopen(url, timeout=10).status)\n"
+        " except Exception as e:\n  print(type(e).__name__)\n"
+    )
+    result = ctx.sandbox.run(["python3", "-c", code, *urls])
+    return result.stdout.split()

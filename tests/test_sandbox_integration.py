@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import sandbox_test_tasks as st
+from egress_support import Echo, echo_server
 from sandbox_support import wait_gone
 from worker_env import cluster_env, own_queues
 
@@ -30,8 +31,16 @@ def template() -> Iterator[Path]:
 
 
 @pytest.fixture(scope="module")
-def scluster(redis_url: str, template: Path) -> Iterator[LocalCluster]:
+def echo() -> Iterator[Echo]:
+    with echo_server() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def scluster(redis_url: str, template: Path, echo: Echo) -> Iterator[LocalCluster]:
     env = cluster_env(
+        SBX_TEST_ECHO_PORT=str(echo.port),
+        AGENTFLEET_FETCH__ALLOW_PRIVATE_HOSTS='["127.0.0.1"]',
         AGENTFLEET_TASK_MODULES="sandbox_test_tasks",
         AGENTFLEET_SANDBOX__WARM="1",
         AGENTFLEET_SANDBOX__TEMPLATE=str(template),
@@ -93,3 +102,14 @@ def test_the_agents_run_command_tool_runs_in_the_items_sandbox_without_an_allowl
     lines = result["stdout"].splitlines()
     assert lines[:2] == ["65534", "from the template"]
     assert len(lines) == 3 and ": lo:" in lines[2], "loopback only"
+
+
+def test_a_sandboxed_program_reaches_its_declared_destination_through_the_egress_proxy(
+    scluster: LocalCluster, echo: Echo
+) -> None:
+    declared = f"http://127.0.0.1:{echo.port}/echo"
+    undeclared = "http://127.0.0.1:9/echo"
+    run = scluster.fleet().map(st.fetch_in_sandbox, [{"urls": [declared, undeclared]}])
+    assert run.wait(timeout_s=60).succeeded == 1
+    assert run.outcomes()[0].result == ["200", "HTTPError"]
+    assert [path for path, _ in echo.seen] == ["/echo"], "the far end saw the declared request only"

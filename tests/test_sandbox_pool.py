@@ -87,12 +87,12 @@ def test_the_none_backend_runs_without_isolation_only_when_named(template: Path)
     for pool in _pool(backend="none", template=str(template)):
         spec = task_sandbox({}, pool.settings, "t")
         assert spec is not None
-        lease = pool.acquire(spec, run_id="r", task_name="t")
+        lease = pool.acquire(spec)
         result = lease.sandbox.run(["sh", "-c", "cat seed.txt; id -u"])
         assert result.stdout == f"seed\n{os.getuid()}\n"
         lease.release()
         with pytest.raises(ConfigError, match="network"):
-            pool.acquire(spec.model_copy(update={"network": ["x.org"]}), run_id="r", task_name="t")
+            pool.acquire(spec.model_copy(update={"network": ["x.org"]}))
 
 
 def test_the_warm_pool_hands_out_ready_sandboxes_and_resets_them(template: Path) -> None:
@@ -101,7 +101,7 @@ def test_the_warm_pool_hands_out_ready_sandboxes_and_resets_them(template: Path)
         assert pool.warm_count() == 2
         spec = task_sandbox({}, pool.settings, "t")
         assert spec is not None
-        lease = pool.acquire(spec, run_id="r", task_name="t")
+        lease = pool.acquire(spec)
         first = lease.sandbox.workspace
         assert lease.sandbox.run(["sh", "-c", "echo x > left-behind; sleep 300 &"]).exit_code == 0
         lease.release()
@@ -115,7 +115,7 @@ def test_a_git_template_is_cloned_per_item_and_git_works_inside(git_template: Pa
     for pool in _pool(template=str(git_template)):
         spec = task_sandbox({}, pool.settings, "t")
         assert spec is not None
-        lease = pool.acquire(spec, run_id="r", task_name="t")
+        lease = pool.acquire(spec)
         script = (
             "git log --format=%s && echo more >> seed.txt && "
             "git -c user.name=a -c user.email=a@b commit -qam second && git log --format=%s"

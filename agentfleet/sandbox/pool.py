@@ -1,8 +1,9 @@
 """A worker process's sandboxes: made per item, or taken from a warm pool and reset after use.
 
-``SandboxPool.acquire(spec, ...)`` returns a ``Lease``: the item's ``Sandbox`` over a workspace
-made from the spec's template, with its network plan attached. ``Lease.release()`` stops its
-egress, kills what is left in it and either resets it into the warm pool or destroys it.
+``SandboxPool.acquire(spec)`` returns a ``Lease``: the item's ``Sandbox`` over a workspace
+made from the spec's template (``Lease.connect`` starts its egress proxy). ``Lease.release()``
+stops its egress, kills what is left in it and either resets it into the warm pool or
+destroys it.
 
 The warm pool holds ``[sandbox] warm`` sandboxes, made in advance from the settings' own
 template and backend, so an item whose resolved spec has that template and backend starts
@@ -17,8 +18,11 @@ item.
 from __future__ import annotations
 
 import logging
+import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from agentfleet.sandbox.backend import Backend, Sandbox
@@ -57,14 +61,34 @@ class _Ready:
             self.workspace.remove()
 
 
-@dataclass
 class Lease:
     """One item's sandbox, held while its body runs (a ``Held`` of the delivery)."""
 
-    sandbox: Sandbox
-    ready: _Ready
-    network: NetworkPlan | None
-    pool: SandboxPool
+    def __init__(self, sandbox: Sandbox, ready: _Ready, spec: SandboxSpec, pool: SandboxPool) -> None:
+        self.sandbox = sandbox
+        self.ready = ready
+        self.spec = spec
+        self.pool = pool
+        self.network: NetworkPlan | None = None
+        self._lock = threading.Lock()
+        self._wired = False
+
+    def connect(self, make_proxy: Callable[[Path], Any]) -> None:
+        """Start the item's egress proxy (``network.plan_network``) the first time it is asked
+        for, when the spec declares destinations; the sandbox's programs then reach them."""
+        with self._lock:
+            if self._wired:
+                return
+            uid = getattr(self.sandbox, "uid", os.geteuid())
+            self.network = plan_network(self.spec, uid=uid, make_proxy=make_proxy)
+            self._wired = True
+            if self.network is not None:
+                self.sandbox.configure(
+                    self.spec,
+                    binds=self.ready.workspace.binds() + self.network.binds,
+                    env=self.network.env,
+                    wrap=self.network.wrap,
+                )
 
     def release(self) -> None:
         self.pool.give_back(self)
@@ -104,8 +128,9 @@ class SandboxPool:
             raise
         return _Ready(key, workspace, sandbox)
 
-    def acquire(self, spec: SandboxSpec, *, run_id: str, task_name: str) -> Lease:
-        """A sandbox for one item of ``task_name`` in ``run_id`` (``spec`` resolved)."""
+    def acquire(self, spec: SandboxSpec) -> Lease:
+        """A sandbox for one item (``spec`` resolved); its network is connected later, by
+        ``Lease.connect``, once the item's execution is there to wire the proxy to."""
         assert spec.backend is not None
         key: _Key = (spec.backend, spec.template)
         ready = self._take_warm(key)
@@ -115,24 +140,13 @@ class SandboxPool:
             with self._lock:
                 self._out += 1
         self.fill_in_background()
-        network: NetworkPlan | None = None
         try:
-            uid = getattr(ready.sandbox, "uid", 0)
-            network = plan_network(self.settings, spec, uid=uid, run_id=run_id, task_name=task_name)
-            binds = ready.workspace.binds() + (network.binds if network else [])
-            ready.sandbox.configure(
-                spec,
-                binds=binds,
-                env=network.env if network else None,
-                wrap=network.wrap if network else None,
-            )
+            ready.sandbox.configure(spec, binds=ready.workspace.binds())
         except BaseException:
-            if network is not None:
-                network.close()
             self._forget(ready)
             ready.destroy()
             raise
-        return Lease(ready.sandbox, ready, network, self)
+        return Lease(ready.sandbox, ready, spec, self)
 
     def _take_warm(self, key: _Key) -> _Ready | None:
         with self._lock:

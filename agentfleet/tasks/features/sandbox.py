@@ -3,7 +3,8 @@ its own while its body runs (``agentfleet.sandbox``).
 
 ``hold_during_body`` takes one from the worker process's ``SandboxPool`` (warm, or made for
 the item) and registers it under the delivery's claim token and item key, where
-``ctx.sandbox`` finds it (``sandbox_of``); releasing it stops its egress proxy, kills every
+``ctx.sandbox`` finds it (``sandbox_of``); the first use starts its egress proxy when the task
+declares network destinations (``agentfleet.tasks.egress``); releasing it stops its egress proxy, kills every
 process left in it and resets it into the warm pool or destroys it, whatever the body did.
 """
 
@@ -49,7 +50,7 @@ class SandboxFeature(DeliveryFeature):
 
     def hold_during_body(self, d: Delivery) -> Held | None:
         pool = runtime(d.settings).sandboxes()
-        lease = pool.acquire(d.task.sandbox, run_id=d.meta.run, task_name=d.task.name)
+        lease = pool.acquire(d.task.sandbox)
         slot = (d.token, d.key)
         with _held_lock:
             _held[slot] = lease
@@ -62,7 +63,17 @@ def item_sandbox(ctx: TaskContext) -> SandboxHandle | None:
     state = execution_of(ctx)
     with _held_lock:
         lease = _held.get((state.token, state.key))
-    return SandboxHandle(lease.sandbox) if lease is not None else None
+    return _handle(state, lease) if lease is not None else None
+
+
+def _handle(state: ExecutionState, lease: Lease) -> SandboxHandle:
+    # The egress proxy is wired to the execution (its limits, budgets, claim, audit), so it
+    # starts at the first use of the sandbox rather than when the delivery takes it.
+    from agentfleet.tasks.egress import egress_proxy
+
+    spec = lease.spec
+    lease.connect(lambda path: egress_proxy(state, spec, path, task_name=state.task_name))
+    return SandboxHandle(lease.sandbox)
 
 
 def sandbox_of(state: ExecutionState) -> SandboxHandle:
@@ -74,4 +85,4 @@ def sandbox_of(state: ExecutionState) -> SandboxHandle:
             f"{state.task_name or 'this task'} has no sandbox: declare one with "
             "@fleet_task(sandbox=SandboxSpec(...)) (defaults from the [sandbox] settings)"
         )
-    return SandboxHandle(lease.sandbox)
+    return _handle(state, lease)
