@@ -53,7 +53,7 @@ def test_a_secret_file_beside_the_worker_and_etc_shadow_cannot_be_read(workspace
             os.chown(root_only, 0, 0)
             root_only.chmod(0o600)
             result = sandbox.run(
-                ["sh", "-c", f"cat {beside}; cat /workspace/root-only; echo "shadow:[$(cat /etc/shadow)]"; ls /root /home"]
+                ["sh", "-c", f"cat {beside}; cat /workspace/root-only; echo shadow:[$(cat /etc/shadow)]; ls /root"]
             )
     finally:
         beside.unlink()
