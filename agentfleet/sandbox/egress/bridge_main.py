@@ -58,6 +58,8 @@ def forward(listener: socket.socket, path: str) -> None:
             client, _ = listener.accept()
         except OSError:
             return
+        # Each chunk goes on as it arrives: a small write must not wait for the peer's ACK.
+        client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         threading.Thread(target=_join, args=(client, path), daemon=True).start()
 
 
