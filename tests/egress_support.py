@@ -49,6 +49,7 @@ class EchoHandler(http.server.BaseHTTPRequestHandler):
             self.send_header("Content-Encoding", encoding)
         self.send_header("Content-Length", str(len(body)))
         self.send_header("X-Seen-Authorization", self.headers.get("Authorization", ""))
+        self.send_header("Set-Cookie", "session=from-the-destination")
         self.end_headers()
         self.wfile.write(body)
 
