@@ -85,11 +85,17 @@ def main() -> None:
             upstream = ssl.create_default_context(cafile=ports["ca"])
             pools = TransportPools(functools.partial(httpx.HTTPTransport, verify=upstream))
             sock = Path(tmp) / "egress.sock"
-            with EgressProxy(settings, spec, sock, run_id="bench", task_name="bench", wiring=EgressWiring(pools=pools)) as proxy:
+            with EgressProxy(
+                settings, spec, sock, run_id="bench", task_name="bench", wiring=EgressWiring(pools=pools)
+            ) as proxy:
                 port = _free_port()
                 bridge = subprocess.Popen(bridge_argv(str(sock), port, ["sleep", "3600"]))
                 _wait_listening(port)
-                common = {"requests": args.requests, "downloads": args.downloads, "size": int(args.size_mb * 1e6)}
+                common = {
+                    "requests": args.requests,
+                    "downloads": args.downloads,
+                    "size": int(args.size_mb * 1e6),
+                }
                 rows = []
                 for label, scheme, credential in (
                     ("http", "http", False),
@@ -109,15 +115,21 @@ def main() -> None:
                 bridge.terminate()
                 bridge.wait(10)
             servers.communicate("", timeout=10)
-    print(f"# {args.requests} small GETs (latency) and {args.downloads} GETs of {args.size_mb:g} MB (throughput)")
-    print(f"# per path, keep-alive, loopback; direct vs through the bridge and the egress proxy")
+    _report(args, rows)
+
+
+def _report(args: argparse.Namespace, rows: list[tuple[str, dict[str, float], dict[str, float]]]) -> None:
+    size = f"{args.size_mb:g} MB"
+    print(f"# {args.requests} small GETs (latency) and {args.downloads} GETs of {size} (throughput)")
+    print("# per path, keep-alive, loopback; direct vs through the bridge and the egress proxy")
     print(f"{'path':18s} {'p50 ms':>16s} {'p99 ms':>16s} {'MB/s':>18s}   ratios (proxy/direct)")
     for label, direct, through in rows:
+        p50 = through["p50_ms"] / direct["p50_ms"]
+        p99 = through["p99_ms"] / direct["p99_ms"]
         print(
             f"{label:18s} {direct['p50_ms']:7.2f} {through['p50_ms']:8.2f} {direct['p99_ms']:7.2f} "
             f"{through['p99_ms']:8.2f} {direct['mb_s']:8.0f} {through['mb_s']:9.0f}   "
-            f"p50 x{through['p50_ms'] / direct['p50_ms']:.1f}  p99 x{through['p99_ms'] / direct['p99_ms']:.1f}  "
-            f"throughput x{through['mb_s'] / direct['mb_s']:.2f}"
+            f"p50 x{p50:.1f}  p99 x{p99:.1f}  throughput x{through['mb_s'] / direct['mb_s']:.2f}"
         )
     print(f"load average at the end: {os.getloadavg()[0]:.2f}")
 

@@ -49,6 +49,7 @@ class EchoHandler(http.server.BaseHTTPRequestHandler):
             self.send_header("Content-Encoding", encoding)
         self.send_header("Content-Length", str(len(body)))
         self.send_header("X-Seen-Authorization", self.headers.get("Authorization", ""))
+        self.send_header("Set-Cookie", "session=from-the-destination")
         self.end_headers()
         self.wfile.write(body)
 
@@ -102,7 +103,7 @@ def echo_server(context: ssl.SSLContext | None = None) -> Iterator[Echo]:
     server.daemon_threads = True
     if context is not None:
         server.socket = context.wrap_socket(server.socket, server_side=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     try:
         yield Echo(server.server_address[1], seen)

@@ -187,6 +187,29 @@ def test_one_connection_carries_several_requests(rig: Rig) -> None:
     assert rig.proxy.open_connections == 1
 
 
+def test_the_proxy_sends_what_the_program_sent_and_keeps_no_cookies(rig: Rig) -> None:
+    url = f"http://127.0.0.1:{rig.http.port}/echo"
+    assert rig.client.get(url).headers["set-cookie"] == "session=from-the-destination"
+    rig.client.cookies.clear()
+    seen = rig.client.get(url, headers={"X-Mine": "1"}).json()["headers"]
+    assert "Cookie" not in seen and seen["X-Mine"] == "1"
+
+
+def test_a_client_waiting_for_100_continue_gets_it_and_its_body_through(rig: Rig) -> None:
+    conn = socket.socket(socket.AF_UNIX)
+    conn.settimeout(10)
+    conn.connect(str(rig.socket_path))
+    head = f"POST http://127.0.0.1:{rig.http.port}/echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
+    conn.sendall((head + "Expect: 100-continue\r\nConnection: close\r\n\r\n").encode())
+    assert conn.recv(100).startswith(b"HTTP/1.1 100")
+    conn.sendall(b"hello")
+    received = b""
+    while chunk := conn.recv(65536):
+        received += chunk
+    conn.close()
+    assert received.startswith(b"HTTP/1.1 200") and b'"length": 5' in received
+
+
 def _raw(path: Path, data: bytes, timeout_s: float = 10.0) -> bytes:
     conn = socket.socket(socket.AF_UNIX)
     conn.settimeout(timeout_s)
@@ -293,6 +316,15 @@ def test_the_ca_key_is_never_written_and_stop_is_idempotent(rig: Rig) -> None:
     rig.proxy.stop()
     rig.proxy.stop()
     assert not rig.socket_path.exists()
+
+
+def test_stop_closes_open_tunnels_at_once(rig: Rig) -> None:
+    assert rig.client.get(f"https://127.0.0.1:{rig.https.port}/echo").status_code == 200
+    assert rig.proxy.open_connections == 1  # the tunnel, kept alive by the client
+    started = time.monotonic()
+    rig.proxy.stop()
+    assert time.monotonic() - started < 2.0
+    assert rig.proxy.open_connections == 0
 
 
 def test_a_spec_naming_an_unconfigured_credential_fails_at_once(tmp_path: Path) -> None:

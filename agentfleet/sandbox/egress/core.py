@@ -1,7 +1,7 @@
 """What every connection of one sandbox's egress proxy shares: the rules and the way out.
 
 ``EgressCore`` holds the sandbox's declared destinations, the credentials it may name, the
-limits of ``[egress]``, and one ``httpx.Client`` on the fleet's own transport stack::
+limits of ``[egress]``, and the fleet's own transport stack::
 
     fleet transport (cluster-wide limits, per-destination concurrency, circuit, accounting)
       -> guard (SSRF check, address pinning, $CRED{...} filled in, credential audit)
@@ -65,7 +65,7 @@ class EgressWiring:
 
 
 class EgressCore:
-    """The rules and the client shared by a sandbox's proxy connections."""
+    """The rules and the transport shared by a sandbox's proxy connections."""
 
     def __init__(
         self,
@@ -95,13 +95,19 @@ class EgressCore:
         guard = guard_transport(
             httpx, settings=settings.fetch, vault=self.vault, task_id=wiring.task_id, pools=wiring.pools
         )
-        timeout = httpx.Timeout(self.limits.upstream_timeout_s)
-        self.client = httpx.Client(
-            transport=fleet_transport(httpx, guard, wiring.hooks),
-            timeout=timeout,
-            follow_redirects=False,
-            trust_env=False,
+        # The transport itself, not an ``httpx.Client``: a client would keep a cookie jar across
+        # the sandbox's requests and add headers of its own; the proxy sends what it was sent.
+        self.transport = fleet_transport(httpx, guard, wiring.hooks)
+        seconds = self.limits.upstream_timeout_s
+        self.timeouts = {"connect": seconds, "read": seconds, "write": seconds, "pool": seconds}
+
+    def send(self, method: str, url: str, headers: list[tuple[bytes, bytes]], body: bytes) -> httpx.Response:
+        """Send one request through the fleet transport; the response's body is not read yet."""
+        request = httpx.Request(
+            method, url, headers=headers, content=body, extensions={"timeout": self.timeouts}
         )
+        response: httpx.Response = self.transport.handle_request(request)
+        return response
 
     def refusal(self, scheme: str, host: str, port: int) -> Reply | None:
         """The refusal of a request to ``host:port`` that no declared destination admits."""
@@ -148,4 +154,4 @@ class EgressCore:
         return Reflections.of(self.credentials, vault.value)
 
     def close(self) -> None:
-        self.client.close()
+        self.transport.close()

@@ -46,7 +46,12 @@ class Destination:
                 f"sandbox network entry {entry!r} must be a host, '*.' and a domain, or either "
                 "with ':port' (no scheme or path)"
             )
-        return cls(rule=normalize_domain_rule(host), port=port)
+        try:
+            rule = normalize_domain_rule(host)
+        except ConfigError as exc:
+            reason = exc.message.replace("credential domain", "host")
+            raise ConfigError(f"sandbox network entry {entry!r}: {reason}") from None
+        return cls(rule=rule, port=port)
 
     def allows(self, host: str, port: int) -> bool:
         """True when this entry admits the normalised ``host`` on ``port``."""

@@ -189,11 +189,8 @@ class Session:
 
     def _relay(self, request: h11.Request, url: str, body: bytes) -> bool:
         headers = _forwarded(request.headers.raw_items())
-        outgoing = self.core.client.build_request(
-            request.method.decode("ascii"), url, headers=headers, content=body
-        )
         try:
-            response = self.core.client.send(outgoing, stream=True)
+            response = self.core.send(request.method.decode("ascii"), url, headers, body)
         except Exception as exc:
             self._send_reply(reply_for(exc, _origin(url)))
             return False
