@@ -26,9 +26,11 @@ from pydantic_settings import (
 )
 
 from agentfleet.config.dispatch import DispatchSettings
+from agentfleet.config.egress import EgressSettings
 from agentfleet.config.fanouts import FanoutSpec, ScheduleSpec
 from agentfleet.config.options import RunOptionArgs, RunOptions, run_options
 from agentfleet.config.redis_url import check_redis_url, url_password, with_password
+from agentfleet.config.sandbox import SandboxLimits, SandboxSettings
 from agentfleet.config.sections import (
     AgentSettings,
     BeatSettings,
@@ -62,6 +64,7 @@ __all__ = [
     "DLQSettings",
     "DeliverySettings",
     "DispatchSettings",
+    "EgressSettings",
     "FanoutSpec",
     "FetchSettings",
     "FlowerSettings",
@@ -73,6 +76,8 @@ __all__ = [
     "RetrySettings",
     "RunOptionArgs",
     "RunOptions",
+    "SandboxLimits",
+    "SandboxSettings",
     "ScheduleSpec",
     "ServiceSettings",
     "Settings",
@@ -128,10 +133,12 @@ class Settings(BaseSettings):
     dlq: DLQSettings = DLQSettings()
     llm: LLMSettings = LLMSettings()
     fetch: FetchSettings = FetchSettings()
+    egress: EgressSettings = EgressSettings()
     budgets: BudgetSettings = BudgetSettings()
     agent: AgentSettings = AgentSettings()
     credentials: dict[str, CredentialSpec] = Field(default_factory=dict)
     command: CommandToolSettings = CommandToolSettings()
+    sandbox: SandboxSettings = SandboxSettings()
     fanouts: dict[str, FanoutSpec] = Field(default_factory=dict)
     schedules: dict[str, ScheduleSpec] = Field(default_factory=dict)
     beat: BeatSettings = BeatSettings()

@@ -13,6 +13,7 @@ from agentfleet.config import Settings, get_settings
 from agentfleet.errors import ConfigError
 from agentfleet.protocol.meta import META_KWARG
 from agentfleet.protocol.task import FleetTask, TaskBudget
+from agentfleet.sandbox.spec import SandboxSpec, task_sandbox
 from agentfleet.transport.acks import ack_later
 
 __all__ = ["fleet_task", "input_model_for"]
@@ -79,6 +80,7 @@ def _register(
     queue: str | None,
     budget: TaskBudget,
     compensate: Callable[..., Any] | None,
+    sandbox: SandboxSpec | dict[str, Any] | None = None,
 ) -> FleetTask:
     from agentfleet.celery_app import app
     from agentfleet.tasks.execution import execute
@@ -108,6 +110,7 @@ def _register(
         "fail_on": tuple(fail_on),
         "budget": budget,
         "compensate": staticmethod(compensate) if compensate is not None else None,
+        "sandbox": task_sandbox(sandbox, settings, task_name),
         "time_limit": hard,
         "soft_time_limit": soft,
         "lazy": False,
@@ -143,6 +146,7 @@ def fleet_task(
     budget_turns: int | None = None,
     budget_wall_s: float | None = None,
     compensate: Callable[..., Any] | None = None,
+    sandbox: SandboxSpec | dict[str, Any] | None = None,
 ) -> Callable[[Callable[..., Any]], FleetTask]: ...
 
 
@@ -163,6 +167,7 @@ def fleet_task(
     budget_turns: int | None = None,
     budget_wall_s: float | None = None,
     compensate: Callable[..., Any] | None = None,
+    sandbox: SandboxSpec | dict[str, Any] | None = None,
 ) -> FleetTask | Callable[[Callable[..., Any]], FleetTask]:
     """Register ``fn(ctx, **inputs)`` as a fleet task. Works bare or with options.
 
@@ -175,6 +180,8 @@ def fleet_task(
     item's spending over all its attempts (defaults from ``[budgets]``); crossing one stops it
     with a permanent ``BudgetExceeded``. ``compensate(ctx, inputs, result)`` undoes one
     succeeded item when its run fails fast, is cancelled or is told to compensate.
+    ``sandbox`` (a ``SandboxSpec`` or a dict of its fields, over the ``[sandbox]`` settings)
+    gives each item a sandbox, ``ctx.sandbox`` (see docs/sandbox.md).
     """
 
     def decorate(func: Callable[..., Any]) -> FleetTask:
@@ -190,6 +197,7 @@ def fleet_task(
             queue=queue,
             budget=TaskBudget(usd=budget_usd, tokens=budget_tokens, turns=budget_turns, wall_s=budget_wall_s),
             compensate=compensate,
+            sandbox=sandbox,
         )
 
     if fn is not None:

@@ -15,6 +15,10 @@ passed in. On timeout the whole process group is killed. Each of stdout and stde
 most ``command.max_output_bytes`` bytes: the first and last halves, with a marker between.
 
 This limits what can be started; it is not a sandbox for what the allowed program then does.
+In a task declared with a sandbox (``@fleet_task(sandbox=...)``), the tool runs the program in
+the item's sandbox instead (``run_sandboxed``): there any program of the system image may run,
+since the sandbox, not the allowlist, is the boundary; the tool must still be enabled, and the
+timeout and output cap are the same.
 """
 
 from __future__ import annotations
@@ -29,14 +33,15 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 from pydantic import BaseModel
 
 from agentfleet.config import CommandToolSettings
 from agentfleet.errors import ForbiddenDestination, InvalidInput
+from agentfleet.tools.capture import CappedOutput, drain
 
-__all__ = ["RUN_COMMAND_TOOL", "CommandResult", "run_command"]
+__all__ = ["RUN_COMMAND_TOOL", "CommandResult", "CommandSandbox", "run_command", "run_sandboxed"]
 
 RUN_COMMAND_TOOL: dict[str, Any] = {
     "name": "run_command",
@@ -69,7 +74,6 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Variables that would change which code runs, or that the tool sets itself.
 _RESERVED_ENV = {"PATH", "HOME"}
 _RESERVED_PREFIXES = ("LD_", "DYLD_")
-_READ_SIZE = 65536
 _KILL_GRACE_S = 2.0
 
 
@@ -85,55 +89,6 @@ class CommandResult(BaseModel):
     stderr_truncated: bool
     timed_out: bool
     duration_s: float
-
-
-class _Capped:
-    """Keeps the first and last ``limit // 2`` bytes of a stream and counts the rest."""
-
-    def __init__(self, limit: int) -> None:
-        self._head_limit = limit - limit // 2
-        self._tail_limit = limit // 2
-        self._head = bytearray()
-        self._tail = bytearray()
-        self.total = 0
-
-    def add(self, data: bytes) -> None:
-        self.total += len(data)
-        room = self._head_limit - len(self._head)
-        if room > 0:
-            self._head += data[:room]
-            data = data[room:]
-        if data and self._tail_limit:
-            self._tail += data
-            if len(self._tail) > self._tail_limit:
-                del self._tail[: len(self._tail) - self._tail_limit]
-
-    @property
-    def truncated(self) -> bool:
-        return self.total > self._head_limit + self._tail_limit
-
-    def text(self) -> str:
-        if not self.truncated:
-            return (bytes(self._head) + bytes(self._tail)).decode("utf-8", "replace")
-        omitted = self.total - len(self._head) - len(self._tail)
-        return (
-            bytes(self._head).decode("utf-8", "replace")
-            + f"\n[... {omitted} bytes omitted ...]\n"
-            + bytes(self._tail).decode("utf-8", "replace")
-        )
-
-
-def _drain(stream: IO[bytes], sink: _Capped) -> None:
-    # Keep reading past the cap so the program never blocks on a full pipe.
-    try:
-        while True:
-            data = stream.read1(_READ_SIZE) if hasattr(stream, "read1") else stream.read(_READ_SIZE)
-            if not data:
-                return
-            sink.add(data)
-    except (OSError, ValueError):
-        # The pipe was closed under us after the grace period; what was read is kept.
-        return
 
 
 def _safe_path(workdir: Path) -> str:
@@ -229,7 +184,7 @@ def run_command(
     environment = _environment(directory, search_path, env or {})
     limit = _time_limit(settings.timeout_s, timeout_s)
 
-    out, err = _Capped(settings.max_output_bytes), _Capped(settings.max_output_bytes)
+    out, err = CappedOutput(settings.max_output_bytes), CappedOutput(settings.max_output_bytes)
     started = time.monotonic()
     process = subprocess.Popen(
         args,
@@ -293,12 +248,12 @@ def _time_limit(most_s: float, asked_s: float | None) -> float:
 
 
 def _start_readers(
-    stdout: IO[bytes], out: _Capped, stderr: IO[bytes], err: _Capped
+    stdout: IO[bytes], out: CappedOutput, stderr: IO[bytes], err: CappedOutput
 ) -> list[threading.Thread]:
     """Threads draining the two pipes into their capped buffers, started."""
     readers = [
-        threading.Thread(target=_drain, args=(stdout, out), daemon=True),
-        threading.Thread(target=_drain, args=(stderr, err), daemon=True),
+        threading.Thread(target=drain, args=(stdout, out), daemon=True),
+        threading.Thread(target=drain, args=(stderr, err), daemon=True),
     ]
     for reader in readers:
         reader.start()
@@ -313,3 +268,35 @@ def _outlived(pid: int, started: float, limit: float) -> bool:
             return True
         time.sleep(0.01)
     return False
+
+
+class CommandSandbox(Protocol):
+    """What ``run_sandboxed`` needs of a sandbox (``ctx.sandbox``)."""
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout_s: float | None = None,
+        env: Mapping[str, str] | None = None,
+        stdin: bytes | str | None = None,
+        cwd: str | None = None,
+    ) -> Any: ...
+
+
+def run_sandboxed(
+    argv: Sequence[str],
+    *,
+    sandbox: CommandSandbox,
+    settings: CommandToolSettings,
+    env: Mapping[str, str] | None = None,
+    timeout_s: float | None = None,
+) -> CommandResult:
+    """``run_command`` for a task with a sandbox: ``argv`` (any program of the sandbox's system)
+    runs in ``sandbox``'s workspace, for at most ``settings.timeout_s`` seconds (``timeout_s``
+    may shorten it). Raises ``ForbiddenDestination`` when the tool is disabled."""
+    if not settings.enabled:
+        raise ForbiddenDestination("run_command is disabled; set command.enabled to allow it")
+    limit = _time_limit(settings.timeout_s, timeout_s)
+    done = sandbox.run(list(argv), timeout_s=limit, env=env)
+    return CommandResult.model_validate(done.model_dump())
