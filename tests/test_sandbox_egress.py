@@ -267,6 +267,12 @@ def test_connections_over_the_cap_are_turned_away_and_idle_ones_closed(
         assert reply.startswith(b"HTTP/1.1 200")
 
 
+def test_a_request_head_over_the_cap_is_answered_431(rig: Rig) -> None:
+    head = f"GET http://127.0.0.1:{rig.http.port}/echo HTTP/1.1\r\nHost: x\r\nX-Big: {'a' * 70_000}\r\n\r\n"
+    assert _raw(rig.socket_path, head.encode()).startswith(b"HTTP/1.1 431")
+    assert rig.http.seen == []
+
+
 def test_a_request_that_is_not_for_a_proxy_is_answered_400(rig: Rig) -> None:
     reply = _raw(rig.socket_path, b"GET /echo HTTP/1.1\r\nHost: x\r\n\r\n")
     assert reply.startswith(b"HTTP/1.1 400") and b"absolute-form" in reply
