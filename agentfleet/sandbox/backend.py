@@ -112,5 +112,6 @@ class SandboxHandle:
         workspace or its subdirectory ``cwd``, with the variables ``env`` and ``stdin`` fed to
         it; at most ``timeout_s`` seconds (and never past the sandbox's ``limits.wall_s``),
         then its whole process tree is killed and ``timed_out`` is True. A non-zero exit is a
-        result, not an error. Nothing the program started outlives the call."""
+        result, not an error. Nothing the program started outlives the call, so runs in one
+        sandbox go one at a time (a second waits for the first)."""
         return self._sandbox.run(argv, timeout_s=timeout_s, env=env, stdin=stdin, cwd=cwd)

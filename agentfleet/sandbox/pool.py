@@ -13,6 +13,10 @@ items run at once than the pool holds, the others get sandboxes made for them, d
 after use. A sandbox that cannot be reset is destroyed and replaced in the background. A
 prefork pool process fills its pool when it starts; other workers at their first sandboxed
 item.
+
+A worker killed mid-item (SIGKILL) leaves nothing running (``bwrap --die-with-parent``), and
+its host users are free again once it is gone (their locks go with it); the workspaces it left
+are removed by the next pool made on the host (``workspace.sweep_abandoned``).
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from typing import Any
 from agentfleet.sandbox.backend import Backend, Sandbox
 from agentfleet.sandbox.network import NetworkPlan, plan_network
 from agentfleet.sandbox.spec import SandboxSpec, resolve_spec
-from agentfleet.sandbox.workspace import Workspace
+from agentfleet.sandbox.workspace import Workspace, sweep_abandoned
 
 __all__ = ["Lease", "SandboxPool", "make_backend"]
 
@@ -107,6 +111,10 @@ class SandboxPool:
         self._filling = False
         self._lock = threading.Lock()
         self._closed = False
+        if os.geteuid() == 0:
+            swept = sweep_abandoned(settings.workdir_root)
+            if swept:
+                log.info("removed %d sandbox workspaces a dead worker left", swept)
 
     @property
     def warm_key(self) -> _Key:

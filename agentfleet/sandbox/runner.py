@@ -61,6 +61,27 @@ def _exited(pid: int) -> bool:
         return True
 
 
+def _started(
+    process: subprocess.Popen[bytes], on_start: Callable[[int], object], after: Callable[[], object]
+) -> None:
+    try:
+        on_start(process.pid)
+    except BaseException:
+        os.killpg(process.pid, signal.SIGKILL)
+        after()
+        process.wait()
+        raise
+
+
+def _wait(pid: int, deadline: float) -> bool:
+    """Wait for ``pid`` to exit until ``deadline`` (monotonic seconds); whether it timed out."""
+    while not _exited(pid):
+        if time.monotonic() >= deadline:
+            return True
+        time.sleep(0.002)
+    return False
+
+
 def collect(
     cmd: list[str],
     *,
@@ -70,8 +91,10 @@ def collect(
     max_output_bytes: int,
     popen: Mapping[str, Any],
     after: Callable[[], object],
+    on_start: Callable[[int], object] | None = None,
 ) -> SandboxResult:
-    """Run ``cmd`` (see the module docstring); ``shown_argv`` is the argv the result names."""
+    """Run ``cmd`` (see the module docstring); ``shown_argv`` is the argv the result names;
+    ``on_start(pid)`` is called once the process is there, before anything is read or fed."""
     data = stdin.encode() if isinstance(stdin, str) else stdin
     out, err = CappedOutput(max_output_bytes), CappedOutput(max_output_bytes)
     started = time.monotonic()
@@ -84,6 +107,8 @@ def collect(
         **popen,
     )
     assert process.stdout is not None and process.stderr is not None
+    if on_start is not None:
+        _started(process, on_start, after)
     threads = [
         threading.Thread(target=drain, args=(process.stdout, out), daemon=True),
         threading.Thread(target=drain, args=(process.stderr, err), daemon=True),
@@ -92,13 +117,8 @@ def collect(
         threads.append(threading.Thread(target=_feed, args=(process.stdin, data), daemon=True))
     for thread in threads:
         thread.start()
-    timed_out = False
     try:
-        while not _exited(process.pid):
-            if time.monotonic() - started >= limit_s:
-                timed_out = True
-                break
-            time.sleep(0.002)
+        timed_out = _wait(process.pid, started + limit_s)
     finally:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(process.pid, signal.SIGKILL)

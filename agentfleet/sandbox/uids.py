@@ -23,7 +23,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["LOCK_DIR", "UID_BASE", "UID_COUNT", "UidLease", "lease_uid"]
+__all__ = ["LOCK_DIR", "UID_BASE", "UID_COUNT", "UidLease", "lease_uid", "try_lease"]
 
 UID_BASE = 200_000
 UID_COUNT = 4096
@@ -46,6 +46,18 @@ class UidLease:
             self._fd = None
 
 
+def try_lease(uid: int) -> UidLease | None:
+    """The sandbox user ``uid`` when no live process holds it (it is then ours), else None."""
+    LOCK_DIR.mkdir(mode=0o700, exist_ok=True)
+    fd = os.open(LOCK_DIR / str(uid), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return UidLease(uid=uid, shared=False, _fd=fd)
+
+
 def lease_uid() -> UidLease:
     """A user of its own for a new sandbox (see the module docstring)."""
     if os.geteuid() != 0:
@@ -54,12 +66,7 @@ def lease_uid() -> UidLease:
     os.chmod(LOCK_DIR, 0o700)
     start = random.randrange(UID_COUNT)
     for step in range(UID_COUNT):
-        uid = UID_BASE + (start + step) % UID_COUNT
-        fd = os.open(LOCK_DIR / str(uid), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            continue
-        return UidLease(uid=uid, shared=False, _fd=fd)
+        lease = try_lease(UID_BASE + (start + step) % UID_COUNT)
+        if lease is not None:
+            return lease
     raise RuntimeError(f"all {UID_COUNT} sandbox users are in use on this host")

@@ -25,8 +25,11 @@ import tempfile
 from pathlib import Path
 
 from agentfleet.errors import ConfigError
+from agentfleet.sandbox.uids import UID_BASE, UID_COUNT, try_lease
 
-__all__ = ["Workspace"]
+__all__ = ["PREFIX", "Workspace", "sweep_abandoned"]
+
+PREFIX = "afsbx-"
 
 _GIT_TIMEOUT_S = 300.0
 
@@ -63,7 +66,7 @@ class Workspace:
             )
         self.is_git = self.template is not None and (self.template / ".git").is_dir()
         self._head = ""
-        self.path = Path(tempfile.mkdtemp(prefix="afsbx-", dir=root))
+        self.path = Path(tempfile.mkdtemp(prefix=PREFIX, dir=root))
         os.chmod(self.path, 0o700)
         self._fill()
 
@@ -96,3 +99,26 @@ class Workspace:
     def remove(self) -> None:
         """Delete the workspace."""
         shutil.rmtree(self.path, ignore_errors=True)
+
+
+def sweep_abandoned(root: str | None) -> int:
+    """Remove the workspaces under ``root`` left by a worker that died (SIGKILL, a crash):
+    owned by a sandbox user that no live process holds. How many were removed."""
+    removed = 0
+    base = Path(root or tempfile.gettempdir())
+    for path in base.glob(f"{PREFIX}*"):
+        try:
+            owner = path.lstat().st_uid
+        except FileNotFoundError:
+            continue
+        if not path.is_dir() or not UID_BASE <= owner < UID_BASE + UID_COUNT:
+            continue
+        lease = try_lease(owner)
+        if lease is None:
+            continue
+        try:
+            shutil.rmtree(path, ignore_errors=True)
+            removed += 1
+        finally:
+            lease.release()
+    return removed
