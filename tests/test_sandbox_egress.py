@@ -117,7 +117,9 @@ def test_a_declared_https_destination_is_reached_through_the_workers_ca(rig: Rig
 
 
 @pytest.mark.parametrize("scheme", ["http", "https"])
-def test_an_undeclared_destination_is_refused_with_the_setting_to_change(rig: Rig, scheme: str) -> None:
+def test_an_undeclared_destination_is_refused_with_the_setting_to_change(
+    rig: Rig, scheme: str, caplog: pytest.LogCaptureFixture
+) -> None:
     url = f"{scheme}://127.0.0.1:{rig.other.port}/echo"
     if scheme == "https":
         with pytest.raises(httpx.ProxyError, match="403"):
@@ -129,6 +131,8 @@ def test_an_undeclared_destination_is_refused_with_the_setting_to_change(rig: Ri
         assert f"127.0.0.1:{rig.other.port}" in response.text
         assert "@fleet_task(sandbox=...)" in response.text and "'review'" in response.text
     assert rig.other.seen == []
+    (record,) = [r for r in caplog.records if r.name == "agentfleet.egress"]
+    assert f"127.0.0.1:{rig.other.port} for task review (run run-1)" in record.getMessage()
 
 
 @pytest.mark.parametrize("scheme", ["http", "https"])
@@ -261,6 +265,12 @@ def test_connections_over_the_cap_are_turned_away_and_idle_ones_closed(
             conn.close()
         reply = _raw(rig.socket_path, f"GET http://127.0.0.1:{rig.http.port}/echo HTTP/1.0\r\n\r\n".encode())
         assert reply.startswith(b"HTTP/1.1 200")
+
+
+def test_a_request_head_over_the_cap_is_answered_431(rig: Rig) -> None:
+    head = f"GET http://127.0.0.1:{rig.http.port}/echo HTTP/1.1\r\nHost: x\r\nX-Big: {'a' * 70_000}\r\n\r\n"
+    assert _raw(rig.socket_path, head.encode()).startswith(b"HTTP/1.1 431")
+    assert rig.http.seen == []
 
 
 def test_a_request_that_is_not_for_a_proxy_is_answered_400(rig: Rig) -> None:

@@ -15,7 +15,8 @@ class EgressSettings(BaseModel):
     connection may sit without sending a byte (between requests, or inside one) before it is
     closed. ``upstream_timeout_s``: seconds to wait for a destination to connect or to send
     its next bytes. ``max_request_bytes`` / ``max_response_bytes``: the largest body one
-    request may send (else 413) and one response may bring back (the response is cut and its
+    request may send (else 413; a body is held whole, so a sandbox holds at most
+    ``max_connections`` of them) and one response may bring back (the response is cut and its
     connection closed), in bytes. ``max_header_bytes``: the largest request head (request
     line and headers), in bytes. ``leaf_cache``: how many hosts' TLS certificates a worker
     keeps made.
@@ -26,7 +27,7 @@ class EgressSettings(BaseModel):
     max_connections: int = Field(default=32, ge=1)
     idle_timeout_s: float = Field(default=60.0, gt=0)
     upstream_timeout_s: float = Field(default=60.0, gt=0)
-    max_request_bytes: int = Field(default=20_000_000, ge=1)
+    max_request_bytes: int = Field(default=10_000_000, ge=1)
     max_response_bytes: int = Field(default=200_000_000, ge=1)
     max_header_bytes: int = Field(default=64 * 1024, ge=1024)
     leaf_cache: int = Field(default=256, ge=1)

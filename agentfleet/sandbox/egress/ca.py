@@ -14,6 +14,7 @@ file removed at once. Contexts are cached (least recently used dropped first).
 
 from __future__ import annotations
 
+import atexit
 import datetime
 import ipaddress
 import os
@@ -134,12 +135,21 @@ _current: tuple[int, WorkerCA] | None = None
 
 
 def worker_ca() -> WorkerCA:
-    """This process's CA, made at first use (a forked child makes its own)."""
+    """This process's CA, made at first use (a forked child makes its own); its certificate's
+    directory is removed when the process exits."""
     global _current
     with _lock:
         if _current is None or _current[0] != os.getpid():
-            _current = (os.getpid(), WorkerCA.create())
+            made = WorkerCA.create()
+            _current = (os.getpid(), made)
+            atexit.register(_remove_if_mine, os.getpid(), made)
         return _current[1]
+
+
+def _remove_if_mine(pid: int, ca: WorkerCA) -> None:
+    # A forked child inherits its parent's exit handlers: only the maker removes its CA.
+    if os.getpid() == pid:
+        ca.remove()
 
 
 class LeafCertificates:

@@ -15,6 +15,8 @@ before anything is sent, and so is a value the guard finds going to the wrong ho
 from __future__ import annotations
 
 import logging
+import threading
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -36,6 +38,8 @@ from agentfleet.tools.vault import CredentialVault, references
 __all__ = ["EgressCore", "EgressSpec", "EgressWiring"]
 
 log = logging.getLogger("agentfleet.egress")
+
+_LOGGED_AT_ONCE = 5
 
 
 class EgressSpec(Protocol):
@@ -88,6 +92,8 @@ class EgressCore:
                 f"settings (configured: {known})"
             )
         self.leaves = leaves
+        self._refusals: Counter[str] = Counter()
+        self._lock = threading.Lock()
         self.run_id = run_id
         self.task_name = task_name
         specs = {name: settings.credentials[name] for name in self.credentials}
@@ -115,9 +121,7 @@ class EgressCore:
             return None
         shown = f"[{host}]" if ":" in host else host
         destination = f"{scheme}://{shown}:{port}"
-        log.warning(
-            "egress refused %s: not declared by task %s (run %s)", destination, self.task_name, self.run_id
-        )
+        self._note(destination, "not declared by the task")
         return Reply(
             403,
             f"refused {destination}: not among the network destinations task {self.task_name!r} "
@@ -130,13 +134,7 @@ class EgressCore:
         for part in parts:
             for name in references(part):
                 if name not in self.credentials:
-                    log.warning(
-                        "egress refused credential %r to %s for task %s (run %s): not named by its sandbox",
-                        name,
-                        destination,
-                        self.task_name,
-                        self.run_id,
-                    )
+                    self._note(destination, f"credential {name!r} not named by the task's sandbox")
                     allowed = ", ".join(self.credentials) or "none"
                     return Reply(
                         403,
@@ -145,6 +143,23 @@ class EgressCore:
                         "credentials",
                     )
         return None
+
+    def _note(self, destination: str, why: str) -> None:
+        """Log a refusal: the first few of each kind, then every hundredth (a program retrying
+        in a loop must not flood the worker's log)."""
+        key = f"{destination} {why}"
+        with self._lock:
+            self._refusals[key] += 1
+            count = self._refusals[key]
+        if count <= _LOGGED_AT_ONCE or count % 100 == 0:
+            log.warning(
+                "egress refused %s for task %s (run %s): %s (%d times so far)",
+                destination,
+                self.task_name,
+                self.run_id,
+                why,
+                count,
+            )
 
     def reflections(self) -> Reflections:
         """The spellings of this sandbox's credential values, to keep out of responses."""

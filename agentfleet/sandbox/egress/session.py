@@ -120,6 +120,10 @@ class Session:
     def _answer(self, request: h11.Request) -> bool:
         """Answer one request; False when the connection must end (refusal, tunnel, failure)."""
         target = request.target.decode("ascii", "replace")
+        head = len(request.target) + sum(len(name) + len(value) + 4 for name, value in request.headers)
+        if head > self.core.limits.max_header_bytes:
+            self._send_reply(Reply(431, "the request head is larger than egress.max_header_bytes"))
+            return False
         if request.method == b"CONNECT":
             return self._connect(target)
         url, reply = self._url(target)
