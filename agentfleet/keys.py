@@ -212,6 +212,10 @@ class DeadLetterKeys:
         """Hash: the entry as JSON and its indexed fields."""
         return f"{self.root}:e:{entry_id}"
 
+    def artifacts(self, entry_id: str) -> str:
+        """Hash: artifact name -> its bytes (base64), of the entry ``entry_id``."""
+        return f"{self.root}:a:{entry_id}"
+
     def index(self, dimension: str, value: str) -> str:
         """Set of the ids of entries whose ``dimension`` is ``value``."""
         return f"{self.root}:i:{dimension}:{value}"
@@ -365,6 +369,7 @@ KEYS: tuple[KeyPattern, ...] = _kinds(
     {p:cb}:<downstream>:w                 hash
     {p:dlq}:stream                        stream
     {p:dlq}:e:<id>                        hash
+    {p:dlq}:a:<id>                        hash
     {p:dlq}:i:<dimension>:<value?>        set
     {p:dlq}:n:<dimension>                 hash
     {p:dlq}:fp                            hash

@@ -9,6 +9,7 @@ import redis
 from dlq_samples import sample_entry
 
 from agentfleet.dlq import (
+    DeadLetter,
     DLQFilter,
     DLQStore,
     dead_letter_id,
@@ -16,6 +17,7 @@ from agentfleet.dlq import (
     normalise_message,
     parse_since,
 )
+from agentfleet.dlq.artifacts import Artifact
 from agentfleet.errors import ConfigError
 
 
@@ -114,3 +116,44 @@ def test_since_accepts_durations_and_dates() -> None:
     assert parse_since("2025-01-31T08:00") == parse_since("2025-01-31T08:00+00:00")
     with pytest.raises(ConfigError, match="30m, 6h or 2d"):
         parse_since("yesterday")
+
+
+def _with_artifacts(**overrides: object) -> tuple[DeadLetter, dict[str, bytes]]:
+    data = {"shot.png": b"\x89PNG\r\n\x1a\n\x00\xff", "run.log": b"failed\n"}
+    listed = [
+        Artifact(name="shot.png", size_bytes=10, content_type="image/png"),
+        Artifact(name="run.log", size_bytes=7, content_type="text/plain"),
+    ]
+    return sample_entry(artifacts=listed, **overrides), data
+
+
+def test_artifacts_round_trip_as_bytes_beside_their_entry(store: DLQStore) -> None:
+    entry, data = _with_artifacts()
+    store.add(entry, data)
+    assert store.get(entry.id) == entry
+    assert store.artifact(entry.id, "shot.png") == data["shot.png"]
+    assert store.artifact(entry.id, "run.log") == data["run.log"]
+    assert store.artifact(entry.id, "other.log") is None
+
+
+def test_artifacts_go_with_their_entry(store: DLQStore, redis_client: redis.Redis) -> None:
+    entry, data = _with_artifacts()
+    store.add(entry, data)
+    assert redis_client.exists(store.keys.artifacts(entry.id))
+    assert store.remove([entry.id]) == [entry.id]
+    assert not redis_client.exists(store.keys.artifacts(entry.id))
+
+
+def test_writing_an_entry_again_replaces_its_artifacts(store: DLQStore) -> None:
+    entry, data = _with_artifacts()
+    store.add(entry, data)
+    store.add(entry.model_copy(update={"artifacts": []}))
+    assert store.artifact(entry.id, "shot.png") is None
+    assert store.get(entry.id).artifacts == []  # type: ignore[union-attr]
+
+
+def test_artifacts_must_match_what_the_entry_lists(store: DLQStore) -> None:
+    entry, data = _with_artifacts()
+    with pytest.raises(ValueError, match="listed once each"):
+        store.add(entry, {"shot.png": data["shot.png"]})
+    assert store.get(entry.id) is None

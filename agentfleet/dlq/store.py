@@ -6,6 +6,8 @@ script can write an entry and every index of it, all the dead-letter keys live i
 
 - ``{p:dlq}:stream``                 stream: one ``id`` per entry, in the order they arrived
 - ``{p:dlq}:e:<id>``                 hash: ``data`` (the entry as JSON) and the indexed fields
+- ``{p:dlq}:a:<id>``                 hash: the entry's artifacts, name -> bytes as base64; written
+  and deleted with the entry by the same scripts, so it lives exactly as long
 - ``{p:dlq}:i:<dimension>:<value>``  set of ids, for ``category``, ``downstream``, ``run``,
   ``fingerprint`` (an empty value: the entries without one)
 - ``{p:dlq}:n:<dimension>``          hash: value -> entry count, for ``category``,
@@ -22,6 +24,7 @@ redelivery) updates it in place.
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import time
@@ -88,9 +91,18 @@ class DLQStore:
 
     # Writing -------------------------------------------------------------------------------
 
-    def add(self, entry: DeadLetter) -> bool:
-        """Store ``entry`` (or update the entry of the same id); True when it is new."""
+    def add(self, entry: DeadLetter, artifacts: Mapping[str, bytes] | None = None) -> bool:
+        """Store ``entry`` (or update the entry of the same id); True when it is new.
+
+        ``artifacts`` are the bytes of each of ``entry.artifacts`` by name (exactly those: a
+        ``ValueError`` otherwise); they replace what the entry had.
+        """
         sample = json.dumps([entry.error_type, normalise_message(entry.error)])
+        artifacts = artifacts or {}
+        listed = [a.name for a in entry.artifacts]
+        if sorted(listed) != sorted(artifacts) or len(set(listed)) != len(listed):
+            raise ValueError("a dead letter's artifacts must be listed once each and given with their bytes")
+        pairs = [part for name in listed for part in (name, base64.b64encode(artifacts[name]).decode())]
         _, created = self._add(
             # The stream key routes the script to the slot every dead-letter key shares.
             keys=[self.stream_key],
@@ -105,6 +117,7 @@ class DLQStore:
                 entry.requeues,
                 repr(entry.dead_lettered_at),
                 sample,
+                *pairs,
             ],
         )
         return bool(created)
@@ -158,6 +171,11 @@ class DLQStore:
     def get(self, entry_id: str) -> DeadLetter | None:
         raw = self.client.hget(self.entry_key(entry_id), "data")
         return DeadLetter.model_validate_json(raw) if raw else None
+
+    def artifact(self, entry_id: str, name: str) -> bytes | None:
+        """The kept bytes of artifact ``name`` of entry ``entry_id``; None when there are none."""
+        raw = self.client.hget(self.keys.artifacts(entry_id), name)
+        return None if raw is None else base64.b64decode(raw)
 
     def ids_starting_with(self, start: str, *, limit: int = 6) -> list[str]:
         """Up to ``limit`` entry ids that begin with ``start`` (a SCAN of the entry keys)."""

@@ -1,4 +1,4 @@
--- Delete entries with their index entries and counts.
+-- Delete entries with their artifacts, index entries and counts.
 --
 -- KEYS: the stream (it routes the script; every key below shares its hash tag)
 -- ARGV: prefix, generation ('' for any), then the ids
@@ -15,7 +15,7 @@ for i = 3, #ARGV do
     for j, dim in ipairs(dims) do
       if f[j + 2] then unindex(p, id, dim, f[j + 2]) end
     end
-    redis.call('DEL', entry)
+    redis.call('DEL', entry, p .. ':a:' .. id)
     removed[#removed + 1] = id
   end
 end
