@@ -84,6 +84,14 @@ def _worker_name(task: FleetTask) -> str:
     return str(hostname) if hostname else socket.gethostname()
 
 
+def _previous_stage(previous: TaskOutcome | None) -> PreviousStage | None:
+    if previous is None:
+        return None
+    return PreviousStage(
+        attempts=previous.attempts, duration_s=previous.duration_s, cost_usd=previous.cost_usd
+    )
+
+
 def build_dead_letter(
     *,
     task: FleetTask,
@@ -122,13 +130,7 @@ def build_dead_letter(
         queue=getattr(task, "queue", None),
         inputs=redactor.value(inputs, paths=redacted),
         redacted=redacted,
-        previous=(
-            PreviousStage(
-                attempts=previous.attempts, duration_s=previous.duration_s, cost_usd=previous.cost_usd
-            )
-            if previous is not None
-            else None
-        ),
+        previous=_previous_stage(previous),
         error_type=type(error).__name__,
         error=message,
         category=error.category,
