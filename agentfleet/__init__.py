@@ -65,6 +65,9 @@ _EXPORTS = {
     "AggregateFailed": "agentfleet.errors",
     "MalformedMessage": "agentfleet.errors",
     "SpendLedger": "agentfleet.spend",
+    "SandboxSpec": "agentfleet.sandbox.spec",
+    "SandboxLimits": "agentfleet.sandbox.spec",
+    "SandboxResult": "agentfleet.sandbox.spec",
 }
 
 # Public modules reached as attributes of the package (``agentfleet.merge.concat``).
@@ -111,6 +114,9 @@ __all__ = [
     "RunError",
     "RunOptions",
     "RunSummary",
+    "SandboxLimits",
+    "SandboxResult",
+    "SandboxSpec",
     "Settings",
     "SpendLedger",
     "SpendLimitReached",
@@ -172,6 +178,7 @@ if TYPE_CHECKING:
     from agentfleet.ratelimit import Limiter
     from agentfleet.ratelimit.circuit import CircuitBreaker
     from agentfleet.redaction import redact
+    from agentfleet.sandbox.spec import SandboxLimits, SandboxResult, SandboxSpec
     from agentfleet.spend import SpendLedger
     from agentfleet.tasks.agent import AgentResult, Tool, run_agent
     from agentfleet.tasks.context import TaskContext

@@ -39,7 +39,6 @@ LONG_FUNCTIONS = {
     "cli/progress.py:follow": 72,
     "service/console/series.py:run_charts": 69,
     "runs/store.py:create_run": 68,
-    "tasks/decorator.py:_register": 67,
     "cli/dev_cmd.py:dev": 64,
     "testing.py:run_task": 62,
 }

@@ -29,6 +29,7 @@ from agentfleet.config.dispatch import DispatchSettings
 from agentfleet.config.fanouts import FanoutSpec, ScheduleSpec
 from agentfleet.config.options import RunOptionArgs, RunOptions, run_options
 from agentfleet.config.redis_url import check_redis_url, url_password, with_password
+from agentfleet.config.sandbox import SandboxLimits, SandboxSettings
 from agentfleet.config.sections import (
     AgentSettings,
     BeatSettings,
@@ -73,6 +74,8 @@ __all__ = [
     "RetrySettings",
     "RunOptionArgs",
     "RunOptions",
+    "SandboxLimits",
+    "SandboxSettings",
     "ScheduleSpec",
     "ServiceSettings",
     "Settings",
@@ -132,6 +135,7 @@ class Settings(BaseSettings):
     agent: AgentSettings = AgentSettings()
     credentials: dict[str, CredentialSpec] = Field(default_factory=dict)
     command: CommandToolSettings = CommandToolSettings()
+    sandbox: SandboxSettings = SandboxSettings()
     fanouts: dict[str, FanoutSpec] = Field(default_factory=dict)
     schedules: dict[str, ScheduleSpec] = Field(default_factory=dict)
     beat: BeatSettings = BeatSettings()

@@ -75,6 +75,8 @@ class FleetTask(Task):
     fail_on: tuple[type[BaseException], ...] = ()
     budget: TaskBudget = TaskBudget()
     compensate: Callable[..., Any] | None = None
+    # The task's sandbox (a resolved ``agentfleet.sandbox.SandboxSpec``), or None.
+    sandbox: Any = None
 
 
 def validate_input(task: FleetTask, inputs: dict[str, Any]) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from agentfleet.config import get_settings
 from agentfleet.errors import ConfigError
 from agentfleet.protocol.meta import META_KWARG
 from agentfleet.protocol.task import FleetTask, TaskBudget
+from agentfleet.sandbox.spec import SandboxSpec, task_sandbox
 from agentfleet.transport.acks import ack_later
 
 __all__ = ["fleet_task", "input_model_for"]
@@ -42,25 +43,10 @@ def input_model_for(fn: Callable[..., Any], *, model_name: str) -> type[BaseMode
     return create_model(model_name, __config__=config, **fields)
 
 
-def _register(
-    fn: Callable[..., Any],
-    *,
-    name: str | None,
-    downstream: str | None,
-    max_retries: int | None,
-    time_limit_s: float | None,
-    soft_time_limit_s: float | None,
-    retry_on: Iterable[type[BaseException]],
-    fail_on: Iterable[type[BaseException]],
-    queue: str | None,
-    budget: TaskBudget,
-    compensate: Callable[..., Any] | None,
-) -> FleetTask:
-    from agentfleet.celery_app import app
-    from agentfleet.tasks.execution import execute
-
-    settings = get_settings()
-    task_name = name or f"{fn.__module__}.{fn.__qualname__}"
+def _time_limits(
+    task_name: str, settings: Any, time_limit_s: float | None, soft_time_limit_s: float | None
+) -> tuple[float, float]:
+    """The task's hard and soft time limits (seconds), checked against the settings."""
     hard = time_limit_s if time_limit_s is not None else settings.task_time_limit_s
     if hard >= settings.visibility_timeout_s:
         raise ConfigError(
@@ -76,6 +62,30 @@ def _register(
         soft = settings.task_soft_time_limit_s
     if soft >= hard:
         raise ConfigError(f"{task_name}: soft_time_limit_s ({soft}) must be below time_limit_s ({hard})")
+    return hard, soft
+
+
+def _register(
+    fn: Callable[..., Any],
+    *,
+    name: str | None,
+    downstream: str | None,
+    max_retries: int | None,
+    time_limit_s: float | None,
+    soft_time_limit_s: float | None,
+    retry_on: Iterable[type[BaseException]],
+    fail_on: Iterable[type[BaseException]],
+    queue: str | None,
+    budget: TaskBudget,
+    compensate: Callable[..., Any] | None,
+    sandbox: SandboxSpec | dict[str, Any] | None = None,
+) -> FleetTask:
+    from agentfleet.celery_app import app
+    from agentfleet.tasks.execution import execute
+
+    settings = get_settings()
+    task_name = name or f"{fn.__module__}.{fn.__qualname__}"
+    hard, soft = _time_limits(task_name, settings, time_limit_s, soft_time_limit_s)
 
     def run(self: FleetTask, *args: Any, **kwargs: Any) -> dict[str, Any]:
         return execute(self, args, kwargs)
@@ -98,6 +108,7 @@ def _register(
         "fail_on": tuple(fail_on),
         "budget": budget,
         "compensate": staticmethod(compensate) if compensate is not None else None,
+        "sandbox": task_sandbox(sandbox, settings, task_name),
         "time_limit": hard,
         "soft_time_limit": soft,
         "lazy": False,
@@ -133,6 +144,7 @@ def fleet_task(
     budget_turns: int | None = None,
     budget_wall_s: float | None = None,
     compensate: Callable[..., Any] | None = None,
+    sandbox: SandboxSpec | dict[str, Any] | None = None,
 ) -> Callable[[Callable[..., Any]], FleetTask]: ...
 
 
@@ -153,6 +165,7 @@ def fleet_task(
     budget_turns: int | None = None,
     budget_wall_s: float | None = None,
     compensate: Callable[..., Any] | None = None,
+    sandbox: SandboxSpec | dict[str, Any] | None = None,
 ) -> FleetTask | Callable[[Callable[..., Any]], FleetTask]:
     """Register ``fn(ctx, **inputs)`` as a fleet task. Works bare or with options.
 
@@ -165,6 +178,8 @@ def fleet_task(
     item's spending over all its attempts (defaults from ``[budgets]``); crossing one stops it
     with a permanent ``BudgetExceeded``. ``compensate(ctx, inputs, result)`` undoes one
     succeeded item when its run fails fast, is cancelled or is told to compensate.
+    ``sandbox`` (a ``SandboxSpec`` or a dict of its fields, over the ``[sandbox]`` settings)
+    gives each item a sandbox, ``ctx.sandbox`` (see docs/sandbox.md).
     """
 
     def decorate(func: Callable[..., Any]) -> FleetTask:
@@ -180,6 +195,7 @@ def fleet_task(
             queue=queue,
             budget=TaskBudget(usd=budget_usd, tokens=budget_tokens, turns=budget_turns, wall_s=budget_wall_s),
             compensate=compensate,
+            sandbox=sandbox,
         )
 
     if fn is not None:

@@ -29,12 +29,13 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from pydantic import BaseModel
 
 from agentfleet.config import CommandToolSettings
 from agentfleet.errors import ForbiddenDestination, InvalidInput
+from agentfleet.tools.capture import CappedOutput, drain
 
 __all__ = ["RUN_COMMAND_TOOL", "CommandResult", "run_command"]
 
@@ -69,7 +70,6 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Variables that would change which code runs, or that the tool sets itself.
 _RESERVED_ENV = {"PATH", "HOME"}
 _RESERVED_PREFIXES = ("LD_", "DYLD_")
-_READ_SIZE = 65536
 _KILL_GRACE_S = 2.0
 
 
@@ -85,55 +85,6 @@ class CommandResult(BaseModel):
     stderr_truncated: bool
     timed_out: bool
     duration_s: float
-
-
-class _Capped:
-    """Keeps the first and last ``limit // 2`` bytes of a stream and counts the rest."""
-
-    def __init__(self, limit: int) -> None:
-        self._head_limit = limit - limit // 2
-        self._tail_limit = limit // 2
-        self._head = bytearray()
-        self._tail = bytearray()
-        self.total = 0
-
-    def add(self, data: bytes) -> None:
-        self.total += len(data)
-        room = self._head_limit - len(self._head)
-        if room > 0:
-            self._head += data[:room]
-            data = data[room:]
-        if data and self._tail_limit:
-            self._tail += data
-            if len(self._tail) > self._tail_limit:
-                del self._tail[: len(self._tail) - self._tail_limit]
-
-    @property
-    def truncated(self) -> bool:
-        return self.total > self._head_limit + self._tail_limit
-
-    def text(self) -> str:
-        if not self.truncated:
-            return (bytes(self._head) + bytes(self._tail)).decode("utf-8", "replace")
-        omitted = self.total - len(self._head) - len(self._tail)
-        return (
-            bytes(self._head).decode("utf-8", "replace")
-            + f"\n[... {omitted} bytes omitted ...]\n"
-            + bytes(self._tail).decode("utf-8", "replace")
-        )
-
-
-def _drain(stream: IO[bytes], sink: _Capped) -> None:
-    # Keep reading past the cap so the program never blocks on a full pipe.
-    try:
-        while True:
-            data = stream.read1(_READ_SIZE) if hasattr(stream, "read1") else stream.read(_READ_SIZE)
-            if not data:
-                return
-            sink.add(data)
-    except (OSError, ValueError):
-        # The pipe was closed under us after the grace period; what was read is kept.
-        return
 
 
 def _safe_path(workdir: Path) -> str:
@@ -237,7 +188,7 @@ def run_command(
     if timeout_s is not None:
         limit = min(max(timeout_s, 0.0), settings.timeout_s)
 
-    out, err = _Capped(settings.max_output_bytes), _Capped(settings.max_output_bytes)
+    out, err = CappedOutput(settings.max_output_bytes), CappedOutput(settings.max_output_bytes)
     started = time.monotonic()
     process = subprocess.Popen(
         args,
@@ -252,8 +203,8 @@ def run_command(
     )
     assert process.stdout is not None and process.stderr is not None
     readers = [
-        threading.Thread(target=_drain, args=(process.stdout, out), daemon=True),
-        threading.Thread(target=_drain, args=(process.stderr, err), daemon=True),
+        threading.Thread(target=drain, args=(process.stdout, out), daemon=True),
+        threading.Thread(target=drain, args=(process.stderr, err), daemon=True),
     ]
     for reader in readers:
         reader.start()

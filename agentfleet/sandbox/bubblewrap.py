@@ -1,0 +1,203 @@
+"""The bubblewrap backend: each program of an item runs in a fresh ``bwrap`` sandbox.
+
+A run starts ``prlimit`` (the resource limits) then ``bwrap`` with an empty environment, as
+the sandbox's own host user (``uids``) when the worker is root, in a session of its own.
+bwrap makes new user, PID, IPC, UTS, mount, network and (where it can) cgroup namespaces,
+shows the filesystem ``layout`` describes, drops every capability, sets ``no_new_privs``,
+installs the ``seccomp`` filter and runs the program as an unprivileged user inside, in
+``/workspace``, with only the variables given. ``--die-with-parent`` ends it if the worker
+goes. When the program ends, its PID namespace ends with it (the kernel kills whatever is
+left there); past the wall-clock limit the whole tree is killed. Then every process of the
+sandbox's user is killed (``procs.kill_user``), so nothing it started survives the run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+from agentfleet.errors import ConfigError
+from agentfleet.sandbox import seccomp
+from agentfleet.sandbox.backend import WORKSPACE_INSIDE
+from agentfleet.sandbox.layout import system_args
+from agentfleet.sandbox.procs import kill_user
+from agentfleet.sandbox.runner import check_argv, check_env, collect
+from agentfleet.sandbox.spec import SandboxLimits, SandboxResult, SandboxSpec
+from agentfleet.sandbox.uids import UidLease, lease_uid
+
+__all__ = ["INSIDE_UID", "BubblewrapBackend", "BubblewrapSandbox", "find_bwrap"]
+
+#: The user (and group) a sandboxed program runs as, seen from inside.
+INSIDE_UID = 65534
+_MIB = 1024 * 1024
+_PATH = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
+_NAMESPACES = ["--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net"]
+
+
+def find_bwrap() -> str:
+    """The ``bwrap`` program, or the one error that says how to get it."""
+    found = shutil.which("bwrap") or next(
+        (p for p in ("/usr/bin/bwrap", "/usr/local/bin/bwrap") if os.access(p, os.X_OK)), None
+    )
+    if found is None:
+        raise ConfigError(
+            "sandbox.backend is 'bubblewrap' but bwrap is not installed: apt-get install bubblewrap "
+            "(or set AGENTFLEET_SANDBOX__BACKEND=none to run sandboxed tasks without isolation)"
+        )
+    if not seccomp.supported():
+        raise ConfigError(
+            "sandbox.backend is 'bubblewrap', whose seccomp filter knows x86_64 only; this machine "
+            "is not x86_64 (set AGENTFLEET_SANDBOX__BACKEND=none to run without isolation)"
+        )
+    return found
+
+
+def _limit_args(limits: SandboxLimits, *, own_user: bool) -> list[str]:
+    args = [
+        f"--cpu={limits.cpu_s}",
+        f"--as={limits.memory_mb * _MIB}",
+        f"--nofile={limits.open_files}",
+        f"--fsize={limits.file_size_mb * _MIB}",
+        "--core=0",
+    ]
+    if own_user:
+        # RLIMIT_NPROC counts every process of the user: only meaningful for a user of its own.
+        args.append(f"--nproc={limits.processes}")
+    return args
+
+
+class BubblewrapSandbox:
+    """One item's bubblewrap sandbox over ``workspace`` (see the module docstring).
+
+    ``binds`` are extra ``(host, inside)`` read-only binds, ``env`` extra variables and
+    ``wrap`` a function of the program's argv, set while a network plan is attached
+    (``agentfleet.sandbox.network``)."""
+
+    def __init__(self, bwrap: str, workspace: Path, spec: SandboxSpec, max_output_bytes: int) -> None:
+        assert spec.limits is not None
+        self._bwrap = bwrap
+        self._workspace = workspace
+        self.spec = spec
+        self.limits: SandboxLimits = spec.limits
+        self.max_output_bytes = max_output_bytes
+        self._lease: UidLease = lease_uid()
+        self._filter = seccomp.compile_filter()
+        self.binds: list[tuple[str, str]] = []
+        self.env: dict[str, str] = {}
+        self.wrap: Callable[[list[str]], list[str]] | None = None
+        self._lock = threading.Lock()
+        self._closed = False
+        self.own_workspace()
+
+    @property
+    def workspace(self) -> Path:
+        return self._workspace
+
+    @property
+    def uid(self) -> int:
+        """The host user this sandbox's programs run as."""
+        return self._lease.uid
+
+    def own_workspace(self) -> None:
+        """Give the workspace (and what is in it) to the sandbox's user, so it can write there."""
+        if self._lease.shared:
+            return
+        for root, dirs, files in os.walk(self._workspace):
+            for name in (*dirs, *files):
+                with contextlib.suppress(FileNotFoundError):
+                    os.lchown(os.path.join(root, name), self.uid, self.uid)
+        os.chown(self._workspace, self.uid, self.uid)
+
+    def command(self, argv: list[str], env: Mapping[str, str], seccomp_fd: int) -> list[str]:
+        """The whole command line of one run (``prlimit`` ... ``bwrap`` ... ``argv``)."""
+        tmp_bytes = self.limits.file_size_mb * _MIB
+        inside = {"PATH": _PATH, "HOME": WORKSPACE_INSIDE, "TMPDIR": "/tmp", "LANG": "C.UTF-8"}
+        inside.update(self.env)
+        inside.update(env)
+        cmd = ["prlimit", *_limit_args(self.limits, own_user=not self._lease.shared), "--", self._bwrap]
+        cmd += [*_NAMESPACES, "--unshare-cgroup-try", "--die-with-parent", "--new-session"]
+        cmd += system_args(tmp_bytes=tmp_bytes)
+        for host, dest in self.binds:
+            cmd += ["--ro-bind", host, dest]
+        cmd += ["--bind", str(self._workspace), WORKSPACE_INSIDE, "--chdir", WORKSPACE_INSIDE]
+        cmd += ["--uid", str(INSIDE_UID), "--gid", str(INSIDE_UID), "--hostname", "sandbox"]
+        cmd += ["--cap-drop", "ALL", "--clearenv"]
+        for name, value in inside.items():
+            cmd += ["--setenv", name, value]
+        cmd += ["--seccomp", str(seccomp_fd), "--"]
+        return cmd + (self.wrap(argv) if self.wrap is not None else argv)
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout_s: float | None = None,
+        env: Mapping[str, str] | None = None,
+        stdin: bytes | str | None = None,
+        cwd: str | None = None,
+    ) -> SandboxResult:
+        if self._closed:
+            raise RuntimeError("this sandbox was closed")
+        args = check_argv(argv)
+        extra = check_env(env or {})
+        limit = self.limits.wall_s if timeout_s is None else min(max(timeout_s, 0.0), self.limits.wall_s)
+        if cwd is not None:
+            args = ["/bin/sh", "-c", 'cd "$0" && exec "$@"', _inside_dir(cwd), *args]
+        fd = os.memfd_create("agentfleet-seccomp", os.MFD_CLOEXEC)
+        try:
+            os.write(fd, self._filter)
+            os.lseek(fd, 0, os.SEEK_SET)
+            with self._lock:
+                return collect(
+                    self.command(args, extra, fd),
+                    shown_argv=args,
+                    limit_s=limit,
+                    stdin=stdin,
+                    max_output_bytes=self.max_output_bytes,
+                    popen=self._popen_options(fd),
+                    after=self.reap,
+                )
+        finally:
+            os.close(fd)
+
+    def _popen_options(self, fd: int) -> dict[str, object]:
+        options: dict[str, object] = {"env": {}, "pass_fds": (fd,), "cwd": "/"}
+        if not self._lease.shared:
+            options.update(user=self.uid, group=self.uid, extra_groups=[])
+        return options
+
+    def reap(self) -> int:
+        if self._lease.shared:
+            return 0
+        return kill_user(self.uid)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self.reap()
+        self._lease.release()
+
+
+def _inside_dir(cwd: str) -> str:
+    parts = Path(cwd).parts
+    if Path(cwd).is_absolute() or ".." in parts:
+        raise ConfigError(f"sandbox run: cwd {cwd!r} must be a directory relative to the workspace")
+    return str(Path(WORKSPACE_INSIDE, *parts))
+
+
+class BubblewrapBackend:
+    """Makes ``BubblewrapSandbox``es; ``bwrap`` is looked for when the backend is made."""
+
+    name = "bubblewrap"
+
+    def __init__(self, max_output_bytes: int) -> None:
+        self._bwrap = find_bwrap()
+        self._max_output_bytes = max_output_bytes
+
+    def prepare(self, workspace: Path, spec: SandboxSpec) -> BubblewrapSandbox:
+        return BubblewrapSandbox(self._bwrap, workspace, spec, self._max_output_bytes)
