@@ -1,0 +1,84 @@
+"""An item's network: loopback only, or the fleet's egress proxy for its declared destinations.
+
+A sandbox has a network namespace of its own with loopback alone: nothing of the host's
+network, DNS included, is reachable. When the task declares destinations (``network``), the
+worker starts an egress proxy for the item (``agentfleet.sandbox.egress.EgressProxy``)
+listening on a Unix socket in a directory of the item's own; that directory is bound
+read-only into the sandbox at ``/run/agentfleet``, the proxy's CA certificate at
+``/etc/agentfleet/egress-ca.pem``, and every program is started behind a bridge
+(``egress.bridge_argv``) that listens on ``127.0.0.1:PROXY_PORT`` inside and forwards to the
+socket, with ``HTTP_PROXY``/``HTTPS_PROXY`` and the CA variables (``egress.proxy_env``) set.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from agentfleet.errors import ConfigError
+from agentfleet.sandbox.spec import SandboxSpec
+
+__all__ = ["CA_INSIDE", "PROXY_PORT", "SOCKET_DIR_INSIDE", "NetworkPlan", "plan_network"]
+
+PROXY_PORT = 3128
+SOCKET_DIR_INSIDE = "/run/agentfleet"
+CA_INSIDE = "/etc/agentfleet/egress-ca.pem"
+_SOCKET_NAME = "egress.sock"
+
+
+class NetworkPlan:
+    """What a sandbox needs for its egress: ``binds``, ``env``, ``wrap`` (see the module)."""
+
+    def __init__(self, proxy: Any, egress: Any, socket_dir: Path) -> None:
+        self._proxy = proxy
+        self._socket_dir = socket_dir
+        self.binds: list[tuple[str, str]] = [
+            (str(socket_dir), SOCKET_DIR_INSIDE),
+            (str(proxy.ca_cert_path), CA_INSIDE),
+        ]
+        self.env: dict[str, str] = dict(egress.proxy_env(PROXY_PORT, CA_INSIDE))
+        socket_inside = f"{SOCKET_DIR_INSIDE}/{_SOCKET_NAME}"
+        self.wrap: Callable[[list[str]], list[str]] = lambda argv: list(
+            egress.bridge_argv(socket_inside, PROXY_PORT, argv)
+        )
+
+    def close(self) -> None:
+        """Stop the proxy and remove its socket's directory."""
+        try:
+            self._proxy.stop()
+        finally:
+            shutil.rmtree(self._socket_dir, ignore_errors=True)
+
+
+def plan_network(
+    settings: Any, spec: SandboxSpec, *, uid: int, run_id: str, task_name: str
+) -> NetworkPlan | None:
+    """Start the egress proxy of one item whose ``spec`` declares destinations (None when it
+    declares none); ``uid`` is the sandbox's host user, which must reach the socket."""
+    if not spec.network:
+        return None
+    try:
+        egress = importlib.import_module("agentfleet.sandbox.egress")
+    except ImportError as exc:
+        raise ConfigError(
+            f"{task_name}: its sandbox declares network destinations, which need the egress proxy "
+            f"(agentfleet.sandbox.egress), and it cannot be loaded: {exc}"
+        ) from None
+    socket_dir = Path(tempfile.mkdtemp(prefix="afsbx-net-"))
+    os.chmod(socket_dir, 0o755)
+    proxy = egress.EgressProxy(settings, spec, socket_dir / _SOCKET_NAME, run_id=run_id, task_name=task_name)
+    try:
+        proxy.start()
+        sock = socket_dir / _SOCKET_NAME
+        with contextlib.suppress(FileNotFoundError, PermissionError):
+            os.chown(sock, uid, uid)
+    except BaseException:
+        shutil.rmtree(socket_dir, ignore_errors=True)
+        raise
+    return NetworkPlan(proxy, egress, socket_dir)
