@@ -17,13 +17,13 @@ kills every process the sandbox still has (a daemon that double-forked included)
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
 from agentfleet.sandbox.spec import SandboxResult, SandboxSpec
 
-__all__ = ["WORKSPACE_INSIDE", "Backend", "Sandbox"]
+__all__ = ["WORKSPACE_INSIDE", "Backend", "Sandbox", "SandboxHandle"]
 
 #: Where the item's workspace is seen from inside a sandbox.
 WORKSPACE_INSIDE = "/workspace"
@@ -50,6 +50,18 @@ class Sandbox(Protocol):
         relative to it); ``timeout_s`` (seconds) may only lower the spec's ``wall_s``."""
         ...
 
+    def configure(
+        self,
+        spec: SandboxSpec,
+        *,
+        binds: Sequence[tuple[str, str]] = (),
+        env: Mapping[str, str] | None = None,
+        wrap: Callable[[list[str]], list[str]] | None = None,
+    ) -> None:
+        """Use ``spec``'s limits from the next run on, with extra read-only ``(host, inside)``
+        ``binds``, variables ``env`` and ``wrap`` around each program's argv (the egress)."""
+        ...
+
     def reap(self) -> int:
         """Kill every process left in the sandbox; how many were killed."""
         ...
@@ -68,3 +80,37 @@ class Backend(Protocol):
         """A sandbox over ``workspace`` (an existing directory the caller owns) for ``spec``
         (resolved: its limits and backend are set)."""
         ...
+
+
+class SandboxHandle:
+    """``ctx.sandbox``: the item's sandbox as a task sees it, ``run`` and ``workspace`` only
+    (the fleet makes, resets and destroys the sandbox itself)."""
+
+    __slots__ = ("_sandbox",)
+
+    def __init__(self, sandbox: Sandbox) -> None:
+        self._sandbox = sandbox
+
+    def __repr__(self) -> str:
+        return f"SandboxHandle(workspace={str(self.workspace)!r})"
+
+    @property
+    def workspace(self) -> Path:
+        """The workspace's path on the worker's side (``/workspace`` inside the sandbox)."""
+        return self._sandbox.workspace
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout_s: float | None = None,
+        env: Mapping[str, str] | None = None,
+        stdin: bytes | str | None = None,
+        cwd: str | None = None,
+    ) -> SandboxResult:
+        """Run ``argv`` (no shell: ``["sh", "-c", "..."]`` for one) in the sandbox, in the
+        workspace or its subdirectory ``cwd``, with the variables ``env`` and ``stdin`` fed to
+        it; at most ``timeout_s`` seconds (and never past the sandbox's ``limits.wall_s``),
+        then its whole process tree is killed and ``timed_out`` is True. A non-zero exit is a
+        result, not an error. Nothing the program started outlives the call."""
+        return self._sandbox.run(argv, timeout_s=timeout_s, env=env, stdin=stdin, cwd=cwd)

@@ -102,6 +102,18 @@ class BubblewrapSandbox:
         """The host user this sandbox's programs run as."""
         return self._lease.uid
 
+    def configure(
+        self,
+        spec: SandboxSpec,
+        *,
+        binds: Sequence[tuple[str, str]] = (),
+        env: Mapping[str, str] | None = None,
+        wrap: Callable[[list[str]], list[str]] | None = None,
+    ) -> None:
+        assert spec.limits is not None
+        self.spec, self.limits = spec, spec.limits
+        self.binds, self.env, self.wrap = list(binds), dict(env or {}), wrap
+
     def own_workspace(self) -> None:
         """Give the workspace (and what is in it) to the sandbox's user, so it can write there."""
         if self._lease.shared:

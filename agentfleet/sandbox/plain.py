@@ -10,7 +10,7 @@ what a missing ``bwrap`` quietly turns into.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from agentfleet.errors import ConfigError, InvalidInput
@@ -71,6 +71,17 @@ class PlainSandbox:
             popen={"env": inside, "cwd": directory, "close_fds": True},
             after=self.reap,
         )
+
+    def configure(
+        self,
+        spec: SandboxSpec,
+        *,
+        binds: Sequence[tuple[str, str]] = (),
+        env: Mapping[str, str] | None = None,
+        wrap: Callable[[list[str]], list[str]] | None = None,
+    ) -> None:
+        assert spec.limits is not None
+        self.spec, self.wall_s = spec, spec.limits.wall_s
 
     def reap(self) -> int:
         return 0

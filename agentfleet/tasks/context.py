@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     import anthropic
     import httpx
 
+    from agentfleet.sandbox.backend import SandboxHandle
     from agentfleet.tasks.execution_state import ExecutionState
 
 __all__ = ["TaskContext"]
@@ -76,6 +77,14 @@ class TaskContext:
     def anthropic(self) -> anthropic.Anthropic:
         """An ``anthropic.Anthropic`` with ``max_retries=0`` on the fleet transport."""
         return self._execution.anthropic()
+
+    @property
+    def sandbox(self) -> SandboxHandle:
+        """The item's sandbox (a task declared with ``@fleet_task(sandbox=...)``):
+        ``run(argv, timeout_s=..., env=..., stdin=...)`` runs a program in it and returns a
+        ``SandboxResult``; ``workspace`` is its workspace on the worker's side. A task without
+        a sandbox gets a ``ConfigError`` that says how to declare one."""
+        return self._execution.sandbox()
 
     @property
     def cost_usd(self) -> float:

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentfleet.errors import BudgetExceeded
+from agentfleet.errors import BudgetExceeded, ConfigError
 from agentfleet.runs import Claim, Spend
 from agentfleet.tasks.context import TaskContext
 from agentfleet.tasks.memory import LocalMemory, Memory, run_step, step_field
@@ -74,6 +74,7 @@ class ExecutionState:
     workdir_path: Path | None = None
     http_factory: ClientFactory | None = None
     anthropic_factory: ClientFactory | None = None
+    sandbox_factory: ClientFactory | None = None
     started_at: float = field(default_factory=time.monotonic)
     cost_usd: float = 0.0
     input_tokens: int = 0
@@ -106,6 +107,14 @@ class ExecutionState:
                 raise RuntimeError("this context has no Anthropic client factory")
             self._anthropic = self.anthropic_factory(self)
         return self._anthropic
+
+    def sandbox(self) -> Any:
+        if self.sandbox_factory is None:
+            raise ConfigError(
+                f"{self.task_name or 'this task'} has no sandbox here: sandboxes are held by a "
+                "delivery of a task declared with @fleet_task(sandbox=...)"
+            )
+        return self.sandbox_factory(self)
 
     def add_usage(self, *, cost_usd: float = 0.0, input_tokens: int = 0, output_tokens: int = 0) -> None:
         """Add one model call's spending (US dollars, tokens) to this execution's totals."""

@@ -22,6 +22,7 @@ from agentfleet.tasks import clients
 from agentfleet.tasks.circuit_guard import CircuitGuard
 from agentfleet.tasks.context import TaskContext
 from agentfleet.tasks.execution_state import new_context
+from agentfleet.tasks.features.sandbox import sandbox_of
 from agentfleet.tasks.memory import StoredMemory
 from agentfleet.tasks.runtime import runtime
 
@@ -61,6 +62,7 @@ def item_context(
         breaker=guard.for_transport(),
         http_factory=clients.http_client,
         anthropic_factory=clients.anthropic_client,
+        sandbox_factory=sandbox_of,
         **item_state(settings, task, meta, key, token, claim),
     )
 

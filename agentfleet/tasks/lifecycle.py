@@ -64,8 +64,10 @@ def _on_process_start(**_: Any) -> None:
     # A prefork pool process starts: its own sockets (a forked child must not share its
     # parent's), then its own runtime.
     reset_connections()
-    runtime()
+    rt = runtime()
     _warm_in_background()
+    if rt.settings.sandbox.warm:
+        rt.sandboxes().fill_in_background()
 
 
 def _watch_parent(parent_pid: int, interval_s: float) -> None:

@@ -14,6 +14,7 @@ making them per delivery would repeat that work on the hot path. It holds:
 - ``leases``: the one lease renewer (one thread) for the limiter's permits and the item claims
   this process holds (``claims``, a ``runs.ClaimRenewer``);
 - ``audit`` and ``pools(module)``: the credential audit log, the connection pools under the guard;
+- ``sandboxes()``: the process's sandboxes and their warm pool (``agentfleet.sandbox.pool``);
 - the reconciler and the heartbeat, in a worker's main process only (``start_services``).
 
 A forked child keeps none of its parent's runtimes: this module's one ``os.register_at_fork``
@@ -52,6 +53,7 @@ from agentfleet.tools.pools import TransportPools
 if TYPE_CHECKING:
     from celery import Celery
 
+    from agentfleet.sandbox.pool import SandboxPool
     from agentfleet.tasks.heartbeat import Heartbeat
 
 __all__ = ["WorkerRuntime", "close_runtimes", "runtime"]
@@ -84,6 +86,7 @@ class WorkerRuntime:
         self._lock = threading.Lock()
         self._reconciler: threading.Event | None = None
         self._heartbeat: Heartbeat | None = None
+        self._sandboxes: SandboxPool | None = None
         self._closed = False
 
     def pools(self, module: ModuleType) -> TransportPools:
@@ -94,6 +97,15 @@ class WorkerRuntime:
                 found = shared_pools(module, keepalive_s=self.settings.fetch.keepalive_s)
                 self._pools[module.__name__] = found
             return found
+
+    def sandboxes(self) -> SandboxPool:
+        """This process's sandboxes (``agentfleet.sandbox.pool``), made at first use."""
+        with self._lock:
+            if self._sandboxes is None:
+                from agentfleet.sandbox.pool import SandboxPool
+
+                self._sandboxes = SandboxPool(self.settings)
+            return self._sandboxes
 
     def start_services(self, app: Celery, node: str, queues: list[str], *, pool: Any = None) -> None:
         """Start what runs beside the deliveries in a worker's main process: first the heartbeat
@@ -116,6 +128,8 @@ class WorkerRuntime:
             self._reconciler.set()
         if self._heartbeat is not None:
             self._heartbeat.stop()
+        if self._sandboxes is not None:
+            self._sandboxes.close()
         flush_tallies()
 
 

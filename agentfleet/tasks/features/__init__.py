@@ -16,6 +16,7 @@ from agentfleet.tasks.features.fail_fast import FailFast
 from agentfleet.tasks.features.graph import Graph
 from agentfleet.tasks.features.pipeline import Pipeline
 from agentfleet.tasks.features.pools import Pool
+from agentfleet.tasks.features.sandbox import SandboxFeature
 from agentfleet.tasks.hooks import DeliveryFeature
 
 __all__ = ["FEATURES"]
@@ -25,6 +26,7 @@ FEATURES: tuple[DeliveryFeature, ...] = (
     Graph(),
     Batch(),
     Pool(),
+    SandboxFeature(),
     Aggregate(),
     Compensation(),
     Deferral(),

@@ -1,0 +1,212 @@
+"""A worker process's sandboxes: made per item, or taken from a warm pool and reset after use.
+
+``SandboxPool.acquire(spec, ...)`` returns a ``Lease``: the item's ``Sandbox`` over a workspace
+made from the spec's template, with its network plan attached. ``Lease.release()`` stops its
+egress, kills what is left in it and either resets it into the warm pool or destroys it.
+
+The warm pool keeps ``[sandbox] warm`` sandboxes ready, made from the settings' own template
+and backend, so an item whose resolved spec has that template and backend starts without
+waiting for a copy or a checkout; the item's own limits apply from its first run. A sandbox
+handed out is replaced in the background; one given back is reset (``Workspace.reset``) and
+kept while the pool is short, else destroyed. A prefork pool process fills its pool when it
+starts; other workers at their first sandboxed item.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from agentfleet.sandbox.backend import Backend, Sandbox
+from agentfleet.sandbox.network import NetworkPlan, plan_network
+from agentfleet.sandbox.spec import SandboxSpec, resolve_spec
+from agentfleet.sandbox.workspace import Workspace
+
+__all__ = ["Lease", "SandboxPool", "make_backend"]
+
+log = logging.getLogger("agentfleet.sandbox")
+
+_Key = tuple[str, str | None]
+
+
+def make_backend(name: str, max_output_bytes: int) -> Backend:
+    """The backend named ``name`` (``bubblewrap`` or ``none``)."""
+    if name == "none":
+        from agentfleet.sandbox.plain import PlainBackend
+
+        return PlainBackend(max_output_bytes)
+    from agentfleet.sandbox.bubblewrap import BubblewrapBackend
+
+    return BubblewrapBackend(max_output_bytes)
+
+
+@dataclass
+class _Ready:
+    key: _Key
+    workspace: Workspace
+    sandbox: Sandbox
+
+    def destroy(self) -> None:
+        try:
+            self.sandbox.close()
+        finally:
+            self.workspace.remove()
+
+
+@dataclass
+class Lease:
+    """One item's sandbox, held while its body runs (a ``Held`` of the delivery)."""
+
+    sandbox: Sandbox
+    ready: _Ready
+    network: NetworkPlan | None
+    pool: SandboxPool
+
+    def release(self) -> None:
+        self.pool.give_back(self)
+
+
+class SandboxPool:
+    """The sandboxes of one worker process (see the module docstring); ``settings`` are its
+    ``Settings``."""
+
+    def __init__(self, settings: Any) -> None:
+        self.settings = settings
+        self._backends: dict[str, Backend] = {}
+        self._warm: list[_Ready] = []
+        self._filling = False
+        self._lock = threading.Lock()
+        self._closed = False
+
+    @property
+    def warm_key(self) -> _Key:
+        return (self.settings.sandbox.backend, self.settings.sandbox.template)
+
+    def backend(self, name: str) -> Backend:
+        with self._lock:
+            found = self._backends.get(name)
+            if found is None:
+                found = self._backends[name] = make_backend(name, self.settings.sandbox.max_output_bytes)
+            return found
+
+    def _make(self, key: _Key, spec: SandboxSpec) -> _Ready:
+        workspace = Workspace(key[1], self.settings.workdir_root)
+        try:
+            sandbox = self.backend(key[0]).prepare(workspace.path, spec)
+        except BaseException:
+            workspace.remove()
+            raise
+        return _Ready(key, workspace, sandbox)
+
+    def acquire(self, spec: SandboxSpec, *, run_id: str, task_name: str) -> Lease:
+        """A sandbox for one item of ``task_name`` in ``run_id`` (``spec`` resolved)."""
+        assert spec.backend is not None
+        key: _Key = (spec.backend, spec.template)
+        ready = self._take_warm(key)
+        if ready is None:
+            ready = self._make(key, spec)
+        self.fill_in_background()
+        network: NetworkPlan | None = None
+        try:
+            uid = getattr(ready.sandbox, "uid", 0)
+            network = plan_network(self.settings, spec, uid=uid, run_id=run_id, task_name=task_name)
+            binds = ready.workspace.binds() + (network.binds if network else [])
+            ready.sandbox.configure(
+                spec,
+                binds=binds,
+                env=network.env if network else None,
+                wrap=network.wrap if network else None,
+            )
+        except BaseException:
+            if network is not None:
+                network.close()
+            ready.destroy()
+            raise
+        return Lease(ready.sandbox, ready, network, self)
+
+    def _take_warm(self, key: _Key) -> _Ready | None:
+        with self._lock:
+            for i, ready in enumerate(self._warm):
+                if ready.key == key:
+                    return self._warm.pop(i)
+        return None
+
+    def give_back(self, lease: Lease) -> None:
+        """End an item's use of its sandbox: stop its egress, kill what is left, and keep it
+        warm (reset) or destroy it."""
+        ready = lease.ready
+        try:
+            if lease.network is not None:
+                lease.network.close()
+        finally:
+            ready.sandbox.reap()
+            if not self._keep(ready):
+                ready.destroy()
+
+    def _keep(self, ready: _Ready) -> bool:
+        with self._lock:
+            wanted = not self._closed and ready.key == self.warm_key
+            wanted = wanted and len(self._warm) < self.settings.sandbox.warm
+        if not wanted:
+            return False
+        try:
+            ready.workspace.reset()
+            own = getattr(ready.sandbox, "own_workspace", None)
+            if own is not None:
+                own()
+        except Exception:
+            log.warning("could not reset a sandbox's workspace; it is destroyed", exc_info=True)
+            return False
+        with self._lock:
+            if self._closed:
+                return False
+            self._warm.append(ready)
+        return True
+
+    def fill(self) -> None:
+        """Make warm sandboxes until the pool holds ``[sandbox] warm`` of them."""
+        spec = resolve_spec(SandboxSpec(), self.settings.sandbox)
+        key = self.warm_key
+        while True:
+            with self._lock:
+                if self._closed or len(self._warm) >= self.settings.sandbox.warm:
+                    return
+            ready = self._make(key, spec)
+            with self._lock:
+                if not self._closed:
+                    self._warm.append(ready)
+                    continue
+            ready.destroy()
+            return
+
+    def fill_in_background(self) -> None:
+        """``fill`` in a thread of its own (one at a time), logging what goes wrong."""
+        with self._lock:
+            if self._filling or self._closed or len(self._warm) >= self.settings.sandbox.warm:
+                return
+            self._filling = True
+        threading.Thread(target=self._fill_logged, name="agentfleet-sandbox-warm", daemon=True).start()
+
+    def _fill_logged(self) -> None:
+        try:
+            self.fill()
+        except Exception:
+            log.warning("could not prepare a warm sandbox", exc_info=True)
+        finally:
+            with self._lock:
+                self._filling = False
+
+    def warm_count(self) -> int:
+        """How many warm sandboxes are ready now."""
+        with self._lock:
+            return len(self._warm)
+
+    def close(self) -> None:
+        """Destroy every warm sandbox; the pool makes no more."""
+        with self._lock:
+            self._closed = True
+            warm, self._warm = self._warm, []
+        for ready in warm:
+            ready.destroy()
