@@ -59,11 +59,20 @@ def leave_evidence(ctx: TaskContext, log_lines: int) -> dict[str, Any]:
     raise RuntimeError("the checkout page never loaded")
 
 
-@fleet_task(max_retries=0, sandbox={"artifacts": ["out/*.txt"], "backend": "none"})
+# Written by a program inside the sandbox: a result, a link to the host's /etc/passwd, a log
+# the task's own patterns do not name.
+_IN_SANDBOX = (
+    "mkdir -p out && echo 'partial result' > out/result.txt && ln -s /etc/passwd out/passwd.txt "
+    "&& echo 'not named by this task' > run.log"
+)
+
+
+@fleet_task(max_retries=0, sandbox={"artifacts": ["out/*.txt"]})
 def sandboxed_failure(ctx: TaskContext) -> dict[str, Any]:
-    """A task whose sandbox names its own artifact patterns: they win over the settings'."""
-    work = ctx.workdir
-    (work / "out").mkdir()
-    (work / "out" / "result.txt").write_text("partial result\n")
-    (work / "run.log").write_text("not matched by this task's patterns\n")
+    """A program in the item's sandbox leaves files in its workspace, then the item fails; the
+    task's sandbox names its own artifact patterns, which win over the settings'."""
+    _note_workspace(ctx, ctx.sandbox.workspace)
+    done = ctx.sandbox.run(["sh", "-c", _IN_SANDBOX], timeout_s=60)
+    if done.exit_code != 0:
+        raise RuntimeError(f"the sandboxed program failed to start: {done.stderr[-500:]}")
     raise RuntimeError("the sandboxed step failed")

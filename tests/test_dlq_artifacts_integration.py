@@ -107,7 +107,9 @@ def test_a_sandboxed_task_keeps_what_its_own_patterns_name(fleet: Fleet) -> None
     run = fleet.map(et.sandboxed_failure, [{}])
     assert run.wait(timeout_s=120).dead_lettered == 1
     [found] = fleet.dlq.list(run_id=run.id)
+    assert found.error.endswith("the sandboxed step failed"), found.error
     assert [a.name for a in found.artifacts] == ["out/result.txt"]
+    assert fleet.dlq.artifact(found.id, "out/result.txt")[1] == b"partial result\n"
 
 
 def test_the_command_line_lists_and_writes_them(

@@ -18,11 +18,13 @@ from typing import TYPE_CHECKING, Any
 
 from agentfleet.config import Settings
 from agentfleet.dlq.evidence import ArtifactCaps, collect_artifacts
+from agentfleet.errors import ConfigError
 from agentfleet.tasks.execution_state import execution_of
 from agentfleet.tasks.hooks import DeliveryFeature
 
 if TYPE_CHECKING:
     from agentfleet.protocol.task import FleetTask
+    from agentfleet.sandbox.spec import SandboxSpec
     from agentfleet.tasks.context import TaskContext
     from agentfleet.tasks.execution import Delivery
 
@@ -44,13 +46,20 @@ def artifact_caps(settings: Settings) -> ArtifactCaps:
 
 def artifact_patterns(task: FleetTask, settings: Settings) -> list[str]:
     """The artifact patterns of ``task``: its sandbox spec's, else the settings' default."""
-    spec = getattr(task, "sandbox", None)
-    own = list(getattr(spec, "artifacts", None) or ())
+    spec: SandboxSpec | None = task.sandbox
+    own = list(spec.artifacts) if spec is not None else []
     return own or list(settings.dlq.artifact_patterns)
 
 
-def workspace_of(ctx: TaskContext) -> Path | None:
-    """The directory the execution behind ``ctx`` worked in, if it has one (never made here)."""
+def workspace_of(ctx: TaskContext, task: FleetTask) -> Path | None:
+    """The directory the execution behind ``ctx`` worked in: its sandbox's workspace when
+    ``task`` has a sandbox and the delivery holds one, else its scratch directory if the body
+    made one (none is made here)."""
+    if task.sandbox is not None:
+        try:
+            return ctx.sandbox.workspace
+        except ConfigError:
+            pass
     return execution_of(ctx).workdir_path
 
 
@@ -60,7 +69,7 @@ class Evidence(DeliveryFeature):
     def dead_letter(self, d: Delivery, fields: dict[str, Any]) -> None:
         if d.context is None:
             return
-        workspace = workspace_of(d.context)
+        workspace = workspace_of(d.context, d.task)
         patterns = artifact_patterns(d.task, d.settings)
         if workspace is None or not patterns:
             return
