@@ -38,11 +38,13 @@ def _note_workspace(ctx: TaskContext, workspace: Path) -> None:
 
 
 @fleet_task(max_retries=0)
-def leave_evidence(ctx: TaskContext, log_lines: int) -> dict[str, Any]:
+def leave_evidence(ctx: TaskContext, log_lines: int, note: bool = True) -> dict[str, Any]:
     """Write a screenshot, a long log, a junit report, a link to /etc/passwd and a file with a
-    hostile name into the scratch directory, then fail for good."""
+    hostile name into the scratch directory, then fail for good. ``note``: say where, in Redis
+    (``test:workspace:<run id>``)."""
     work = ctx.workdir
-    _note_workspace(ctx, work)
+    if note:
+        _note_workspace(ctx, work)
     (work / "screens").mkdir()
     (work / "screens" / "fail.png").write_bytes(png())
     (work / "reports").mkdir()
