@@ -235,7 +235,7 @@ def artifact(
     output: str = typer.Option(..., "--output", "-o", help="File to write, or - for stdout.", metavar="FILE"),
     force: bool = typer.Option(False, "--force", help="Overwrite FILE when it exists."),
 ) -> None:
-    """Write one file a failed item left as evidence (a screenshot, a log, a test report).
+    """Write one file a failed item left: a screenshot, a log, a report.
 
     The bytes are those kept with the dead letter: a file over the size caps was cut
     (agentfleet dlq show says which).
