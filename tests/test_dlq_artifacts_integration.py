@@ -176,3 +176,20 @@ def test_they_go_when_the_entry_goes(fleet: Fleet, settings: Settings, redis_url
     assert not client.exists(key)
     with pytest.raises(DeadLetterNotFound):
         fleet.dlq.artifact(found.id, "run.log")
+
+
+def test_a_requeued_item_that_fails_again_carries_its_new_attempts_artifacts(fleet: Fleet) -> None:
+    run = fleet.map(et.leave_evidence, [{"log_lines": 3, "note": False}])
+    assert run.wait(timeout_s=120).dead_lettered == 1
+    [first] = fleet.dlq.list(run_id=run.id)
+    [sent] = fleet.dlq.requeue([first.id])
+    assert sent.action == "requeued", sent.reason
+
+    def failed_again() -> bool:
+        entry = fleet.dlq.store.get(first.id)
+        return entry is not None and entry.requeues == 1
+
+    wait_until(failed_again, 120, "the requeued item's new dead letter")
+    again = fleet.dlq.get(first.id)
+    assert sorted(a.name for a in again.artifacts) == sorted(a.name for a in first.artifacts)
+    assert fleet.dlq.artifact(first.id, "run.log")[1].endswith(et.FINAL_LINE)
