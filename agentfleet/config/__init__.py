@@ -26,6 +26,7 @@ from pydantic_settings import (
 )
 
 from agentfleet.config.dispatch import DispatchSettings
+from agentfleet.config.egress import EgressSettings
 from agentfleet.config.fanouts import FanoutSpec, ScheduleSpec
 from agentfleet.config.options import RunOptionArgs, RunOptions, run_options
 from agentfleet.config.redis_url import check_redis_url, url_password, with_password
@@ -63,6 +64,7 @@ __all__ = [
     "DLQSettings",
     "DeliverySettings",
     "DispatchSettings",
+    "EgressSettings",
     "FanoutSpec",
     "FetchSettings",
     "FlowerSettings",
@@ -131,6 +133,7 @@ class Settings(BaseSettings):
     dlq: DLQSettings = DLQSettings()
     llm: LLMSettings = LLMSettings()
     fetch: FetchSettings = FetchSettings()
+    egress: EgressSettings = EgressSettings()
     budgets: BudgetSettings = BudgetSettings()
     agent: AgentSettings = AgentSettings()
     credentials: dict[str, CredentialSpec] = Field(default_factory=dict)

@@ -38,11 +38,10 @@ _PATH = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
 _NAMESPACES = ["--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net"]
 
 
-def find_bwrap() -> str:
-    """The ``bwrap`` program, or the one error that says how to get it."""
-    found = shutil.which("bwrap") or next(
-        (p for p in ("/usr/bin/bwrap", "/usr/local/bin/bwrap") if os.access(p, os.X_OK)), None
-    )
+def find_bwrap(path: str | None = None) -> str:
+    """The ``bwrap`` program on ``path`` (default: the worker's ``PATH`` and ``/usr/bin``), or
+    the one error that says how to get it."""
+    found = shutil.which("bwrap", path=path or f"{os.environ.get('PATH', '')}:/usr/bin")
     if found is None:
         raise ConfigError(
             "sandbox.backend is 'bubblewrap' but bwrap is not installed: apt-get install bubblewrap "
@@ -112,12 +111,16 @@ class BubblewrapSandbox:
     ) -> None:
         assert spec.limits is not None
         self.spec, self.limits = spec, spec.limits
+        if not self._lease.shared:
+            for host, _ in binds:
+                _check_reachable(Path(host))
         self.binds, self.env, self.wrap = list(binds), dict(env or {}), wrap
 
     def own_workspace(self) -> None:
         """Give the workspace (and what is in it) to the sandbox's user, so it can write there."""
         if self._lease.shared:
             return
+        _check_reachable(self._workspace)
         for root, dirs, files in os.walk(self._workspace):
             for name in (*dirs, *files):
                 with contextlib.suppress(FileNotFoundError):
@@ -193,6 +196,17 @@ class BubblewrapSandbox:
         self._closed = True
         self.reap()
         self._lease.release()
+
+
+def _check_reachable(path: Path) -> None:
+    # bwrap runs as the sandbox's user and opens what it binds by its path.
+    for parent in path.resolve().parents:
+        if not parent.stat().st_mode & 0o001:
+            raise ConfigError(
+                f"the sandbox's user cannot reach {path}: {parent} is not searchable by others; "
+                "chmod o+x it, or keep workspaces (AGENTFLEET_WORKDIR_ROOT) and templates "
+                "(AGENTFLEET_SANDBOX__TEMPLATE) under directories that are"
+            )
 
 
 def _inside_dir(cwd: str) -> str:

@@ -21,7 +21,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from agentfleet.errors import ConfigError
 from agentfleet.sandbox.spec import SandboxSpec
 
 __all__ = ["CA_INSIDE", "PROXY_PORT", "SOCKET_DIR_INSIDE", "NetworkPlan", "plan_network"]
@@ -56,29 +55,24 @@ class NetworkPlan:
             shutil.rmtree(self._socket_dir, ignore_errors=True)
 
 
-def plan_network(
-    settings: Any, spec: SandboxSpec, *, uid: int, run_id: str, task_name: str
-) -> NetworkPlan | None:
+def plan_network(spec: SandboxSpec, *, uid: int, make_proxy: Callable[[Path], Any]) -> NetworkPlan | None:
     """Start the egress proxy of one item whose ``spec`` declares destinations (None when it
-    declares none); ``uid`` is the sandbox's host user, which must reach the socket."""
+    declares none): ``make_proxy(socket_path)`` makes it (not started; the worker's side,
+    ``agentfleet.tasks.egress.egress_proxy``, wires it to the item's execution); ``uid`` is the
+    sandbox's host user, to whom the socket is given."""
     if not spec.network:
         return None
-    try:
-        egress = importlib.import_module("agentfleet.sandbox.egress")
-    except ImportError as exc:
-        raise ConfigError(
-            f"{task_name}: its sandbox declares network destinations, which need the egress proxy "
-            f"(agentfleet.sandbox.egress), and it cannot be loaded: {exc}"
-        ) from None
+    egress = importlib.import_module("agentfleet.sandbox.egress")
     socket_dir = Path(tempfile.mkdtemp(prefix="afsbx-net-"))
     os.chmod(socket_dir, 0o755)
-    proxy = egress.EgressProxy(settings, spec, socket_dir / _SOCKET_NAME, run_id=run_id, task_name=task_name)
+    proxy = make_proxy(socket_dir / _SOCKET_NAME)
     try:
         proxy.start()
-        sock = socket_dir / _SOCKET_NAME
         with contextlib.suppress(FileNotFoundError, PermissionError):
-            os.chown(sock, uid, uid)
+            os.chown(socket_dir / _SOCKET_NAME, uid, uid)
     except BaseException:
+        with contextlib.suppress(Exception):
+            proxy.stop()
         shutil.rmtree(socket_dir, ignore_errors=True)
         raise
     return NetworkPlan(proxy, egress, socket_dir)

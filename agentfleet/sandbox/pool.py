@@ -1,22 +1,28 @@
 """A worker process's sandboxes: made per item, or taken from a warm pool and reset after use.
 
-``SandboxPool.acquire(spec, ...)`` returns a ``Lease``: the item's ``Sandbox`` over a workspace
-made from the spec's template, with its network plan attached. ``Lease.release()`` stops its
-egress, kills what is left in it and either resets it into the warm pool or destroys it.
+``SandboxPool.acquire(spec)`` returns a ``Lease``: the item's ``Sandbox`` over a workspace
+made from the spec's template (``Lease.connect`` starts its egress proxy). ``Lease.release()``
+stops its egress, kills what is left in it and either resets it into the warm pool or
+destroys it.
 
-The warm pool keeps ``[sandbox] warm`` sandboxes ready, made from the settings' own template
-and backend, so an item whose resolved spec has that template and backend starts without
-waiting for a copy or a checkout; the item's own limits apply from its first run. A sandbox
-handed out is replaced in the background; one given back is reset (``Workspace.reset``) and
-kept while the pool is short, else destroyed. A prefork pool process fills its pool when it
-starts; other workers at their first sandboxed item.
+The warm pool holds ``[sandbox] warm`` sandboxes, made in advance from the settings' own
+template and backend, so an item whose resolved spec has that template and backend starts
+without waiting for a copy or a checkout; the item's own limits apply from its first run.
+They are handed to items and come back after use, reset (``Workspace.reset``); while more
+items run at once than the pool holds, the others get sandboxes made for them, destroyed
+after use. A sandbox that cannot be reset is destroyed and replaced in the background. A
+prefork pool process fills its pool when it starts; other workers at their first sandboxed
+item.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from agentfleet.sandbox.backend import Backend, Sandbox
@@ -55,14 +61,34 @@ class _Ready:
             self.workspace.remove()
 
 
-@dataclass
 class Lease:
     """One item's sandbox, held while its body runs (a ``Held`` of the delivery)."""
 
-    sandbox: Sandbox
-    ready: _Ready
-    network: NetworkPlan | None
-    pool: SandboxPool
+    def __init__(self, sandbox: Sandbox, ready: _Ready, spec: SandboxSpec, pool: SandboxPool) -> None:
+        self.sandbox = sandbox
+        self.ready = ready
+        self.spec = spec
+        self.pool = pool
+        self.network: NetworkPlan | None = None
+        self._lock = threading.Lock()
+        self._wired = False
+
+    def connect(self, make_proxy: Callable[[Path], Any]) -> None:
+        """Start the item's egress proxy (``network.plan_network``) the first time it is asked
+        for, when the spec declares destinations; the sandbox's programs then reach them."""
+        with self._lock:
+            if self._wired:
+                return
+            uid = getattr(self.sandbox, "uid", os.geteuid())
+            self.network = plan_network(self.spec, uid=uid, make_proxy=make_proxy)
+            self._wired = True
+            if self.network is not None:
+                self.sandbox.configure(
+                    self.spec,
+                    binds=self.ready.workspace.binds() + self.network.binds,
+                    env=self.network.env,
+                    wrap=self.network.wrap,
+                )
 
     def release(self) -> None:
         self.pool.give_back(self)
@@ -76,6 +102,8 @@ class SandboxPool:
         self.settings = settings
         self._backends: dict[str, Backend] = {}
         self._warm: list[_Ready] = []
+        # Sandboxes of the warm pool's kind handed out, which come back to it.
+        self._out = 0
         self._filling = False
         self._lock = threading.Lock()
         self._closed = False
@@ -100,31 +128,25 @@ class SandboxPool:
             raise
         return _Ready(key, workspace, sandbox)
 
-    def acquire(self, spec: SandboxSpec, *, run_id: str, task_name: str) -> Lease:
-        """A sandbox for one item of ``task_name`` in ``run_id`` (``spec`` resolved)."""
+    def acquire(self, spec: SandboxSpec) -> Lease:
+        """A sandbox for one item (``spec`` resolved); its network is connected later, by
+        ``Lease.connect``, once the item's execution is there to wire the proxy to."""
         assert spec.backend is not None
         key: _Key = (spec.backend, spec.template)
         ready = self._take_warm(key)
         if ready is None:
             ready = self._make(key, spec)
+        if key == self.warm_key:
+            with self._lock:
+                self._out += 1
         self.fill_in_background()
-        network: NetworkPlan | None = None
         try:
-            uid = getattr(ready.sandbox, "uid", 0)
-            network = plan_network(self.settings, spec, uid=uid, run_id=run_id, task_name=task_name)
-            binds = ready.workspace.binds() + (network.binds if network else [])
-            ready.sandbox.configure(
-                spec,
-                binds=binds,
-                env=network.env if network else None,
-                wrap=network.wrap if network else None,
-            )
+            ready.sandbox.configure(spec, binds=ready.workspace.binds())
         except BaseException:
-            if network is not None:
-                network.close()
+            self._forget(ready)
             ready.destroy()
             raise
-        return Lease(ready.sandbox, ready, network, self)
+        return Lease(ready.sandbox, ready, spec, self)
 
     def _take_warm(self, key: _Key) -> _Ready | None:
         with self._lock:
@@ -132,6 +154,11 @@ class SandboxPool:
                 if ready.key == key:
                     return self._warm.pop(i)
         return None
+
+    def _forget(self, ready: _Ready) -> None:
+        if ready.key == self.warm_key:
+            with self._lock:
+                self._out -= 1
 
     def give_back(self, lease: Lease) -> None:
         """End an item's use of its sandbox: stop its egress, kill what is left, and keep it
@@ -142,13 +169,14 @@ class SandboxPool:
                 lease.network.close()
         finally:
             ready.sandbox.reap()
+            self._forget(ready)
             if not self._keep(ready):
                 ready.destroy()
 
     def _keep(self, ready: _Ready) -> bool:
         with self._lock:
             wanted = not self._closed and ready.key == self.warm_key
-            wanted = wanted and len(self._warm) < self.settings.sandbox.warm
+            wanted = wanted and len(self._warm) + self._out < self.settings.sandbox.warm
         if not wanted:
             return False
         try:
@@ -171,7 +199,7 @@ class SandboxPool:
         key = self.warm_key
         while True:
             with self._lock:
-                if self._closed or len(self._warm) >= self.settings.sandbox.warm:
+                if self._closed or len(self._warm) + self._out >= self.settings.sandbox.warm:
                     return
             ready = self._make(key, spec)
             with self._lock:
@@ -184,7 +212,8 @@ class SandboxPool:
     def fill_in_background(self) -> None:
         """``fill`` in a thread of its own (one at a time), logging what goes wrong."""
         with self._lock:
-            if self._filling or self._closed or len(self._warm) >= self.settings.sandbox.warm:
+            short = len(self._warm) + self._out < self.settings.sandbox.warm
+            if self._filling or self._closed or not short:
                 return
             self._filling = True
         threading.Thread(target=self._fill_logged, name="agentfleet-sandbox-warm", daemon=True).start()

@@ -18,7 +18,7 @@ from agentfleet.errors import ConfigError
 __all__ = ["SandboxLimits", "SandboxResult", "SandboxSpec", "parse_spec", "resolve_spec", "task_sandbox"]
 
 _LABEL = r"[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?"
-_HOST = re.compile(rf"^(\*\.)?{_LABEL}(\.{_LABEL})*(:\d{{1,5}})?$")
+_HOST = re.compile(rf"^((\*\.)?{_LABEL}(\.{_LABEL})*|\[[0-9A-Fa-f:.]+\])(:\d{{1,5}})?$")
 _NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 
 

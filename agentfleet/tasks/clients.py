@@ -48,6 +48,7 @@ __all__ = [
     "ANTHROPIC_CREDENTIAL",
     "accounting_hooks",
     "anthropic_client",
+    "fleet_hooks",
     "http_client",
     "llm_endpoint",
     "pool_slot",
@@ -130,6 +131,12 @@ def _hooks(state: ExecutionState, settings: Settings, vendors: Sequence[VendorAd
     hooks = accounting_hooks(state, settings, vendors)
     hooks = dataclasses.replace(hooks, limiter=runtime(settings).limiter, breaker=state.breaker)
     return budget_hooks(state, settings, hooks)
+
+
+def fleet_hooks(state: ExecutionState, settings: Settings) -> FleetHooks:
+    """The hooks every request of ``state``'s execution meets (``ctx.http``'s, a sandbox's egress
+    proxy's): the cluster's limits and circuits, accounting, budgets and the claim check."""
+    return _hooks(state, settings, vendors_for(settings))
 
 
 def rate_limit_raiser(vendors: Sequence[VendorAdapter]) -> Any:

@@ -14,7 +14,8 @@ from agentfleet.errors import BadRequest
 from agentfleet.tasks.agent import Tool, run_agent
 from agentfleet.tasks.context import TaskContext
 from agentfleet.tasks.decorator import fleet_task
-from agentfleet.tools.command import RUN_COMMAND_TOOL, run_command
+from agentfleet.tasks.features.sandbox import item_sandbox
+from agentfleet.tools.command import RUN_COMMAND_TOOL, run_command, run_sandboxed
 from agentfleet.tools.fetch import HTTP_FETCH_TOOL, declared_methods, http_fetch
 from agentfleet.tools.vault import CredentialVault
 
@@ -50,8 +51,11 @@ def _fetch(ctx: TaskContext, args: dict[str, Any]) -> dict[str, Any]:
 def _command(ctx: TaskContext, args: dict[str, Any]) -> dict[str, Any]:
     from agentfleet.config import get_settings
 
-    result = run_command(list(args["argv"]), settings=get_settings().command, workdir=ctx.workdir)
-    return result.model_dump()
+    settings = get_settings().command
+    sandbox = item_sandbox(ctx)
+    if sandbox is not None:
+        return run_sandboxed(list(args["argv"]), sandbox=sandbox, settings=settings).model_dump()
+    return run_command(list(args["argv"]), settings=settings, workdir=ctx.workdir).model_dump()
 
 
 def _tool(spec: dict[str, Any], fn: Any) -> Tool:

@@ -15,6 +15,10 @@ passed in. On timeout the whole process group is killed. Each of stdout and stde
 most ``command.max_output_bytes`` bytes: the first and last halves, with a marker between.
 
 This limits what can be started; it is not a sandbox for what the allowed program then does.
+In a task declared with a sandbox (``@fleet_task(sandbox=...)``), the tool runs the program in
+the item's sandbox instead (``run_sandboxed``): there any program of the system image may run,
+since the sandbox, not the allowlist, is the boundary; the tool must still be enabled, and the
+timeout and output cap are the same.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel
 
@@ -37,7 +41,7 @@ from agentfleet.config import CommandToolSettings
 from agentfleet.errors import ForbiddenDestination, InvalidInput
 from agentfleet.tools.capture import CappedOutput, drain
 
-__all__ = ["RUN_COMMAND_TOOL", "CommandResult", "run_command"]
+__all__ = ["RUN_COMMAND_TOOL", "CommandResult", "CommandSandbox", "run_command", "run_sandboxed"]
 
 RUN_COMMAND_TOOL: dict[str, Any] = {
     "name": "run_command",
@@ -234,3 +238,35 @@ def run_command(
         timed_out=timed_out,
         duration_s=round(duration, 6),
     )
+
+
+class CommandSandbox(Protocol):
+    """What ``run_sandboxed`` needs of a sandbox (``ctx.sandbox``)."""
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout_s: float | None = None,
+        env: Mapping[str, str] | None = None,
+        stdin: bytes | str | None = None,
+        cwd: str | None = None,
+    ) -> Any: ...
+
+
+def run_sandboxed(
+    argv: Sequence[str],
+    *,
+    sandbox: CommandSandbox,
+    settings: CommandToolSettings,
+    env: Mapping[str, str] | None = None,
+    timeout_s: float | None = None,
+) -> CommandResult:
+    """``run_command`` for a task with a sandbox: ``argv`` (any program of the sandbox's system)
+    runs in ``sandbox``'s workspace, for at most ``settings.timeout_s`` seconds (``timeout_s``
+    may shorten it). Raises ``ForbiddenDestination`` when the tool is disabled."""
+    if not settings.enabled:
+        raise ForbiddenDestination("run_command is disabled; set command.enabled to allow it")
+    limit = settings.timeout_s if timeout_s is None else min(max(timeout_s, 0.0), settings.timeout_s)
+    done = sandbox.run(list(argv), timeout_s=limit, env=env)
+    return CommandResult.model_validate(done.model_dump())
