@@ -198,3 +198,23 @@ def test_the_walk_is_bounded(tmp_path: Path) -> None:
     found = collect_artifacts(tmp_path, ["*.txt"], ArtifactCaps(max_walk=10))
     assert len(found.artifacts) == 10
     assert any("walk stopped" in why for why in found.skipped)
+
+
+def test_the_walk_stops_at_the_depth_limit(tmp_path: Path) -> None:
+    from agentfleet.dlq.evidence import MAX_DEPTH
+
+    deep = tmp_path / "/".join(["d"] * (MAX_DEPTH + 5))
+    deep.mkdir(parents=True)
+    (deep / "lost.log").write_bytes(b"too deep")
+    _write(tmp_path, "top.log", b"found")
+    found = collect_artifacts(tmp_path, ["**/*.log"], CAPS)
+    assert [a.name for a in found.artifacts] == ["top.log"]
+    assert any("not looked into" in why for why in found.skipped)
+
+
+def test_a_workspace_of_directories_only_is_bounded_too(tmp_path: Path) -> None:
+    for i in range(50):
+        (tmp_path / f"d{i:02}").mkdir()
+    found = collect_artifacts(tmp_path, ["**/*.log"], ArtifactCaps(max_walk=20))
+    assert found.artifacts == []
+    assert any("walk stopped" in why for why in found.skipped)

@@ -14,10 +14,11 @@ stay inside one part of the path, ``[...]`` is a class, ``**`` is any number of 
 Caps (``ArtifactCaps``, in bytes): each file is cut to ``file_bytes``, and all of them
 together to ``total_bytes``, in the order of the patterns, then of the paths (the first
 pattern's files are kept first); at most ``max_files`` files are kept, and at most
-``max_walk`` entries of the workspace are looked at. A plain-text file (a log) keeps its
-last bytes, where a failure usually is; any other file its first bytes. A file cut or left
-out is listed with ``truncated`` set (a left-out one with no bytes). Text files pass the
-redactor before they are kept.
+``max_walk`` entries of the workspace (files and directories) are looked at, at most
+``MAX_DEPTH`` directories deep. A plain-text file (a log) keeps its last bytes, where a
+failure usually is; any other file its first bytes. A file cut or left out is listed with
+``truncated`` set (a left-out one with no bytes). Text files pass the redactor before they
+are kept.
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ __all__ = ["ArtifactCaps", "Collected", "check_pattern", "collect_artifacts", "p
 log = logging.getLogger("agentfleet.dlq.evidence")
 
 _HEAD = 16
+# How many directories deep the walk goes at most.
+MAX_DEPTH = 32
 # Read this much past a cut before redacting, so a secret across the cut is still found whole.
 _MARGIN = 512
 _TEXT = ("text/", "application/json", "application/xml")
@@ -103,12 +106,21 @@ def _candidates(
     """(pattern index, relative path) of each regular file that matches, in walk order."""
     seen = 0
     for dirpath, dirnames, filenames, dirfd in os.fwalk(root, follow_symlinks=False):
-        dirnames.sort()
         here = os.path.relpath(dirpath, root)
+        if here.count("/") + 1 >= MAX_DEPTH:
+            # Deeper is no place for evidence, and the walk recurses.
+            skipped.append(f"{here}: deeper than {MAX_DEPTH} directories, not looked into")
+            dirnames.clear()
+        dirnames.sort()
+        stop = f"the walk stopped after {caps.max_walk} entries of the workspace"
+        seen += len(dirnames)
+        if seen > caps.max_walk:
+            skipped.append(stop)
+            return
         for name in sorted(filenames):
             seen += 1
             if seen > caps.max_walk:
-                skipped.append(f"the walk stopped after {caps.max_walk} entries of the workspace")
+                skipped.append(stop)
                 return
             rel = name if here == "." else f"{here}/{name}"
             matched = next((i for i, rx in enumerate(regexes) if rx.fullmatch(rel)), None)
