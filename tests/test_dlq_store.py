@@ -157,3 +157,22 @@ def test_artifacts_must_match_what_the_entry_lists(store: DLQStore) -> None:
     with pytest.raises(ValueError, match="listed once each"):
         store.add(entry, {"shot.png": data["shot.png"]})
     assert store.get(entry.id) is None
+
+
+def test_writing_an_entry_with_artifacts_twice_changes_nothing(
+    store: DLQStore, redis_client: redis.Redis
+) -> None:
+    entry, data = _with_artifacts()
+    store.add(entry, data)
+    before = redis_client.hgetall(store.keys.artifacts(entry.id))
+    store.add(entry, data)  # a write sent again after a dropped connection
+    assert redis_client.hgetall(store.keys.artifacts(entry.id)) == before
+    assert store.depth() == 1
+
+
+def test_a_newer_generations_artifacts_stay_when_the_older_one_is_removed(store: DLQStore) -> None:
+    entry, data = _with_artifacts()
+    store.add(entry, data)
+    store.add(entry.model_copy(update={"requeues": 1}), data)
+    assert store.remove([entry.id], generation=0) == []
+    assert store.artifact(entry.id, "run.log") == data["run.log"]
