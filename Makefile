@@ -35,12 +35,14 @@ lint: $(STAMP)
 	$(BIN)/deptry tests bench examples .ci --exclude '\.venv' --ignore DEP002,DEP004
 
 # The console's browser test drives Debian's chromium; the alert rules are checked with promtool
-# from Debian's prometheus package. As root (CI), install whichever is missing.
+# from Debian's prometheus package; the sandbox tests run bubblewrap. As root (CI), install
+# whichever is missing.
 system-deps:
 	@if [ "$$(id -u)" = 0 ]; then \
 	  missing=""; \
 	  [ -x /usr/bin/chromium ] || missing="$$missing chromium"; \
 	  command -v promtool >/dev/null || missing="$$missing prometheus"; \
+	  command -v bwrap >/dev/null || missing="$$missing bubblewrap"; \
 	  if [ -n "$$missing" ]; then \
 	    echo "installing Debian packages:$$missing"; \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \

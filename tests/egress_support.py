@@ -10,6 +10,7 @@ import gzip
 import http.server
 import ipaddress
 import json
+import os
 import socket
 import ssl
 import threading
@@ -28,13 +29,18 @@ SECRET = "sk-egress-test-7f3a9c2e51d84b06"
 """The credential value the tests inject (from the environment variable ``EGRESS_TEST_TOKEN``)."""
 
 
+# Bodies of text like a real one (a uniform run of one byte is a worst case for substring search).
+_BLOCK = os.urandom(32 * 1024).hex().encode()
+
+
 class EchoHandler(http.server.BaseHTTPRequestHandler):
     """``/echo``: the request's headers as JSON (and its Authorization in base64, ``b64``);
-    ``/bytes?n=N``: N bytes; ``/gzip``: the Authorization header, gzip-encoded; ``/split``: the
+    ``/bytes?n=N``: N bytes of hex text; ``/gzip``: the Authorization header, gzip-encoded; ``/split``: the
     Authorization header in two chunks cut through its middle; POST ``/echo``: the body's length
     and headers."""
 
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body go in two writes: no 40 ms delayed-ACK stall
     seen: list[tuple[str, str]]  # (path, Authorization) of each request, in order
 
     def _send(self, body: bytes, *, encoding: str | None = None) -> None:
@@ -50,7 +56,8 @@ class EchoHandler(http.server.BaseHTTPRequestHandler):
         self.seen.append((self.path, self.headers.get("Authorization", "")))
         auth = self.headers.get("Authorization", "").encode()
         if self.path.startswith("/bytes"):
-            self._send(b"x" * int(self.path.split("n=", 1)[1]))
+            size = int(self.path.split("n=", 1)[1])
+            self._send((_BLOCK * (size // len(_BLOCK) + 1))[:size])
         elif self.path == "/gzip":
             self._send(gzip.compress(b"seen: " + auth), encoding="gzip")
         elif self.path == "/split":

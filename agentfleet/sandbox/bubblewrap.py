@@ -8,14 +8,17 @@ installs the ``seccomp`` filter and runs the program as an unprivileged user ins
 ``/workspace``, with only the variables given. ``--die-with-parent`` ends it if the worker
 goes. When the program ends, its PID namespace ends with it (the kernel kills whatever is
 left there); past the wall-clock limit the whole tree is killed. Then every process of the
-sandbox's user is killed (``procs.kill_user``), so nothing it started survives the run.
+sandbox's user is killed (``procs.kill_user``; and its cgroup's, ``cgroups``, where the host
+offers cgroup v2 limits), so nothing it started survives the run.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import shutil
+import signal
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -23,6 +26,7 @@ from pathlib import Path
 from agentfleet.errors import ConfigError
 from agentfleet.sandbox import seccomp
 from agentfleet.sandbox.backend import WORKSPACE_INSIDE
+from agentfleet.sandbox.cgroups import CgroupScope, find_parent
 from agentfleet.sandbox.layout import system_args
 from agentfleet.sandbox.procs import kill_user
 from agentfleet.sandbox.runner import check_argv, check_env, collect
@@ -30,6 +34,8 @@ from agentfleet.sandbox.spec import SandboxLimits, SandboxResult, SandboxSpec
 from agentfleet.sandbox.uids import UidLease, lease_uid
 
 __all__ = ["INSIDE_UID", "BubblewrapBackend", "BubblewrapSandbox", "find_bwrap"]
+
+log = logging.getLogger("agentfleet.sandbox")
 
 #: The user (and group) a sandboxed program runs as, seen from inside.
 INSIDE_UID = 65534
@@ -84,6 +90,15 @@ class BubblewrapSandbox:
         self.limits: SandboxLimits = spec.limits
         self.max_output_bytes = max_output_bytes
         self._lease: UidLease = lease_uid()
+        self._cgroup: CgroupScope | None = None
+        parent = find_parent()[0]
+        if parent is not None and not self._lease.shared:
+            self._cgroup = CgroupScope(
+                parent,
+                f"agentfleet-sandbox-{self.uid}",
+                memory_bytes=self.limits.memory_mb * _MIB,
+                processes=self.limits.processes,
+            )
         self._filter = seccomp.compile_filter()
         self.binds: list[tuple[str, str]] = []
         self.env: dict[str, str] = {}
@@ -111,6 +126,8 @@ class BubblewrapSandbox:
     ) -> None:
         assert spec.limits is not None
         self.spec, self.limits = spec, spec.limits
+        if self._cgroup is not None:
+            self._cgroup.limit(memory_bytes=self.limits.memory_mb * _MIB, processes=self.limits.processes)
         if not self._lease.shared:
             for host, _ in binds:
                 _check_reachable(Path(host))
@@ -133,7 +150,9 @@ class BubblewrapSandbox:
         inside = {"PATH": _PATH, "HOME": WORKSPACE_INSIDE, "TMPDIR": "/tmp", "LANG": "C.UTF-8"}
         inside.update(self.env)
         inside.update(env)
-        cmd = ["prlimit", *_limit_args(self.limits, own_user=not self._lease.shared), "--", self._bwrap]
+        # With a cgroup, the first process stops itself until the worker has put it there.
+        cmd = ["/bin/sh", "-c", 'kill -STOP $$; exec "$@"', "sh"] if self._cgroup is not None else []
+        cmd += ["prlimit", *_limit_args(self.limits, own_user=not self._lease.shared), "--", self._bwrap]
         cmd += [*_NAMESPACES, "--unshare-cgroup-try", "--die-with-parent", "--new-session"]
         cmd += system_args(tmp_bytes=tmp_bytes)
         for host, dest in self.binds:
@@ -175,6 +194,7 @@ class BubblewrapSandbox:
                     max_output_bytes=self.max_output_bytes,
                     popen=self._popen_options(fd),
                     after=self.reap,
+                    on_start=self._enter_cgroup if self._cgroup is not None else None,
                 )
         finally:
             os.close(fd)
@@ -185,9 +205,17 @@ class BubblewrapSandbox:
             options.update(user=self.uid, group=self.uid, extra_groups=[])
         return options
 
+    def _enter_cgroup(self, pid: int) -> None:
+        assert self._cgroup is not None
+        os.waitid(os.P_PID, pid, os.WSTOPPED | os.WEXITED | os.WNOWAIT)
+        self._cgroup.add(pid)
+        os.kill(pid, signal.SIGCONT)
+
     def reap(self) -> int:
         if self._lease.shared:
             return 0
+        if self._cgroup is not None:
+            self._cgroup.kill()
         return kill_user(self.uid)
 
     def close(self) -> None:
@@ -195,6 +223,8 @@ class BubblewrapSandbox:
             return
         self._closed = True
         self.reap()
+        if self._cgroup is not None:
+            self._cgroup.remove()
         self._lease.release()
 
 
@@ -224,6 +254,7 @@ class BubblewrapBackend:
     def __init__(self, max_output_bytes: int) -> None:
         self._bwrap = find_bwrap()
         self._max_output_bytes = max_output_bytes
+        log.info("sandbox limits: %s", find_parent()[1])
 
     def prepare(self, workspace: Path, spec: SandboxSpec) -> BubblewrapSandbox:
         return BubblewrapSandbox(self._bwrap, workspace, spec, self._max_output_bytes)

@@ -4,8 +4,10 @@ A sandbox has a network namespace of its own with loopback alone: nothing of the
 network, DNS included, is reachable. When the task declares destinations (``network``), the
 worker starts an egress proxy for the item (``agentfleet.sandbox.egress.EgressProxy``)
 listening on a Unix socket in a directory of the item's own; that directory is bound
-read-only into the sandbox at ``/run/agentfleet``, the proxy's CA certificate at
-``/etc/agentfleet/egress-ca.pem``, and every program is started behind a bridge
+read-only into the sandbox at ``/run/agentfleet``, with a copy of the proxy's CA certificate
+(public; its key stays in the worker) beside the socket, ``/run/agentfleet/egress-ca.pem``
+inside (the sandbox's ``/etc`` is the host's, read-only, so nothing can be added there), and
+every program is started behind a bridge
 (``egress.bridge_argv``) that listens on ``127.0.0.1:PROXY_PORT`` inside and forwards to the
 socket, with ``HTTP_PROXY``/``HTTPS_PROXY`` and the CA variables (``egress.proxy_env``) set.
 """
@@ -27,7 +29,7 @@ __all__ = ["CA_INSIDE", "PROXY_PORT", "SOCKET_DIR_INSIDE", "NetworkPlan", "plan_
 
 PROXY_PORT = 3128
 SOCKET_DIR_INSIDE = "/run/agentfleet"
-CA_INSIDE = "/etc/agentfleet/egress-ca.pem"
+CA_INSIDE = f"{SOCKET_DIR_INSIDE}/egress-ca.pem"
 _SOCKET_NAME = "egress.sock"
 
 
@@ -37,10 +39,7 @@ class NetworkPlan:
     def __init__(self, proxy: Any, egress: Any, socket_dir: Path) -> None:
         self._proxy = proxy
         self._socket_dir = socket_dir
-        self.binds: list[tuple[str, str]] = [
-            (str(socket_dir), SOCKET_DIR_INSIDE),
-            (str(proxy.ca_cert_path), CA_INSIDE),
-        ]
+        self.binds: list[tuple[str, str]] = [(str(socket_dir), SOCKET_DIR_INSIDE)]
         self.env: dict[str, str] = dict(egress.proxy_env(PROXY_PORT, CA_INSIDE))
         socket_inside = f"{SOCKET_DIR_INSIDE}/{_SOCKET_NAME}"
         self.wrap: Callable[[list[str]], list[str]] = lambda argv: list(
@@ -67,6 +66,8 @@ def plan_network(spec: SandboxSpec, *, uid: int, make_proxy: Callable[[Path], An
     os.chmod(socket_dir, 0o755)
     proxy = make_proxy(socket_dir / _SOCKET_NAME)
     try:
+        shutil.copyfile(proxy.ca_cert_path, socket_dir / "egress-ca.pem")
+        os.chmod(socket_dir / "egress-ca.pem", 0o644)
         proxy.start()
         with contextlib.suppress(FileNotFoundError, PermissionError):
             os.chown(socket_dir / _SOCKET_NAME, uid, uid)

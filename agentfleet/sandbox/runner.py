@@ -70,8 +70,10 @@ def collect(
     max_output_bytes: int,
     popen: Mapping[str, Any],
     after: Callable[[], object],
+    on_start: Callable[[int], object] | None = None,
 ) -> SandboxResult:
-    """Run ``cmd`` (see the module docstring); ``shown_argv`` is the argv the result names."""
+    """Run ``cmd`` (see the module docstring); ``shown_argv`` is the argv the result names;
+    ``on_start(pid)`` is called once the process is there, before anything is read or fed."""
     data = stdin.encode() if isinstance(stdin, str) else stdin
     out, err = CappedOutput(max_output_bytes), CappedOutput(max_output_bytes)
     started = time.monotonic()
@@ -84,6 +86,14 @@ def collect(
         **popen,
     )
     assert process.stdout is not None and process.stderr is not None
+    if on_start is not None:
+        try:
+            on_start(process.pid)
+        except BaseException:
+            os.killpg(process.pid, signal.SIGKILL)
+            after()
+            process.wait()
+            raise
     threads = [
         threading.Thread(target=drain, args=(process.stdout, out), daemon=True),
         threading.Thread(target=drain, args=(process.stderr, err), daemon=True),

@@ -11,7 +11,6 @@ started). The bridge ends with the program.
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
 import socket
 import subprocess
@@ -58,6 +57,8 @@ def forward(listener: socket.socket, path: str) -> None:
             client, _ = listener.accept()
         except OSError:
             return
+        # Each chunk goes on as it arrives: a small write must not wait for the peer's ACK.
+        client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         threading.Thread(target=_join, args=(client, path), daemon=True).start()
 
 
@@ -88,5 +89,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.stdout.flush()
-    os._exit(main(sys.argv[1:]))
+    sys.exit(main(sys.argv[1:]))
