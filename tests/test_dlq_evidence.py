@@ -218,3 +218,10 @@ def test_a_workspace_of_directories_only_is_bounded_too(tmp_path: Path) -> None:
     found = collect_artifacts(tmp_path, ["**/*.log"], ArtifactCaps(max_walk=20))
     assert found.artifacts == []
     assert any("walk stopped" in why for why in found.skipped)
+
+
+def test_a_known_secret_in_a_binary_file_is_overwritten_in_place(tmp_path: Path) -> None:
+    secret = "sk-live-0123456789abcdef"
+    _write(tmp_path, "trace.bin", b"\x00\x01" + secret.encode() + b"\xff")
+    found = collect_artifacts(tmp_path, ["*.bin"], CAPS, redactor=Redactor.build(values=[secret]))
+    assert found.data["trace.bin"] == b"\x00\x01" + b"*" * len(secret) + b"\xff"

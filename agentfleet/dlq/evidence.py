@@ -18,7 +18,8 @@ pattern's files are kept first); at most ``max_files`` files are kept, and at mo
 ``MAX_DEPTH`` directories deep. A plain-text file (a log) keeps its last bytes, where a
 failure usually is; any other file its first bytes. A file cut or left out is listed with
 ``truncated`` set (a left-out one with no bytes). Text files pass the redactor before they
-are kept.
+are kept; in any other file the known secret values are overwritten with ``*`` (what an image
+shows cannot be found).
 """
 
 from __future__ import annotations
@@ -173,6 +174,16 @@ def _redacted(data: bytes, redactor: Redactor, keep: int, tail: bool) -> bytes:
     return _cut(redactor.text(text).encode("utf-8", "surrogateescape"), keep, tail)
 
 
+def _masked(data: bytes, redactor: Redactor) -> bytes:
+    """``data`` (not text) with each known secret value overwritten by as many ``*``: its
+    length and layout stay, so a file format is harmed no more than the secret's bytes."""
+    for value in redactor.values:
+        raw = value.encode()
+        if raw in data:
+            data = data.replace(raw, b"*" * len(raw))
+    return data
+
+
 def _cut(data: bytes, keep: int, tail: bool) -> bytes:
     """``keep`` bytes of ``data``: its last ones when ``tail``, else its first."""
     if keep <= 0:
@@ -206,6 +217,8 @@ def _keep_one(
         os.close(fd)
     if text and redactor is not None:
         data = _redacted(data, redactor, keep, tail)
+    elif redactor is not None:
+        data = _masked(data, redactor)
     data = _cut(data, keep, tail)
     artifact = Artifact(
         name=name,
