@@ -207,6 +207,8 @@ class DeadLetterKeys:
         self.fingerprints = f"{self.root}:fp"
         #: Hash: malformed queue entries kept (``dead_lettered``) and ``dropped``.
         self.malformed = f"{self.root}:malformed"
+        #: String: bytes every entry's artifacts take, as stored (base64).
+        self.artifact_bytes = f"{self.root}:abytes"
 
     def entry(self, entry_id: str) -> str:
         """Hash: the entry as JSON and its indexed fields."""
@@ -374,6 +376,7 @@ KEYS: tuple[KeyPattern, ...] = _kinds(
     {p:dlq}:n:<dimension>                 hash
     {p:dlq}:fp                            hash
     {p:dlq}:malformed                     hash
+    {p:dlq}:abytes                        string
     p:spend:run:{<id>}                    hash
     p:spend:budget:{<id>}                 string
     p:spend:day:{p:spend:<date>}          hash

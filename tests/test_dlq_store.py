@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import time
 
 import pytest
@@ -176,3 +177,30 @@ def test_a_newer_generations_artifacts_stay_when_the_older_one_is_removed(store:
     store.add(entry.model_copy(update={"requeues": 1}), data)
     assert store.remove([entry.id], generation=0) == []
     assert store.artifact(entry.id, "run.log") == data["run.log"]
+
+
+def test_the_queues_artifact_bytes_are_counted_in_and_out(store: DLQStore) -> None:
+    entry, data = _with_artifacts()
+    store.add(entry, data)
+    stored = store.stored_artifact_bytes()
+    assert stored == sum(len(base64.b64encode(v)) for v in data.values())
+    other, more = _with_artifacts()
+    store.add(other, more)
+    assert store.stored_artifact_bytes() == 2 * stored
+    store.add(entry.model_copy(update={"artifacts": []}))
+    assert store.stored_artifact_bytes() == stored
+    store.remove([other.id])
+    assert store.stored_artifact_bytes() == 0
+
+
+def test_past_the_queues_artifact_room_an_entry_keeps_its_list_without_bytes(store: DLQStore) -> None:
+    entry, data = _with_artifacts()
+    store.add(entry, data, max_stored_bytes=10)
+    kept = store.get(entry.id)
+    assert kept is not None
+    assert [(a.name, a.size_bytes, a.truncated) for a in kept.artifacts] == [
+        ("shot.png", 0, True),
+        ("run.log", 0, True),
+    ]
+    assert store.artifact(entry.id, "run.log") == b""
+    assert store.stored_artifact_bytes() == 0

@@ -36,7 +36,9 @@ class ArtifactSettings(BaseModel):
     ``artifact_max_bytes`` and an entry's files together to ``artifact_max_total_bytes``; at
     most ``artifact_max_files`` files per entry, found among the first ``artifact_max_walk``
     entries of the workspace. The bytes live in Redis with the entry (as base64, a third
-    more), so these caps bound what one failure adds to Redis.
+    more), so these caps bound what one failure adds to Redis; ``artifact_max_stored_bytes``
+    bounds what every entry's artifacts take together (as stored): past it a new entry lists
+    its artifacts with no bytes.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -46,6 +48,7 @@ class ArtifactSettings(BaseModel):
     artifact_max_total_bytes: int = Field(default=4 * 1024 * 1024, ge=1, le=256 * 1024 * 1024)
     artifact_max_files: int = Field(default=20, ge=0, le=1000)
     artifact_max_walk: int = Field(default=10_000, ge=1)
+    artifact_max_stored_bytes: int = Field(default=1024 * 1024 * 1024, ge=0)
 
     @field_validator("artifact_patterns", mode="before")
     @classmethod

@@ -180,7 +180,9 @@ def on_final_failure(
         "artifacts": [a.name for a in entry.artifacts],
     }
     try:
-        DLQStore.from_settings(settings, client).add(entry, artifacts)
+        DLQStore.from_settings(settings, client).add(
+            entry, artifacts, max_stored_bytes=settings.dlq.artifact_max_stored_bytes
+        )
     except Exception:
         log.exception(
             json.dumps({**record, "event": "dead_letter_write_failed", "entry": entry.model_dump()})
