@@ -6,8 +6,10 @@ Each starts its own mock LLM, embedded Redis and worker processes, and stops the
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -72,6 +74,24 @@ def test_claude_per_branch_leaves_one_committed_branch_per_task(tmp_path: Path) 
         assert _git(repo, "log", "-1", "--format=%s", branch).strip() == f"claude: {prompt}"
     assert _git(repo, "worktree", "list").count("\n") == 1, "every worktree was removed"
     assert not (repo / "NOTES.md").exists(), "the main checkout is untouched"
+
+
+def test_claude_per_branch_in_sandboxes_reaches_the_llm_through_the_egress_proxy() -> None:
+    # Under /tmp itself: the sandboxes' users read the repository's objects.
+    repo = Path(tempfile.mkdtemp(prefix="af-claude-repo-"))
+    try:
+        repo.chmod(0o755)
+        _git(repo, "init", "-q", "-b", "main")
+        (repo / "README.md").write_text("# repo\n")
+        _git(repo, "add", "-A")
+        _git(repo, "-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "-qm", "start")
+        args = ["--sandbox", "--repo", str(repo), "--task", "docs=Explain it"]
+        result = run_example("claude_branches.py", *args)
+        assert "1/1 branches" in result.stdout
+        assert _git(repo, "show", "docs:NOTES.md").startswith("## Explain it\n"), "claude ran in the clone"
+        assert _git(repo, "log", "-1", "--format=%s", "docs").strip() == "claude: Explain it"
+    finally:
+        shutil.rmtree(repo)
 
 
 def test_vendor_pages_hold_each_domains_limit_and_dead_letter_the_broken_pages() -> None:
