@@ -31,6 +31,7 @@ _EXPORTS = {
     "DeadLetterQueue": "agentfleet.orchestration.dead_letters",
     "RequeueResult": "agentfleet.orchestration.dead_letters",
     "DeadLetter": "agentfleet.dlq",
+    "DeadLetterArtifact": "agentfleet.dlq",
     "DLQFilter": "agentfleet.dlq",
     "DLQStats": "agentfleet.dlq",
     "CircuitBreaker": "agentfleet.ratelimit.circuit",
@@ -88,6 +89,7 @@ __all__ = [
     "DLQFilter",
     "DLQStats",
     "DeadLetter",
+    "DeadLetterArtifact",
     "DeadLetterNotFound",
     "DeadLetterQueue",
     "Deferred",
@@ -136,7 +138,7 @@ __all__ = [
 if TYPE_CHECKING:
     from agentfleet import merge
     from agentfleet.config import RunOptions, Settings, get_settings
-    from agentfleet.dlq import DeadLetter, DLQFilter, DLQStats
+    from agentfleet.dlq import DeadLetter, DeadLetterArtifact, DLQFilter, DLQStats
     from agentfleet.errors import (
         AgentfleetError,
         AggregateFailed,

@@ -209,10 +209,16 @@ class DeadLetterKeys:
         self.fingerprints = f"{self.root}:fp"
         #: Hash: malformed queue entries kept (``dead_lettered``) and ``dropped``.
         self.malformed = f"{self.root}:malformed"
+        #: String: bytes every entry's artifacts take, as stored (base64).
+        self.artifact_bytes = f"{self.root}:abytes"
 
     def entry(self, entry_id: str) -> str:
         """Hash: the entry as JSON and its indexed fields."""
         return f"{self.root}:e:{entry_id}"
+
+    def artifacts(self, entry_id: str) -> str:
+        """Hash: artifact name -> its bytes (base64), of the entry ``entry_id``."""
+        return f"{self.root}:a:{entry_id}"
 
     def index(self, dimension: str, value: str) -> str:
         """Set of the ids of entries whose ``dimension`` is ``value``."""
@@ -367,10 +373,12 @@ KEYS: tuple[KeyPattern, ...] = _kinds(
     {p:cb}:<downstream>:w                 hash
     {p:dlq}:stream                        stream
     {p:dlq}:e:<id>                        hash
+    {p:dlq}:a:<id>                        hash
     {p:dlq}:i:<dimension>:<value?>        set
     {p:dlq}:n:<dimension>                 hash
     {p:dlq}:fp                            hash
     {p:dlq}:malformed                     hash
+    {p:dlq}:abytes                        string
     p:spend:run:{<id>}                    hash
     p:spend:budget:{<id>}                 string
     p:spend:day:{p:spend:<date>}          hash

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import time
 
 import pytest
@@ -9,6 +10,7 @@ import redis
 from dlq_samples import sample_entry
 
 from agentfleet.dlq import (
+    DeadLetter,
     DLQFilter,
     DLQStore,
     dead_letter_id,
@@ -16,6 +18,7 @@ from agentfleet.dlq import (
     normalise_message,
     parse_since,
 )
+from agentfleet.dlq.artifacts import Artifact
 from agentfleet.errors import ConfigError
 
 
@@ -114,3 +117,90 @@ def test_since_accepts_durations_and_dates() -> None:
     assert parse_since("2025-01-31T08:00") == parse_since("2025-01-31T08:00+00:00")
     with pytest.raises(ConfigError, match="30m, 6h or 2d"):
         parse_since("yesterday")
+
+
+def _with_artifacts(**overrides: object) -> tuple[DeadLetter, dict[str, bytes]]:
+    data = {"shot.png": b"\x89PNG\r\n\x1a\n\x00\xff", "run.log": b"failed\n"}
+    listed = [
+        Artifact(name="shot.png", size_bytes=10, content_type="image/png"),
+        Artifact(name="run.log", size_bytes=7, content_type="text/plain"),
+    ]
+    return sample_entry(artifacts=listed, **overrides), data
+
+
+def test_artifacts_round_trip_as_bytes_beside_their_entry(store: DLQStore) -> None:
+    entry, data = _with_artifacts()
+    store.add(entry, data)
+    assert store.get(entry.id) == entry
+    assert store.artifact(entry.id, "shot.png") == data["shot.png"]
+    assert store.artifact(entry.id, "run.log") == data["run.log"]
+    assert store.artifact(entry.id, "other.log") is None
+
+
+def test_artifacts_go_with_their_entry(store: DLQStore, redis_client: redis.Redis) -> None:
+    entry, data = _with_artifacts()
+    store.add(entry, data)
+    assert redis_client.exists(store.keys.artifacts(entry.id))
+    assert store.remove([entry.id]) == [entry.id]
+    assert not redis_client.exists(store.keys.artifacts(entry.id))
+
+
+def test_writing_an_entry_again_replaces_its_artifacts(store: DLQStore) -> None:
+    entry, data = _with_artifacts()
+    store.add(entry, data)
+    store.add(entry.model_copy(update={"artifacts": []}))
+    assert store.artifact(entry.id, "shot.png") is None
+    assert store.get(entry.id).artifacts == []  # type: ignore[union-attr]
+
+
+def test_artifacts_must_match_what_the_entry_lists(store: DLQStore) -> None:
+    entry, data = _with_artifacts()
+    with pytest.raises(ValueError, match="listed once each"):
+        store.add(entry, {"shot.png": data["shot.png"]})
+    assert store.get(entry.id) is None
+
+
+def test_writing_an_entry_with_artifacts_twice_changes_nothing(
+    store: DLQStore, redis_client: redis.Redis
+) -> None:
+    entry, data = _with_artifacts()
+    store.add(entry, data)
+    before = redis_client.hgetall(store.keys.artifacts(entry.id))
+    store.add(entry, data)  # a write sent again after a dropped connection
+    assert redis_client.hgetall(store.keys.artifacts(entry.id)) == before
+    assert store.depth() == 1
+
+
+def test_a_newer_generations_artifacts_stay_when_the_older_one_is_removed(store: DLQStore) -> None:
+    entry, data = _with_artifacts()
+    store.add(entry, data)
+    store.add(entry.model_copy(update={"requeues": 1}), data)
+    assert store.remove([entry.id], generation=0) == []
+    assert store.artifact(entry.id, "run.log") == data["run.log"]
+
+
+def test_the_queues_artifact_bytes_are_counted_in_and_out(store: DLQStore) -> None:
+    entry, data = _with_artifacts()
+    store.add(entry, data)
+    stored = store.stored_artifact_bytes()
+    assert stored == sum(len(base64.b64encode(v)) for v in data.values())
+    other, more = _with_artifacts()
+    store.add(other, more)
+    assert store.stored_artifact_bytes() == 2 * stored
+    store.add(entry.model_copy(update={"artifacts": []}))
+    assert store.stored_artifact_bytes() == stored
+    store.remove([other.id])
+    assert store.stored_artifact_bytes() == 0
+
+
+def test_past_the_queues_artifact_room_an_entry_keeps_its_list_without_bytes(store: DLQStore) -> None:
+    entry, data = _with_artifacts()
+    store.add(entry, data, max_stored_bytes=10)
+    kept = store.get(entry.id)
+    assert kept is not None
+    assert [(a.name, a.size_bytes, a.truncated) for a in kept.artifacts] == [
+        ("shot.png", 0, True),
+        ("run.log", 0, True),
+    ]
+    assert store.artifact(entry.id, "run.log") == b""
+    assert store.stored_artifact_bytes() == 0

@@ -2,9 +2,10 @@
 one a library writes in its own layout: the census.
 
 A Redis of the suite's own holds nothing else. Real workers run a fan-out with an aggregate at
-a high priority, a batched fan-out, a pipeline whose item fails for good, a graph, a fan-out
-that fails fast and compensates, a step that fails once, model calls under a run's and a
-tenant's budget, a credential sent to a rate-limited vendor that answers 503 then 429, a
+a high priority, a batched fan-out, a pipeline whose item fails for good, an item that fails
+for good leaving artifacts, a graph, a fan-out that fails fast and compensates, a step that
+fails once, model calls under a run's and a tenant's budget, a credential sent to a
+rate-limited vendor that answers 503 then 429, a
 malformed queue entry, a requeued dead letter, and a scheduled firing under a real beat; the
 service counts a wrong token, signs a console session in and is scraped. Meanwhile every key
 in Redis is sampled several times a second (claims and delivery counters live only while an
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import durable_test_tasks as dt
+import evidence_test_tasks as et
 import fleet_test_tasks as tt
 import pytest
 import redis
@@ -158,6 +160,7 @@ def _work(fleet: Fleet, far: ScriptedServer) -> str:
         ),
         fleet.map(dt.draw_then_fail, [{"token": "t1"}]),
         fleet.map(dt.talker, [{"prompt": "LONG 150"}, {"prompt": "LONG 150"}], tenant="acme", budget_usd=0.5),
+        fleet.map(et.leave_evidence, [{"log_lines": 5, "note": False}]),
         fleet.map(st.echo_credential, [{"url": far.url("/vendor"), "note": str(n)} for n in range(3)]),
     ]
     for run in runs:
@@ -222,7 +225,10 @@ def _beat(cluster: LocalCluster, fleet: Fleet, log_dir: Path) -> None:
 def census(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Census]:
     tmp = tmp_path_factory.mktemp("census")
     env = {
-        "AGENTFLEET_TASK_MODULES": "durable_test_tasks,fleet_test_tasks,secret_test_tasks",
+        "AGENTFLEET_TASK_MODULES": ",".join(
+            ["durable_test_tasks", "fleet_test_tasks", "secret_test_tasks", "evidence_test_tasks"]
+        ),
+        "AGENTFLEET_DLQ__ARTIFACT_PATTERNS": "*.log",
         "AGENTFLEET_CONFIG": str(_schedule(tmp)),
         "AGENTFLEET_BEAT__MAX_LOOP_INTERVAL_S": "1",
         "AGENTFLEET_LIMITS": json.dumps({FAR_HOST: {"rate_per_s": 1, "burst": 5, "max_concurrency": 2}}),

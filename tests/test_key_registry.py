@@ -87,6 +87,7 @@ PINNED = [
     (circuits.window("api.example.com"), "{af:cb}:api.example.com:w", "{p:cb}:<downstream>:w"),
     (dlq.stream, "{af:dlq}:stream", "{p:dlq}:stream"),
     (dlq.entry("dl-1"), "{af:dlq}:e:dl-1", "{p:dlq}:e:<id>"),
+    (dlq.artifacts("dl-1"), "{af:dlq}:a:dl-1", "{p:dlq}:a:<id>"),
     (
         dlq.index("category", "rate_limited"),
         "{af:dlq}:i:category:rate_limited",
@@ -96,6 +97,7 @@ PINNED = [
     (dlq.counts("downstream"), "{af:dlq}:n:downstream", "{p:dlq}:n:<dimension>"),
     (dlq.fingerprints, "{af:dlq}:fp", "{p:dlq}:fp"),
     (dlq.malformed, "{af:dlq}:malformed", "{p:dlq}:malformed"),
+    (dlq.artifact_bytes, "{af:dlq}:abytes", "{p:dlq}:abytes"),
     (spend.run(RUN), "af:spend:run:{0123456789abcdef}", "p:spend:run:{<id>}"),
     (spend.budget(RUN), "af:spend:budget:{0123456789abcdef}", "p:spend:budget:{<id>}"),
     (spend.day("2026-01-31"), "af:spend:day:{af:spend:2026-01-31}", "p:spend:day:{p:spend:<date>}"),
@@ -295,10 +297,12 @@ def test_the_dead_letter_scripts_build_the_registrys_names() -> None:
     root = dlq.root
     built = {
         dlq.entry("ID").removeprefix(root).removesuffix("ID"),
+        dlq.artifacts("ID").removeprefix(root).removesuffix("ID"),
         dlq.stream.removeprefix(root),
         dlq.index("DIM", "V").removeprefix(root).removesuffix("DIM:V"),
         dlq.counts("DIM").removeprefix(root).removesuffix("DIM"),
         dlq.fingerprints.removeprefix(root),
+        dlq.artifact_bytes.removeprefix(root),
     }
-    assert glued == built == {":e:", ":stream", ":i:", ":n:", ":fp"}
+    assert glued == built == {":e:", ":a:", ":stream", ":i:", ":n:", ":fp", ":abytes"}
     assert "dim .. ':' .. " in lua, "an index name joins its dimension and value with ':'"

@@ -1,4 +1,4 @@
-"""``agentfleet dlq``: list, show, stats, requeue, purge and export dead letters."""
+"""``agentfleet dlq``: list, show, stats, requeue, purge and export dead letters; write an artifact."""
 
 from __future__ import annotations
 
@@ -224,3 +224,33 @@ def export(
     with Path(output).open("w") as out:
         count = queue.export_jsonl(out, flt)
     err_console.print(f"wrote {count} dead letters to {output}")
+
+
+@dlq_app.command("artifact")
+def artifact(
+    entry_id: str = typer.Argument(
+        ..., help="The entry's id, or its first characters (see agentfleet dlq list).", metavar="ENTRY_ID"
+    ),
+    name: str = typer.Argument(..., help="The artifact's name (see agentfleet dlq show).", metavar="NAME"),
+    output: str = typer.Option(..., "--output", "-o", help="File to write, or - for stdout.", metavar="FILE"),
+    force: bool = typer.Option(False, "--force", help="Overwrite FILE when it exists."),
+) -> None:
+    """Write one file a failed item left: a screenshot, a log, a report.
+
+    The bytes are those kept with the dead letter: a file over the size caps was cut
+    (agentfleet dlq show says which).
+    """
+    found, data = _queue().artifact(entry_id, name)
+    if output == "-":
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+        return
+    try:
+        with Path(output).open("wb" if force else "xb") as out:
+            out.write(data)
+    except FileExistsError:
+        raise ConfigError(f"{output} exists; give --force to overwrite it") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot write {output}: {exc.strerror or exc}") from None
+    cut = f", cut from {found.original_bytes:,}" if found.truncated else ""
+    err_console.print(f"wrote {found.name} ({len(data):,} bytes{cut}, {found.content_type}) to {output}")

@@ -110,10 +110,26 @@ def entry_view(entry: DeadLetter) -> RenderableType:
         found = Panel(shown(entry.raw_message), title="the entry as found in its queue (secrets redacted)")
         return Group(fields, found)
     inputs = Panel(shown(json.dumps(entry.inputs, indent=2, default=str)), title="input")
-    trace = Panel(
+    if entry.artifacts:
+        return Group(fields, inputs, attempts, _artifacts(entry), _trace(entry))
+    return Group(fields, inputs, attempts, _trace(entry))
+
+
+def _trace(entry: DeadLetter) -> Panel:
+    return Panel(
         shown(entry.traceback.rstrip() or "(no traceback: the task body did not raise)"), title="traceback"
     )
-    return Group(fields, inputs, attempts, trace)
+
+
+def _artifacts(entry: DeadLetter) -> Table:
+    """The files kept with the entry (``agentfleet dlq artifact`` writes one)."""
+    table = Table(title=f"artifacts (agentfleet dlq artifact {entry.id} NAME -o FILE)")
+    for column in ("name", "type", "bytes kept", "of"):
+        table.add_column(column, overflow="fold" if column == "name" else "ellipsis")
+    for a in entry.artifacts:
+        cut = " (cut)" if a.truncated else ""
+        table.add_row(shown(a.name), a.content_type, f"{a.size_bytes:,}{cut}", f"{a.original_bytes:,}")
+    return table
 
 
 def _counts(title: str, counts: dict[str, int]) -> Table:

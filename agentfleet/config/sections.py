@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic import model_validator as _model_validator
 from pydantic_settings import NoDecode
 
+from agentfleet.config.artifacts import ArtifactSettings
 from agentfleet.config.cron import cron_schedule
 from agentfleet.redaction import DEFAULT_SECRET_KEYS
 
@@ -181,8 +182,8 @@ class QueueSettings(_Section):
     maintenance: str = "agentfleet.maintenance"
 
 
-class DLQSettings(_Section):
-    """Dead letters, poison caps, circuit breakers and the digest. Times are in seconds.
+class DLQSettings(ArtifactSettings):
+    """Dead letters, poison caps, circuit breakers, the digest, artifacts. Times are in seconds.
 
     ``max_deliveries``: deliveries of one task id whose worker process died before it is poison.
     ``vendor_issue_failures`` failed attempts against one downstream within
@@ -191,10 +192,9 @@ class DLQSettings(_Section):
     (it holds the half-open circuit for at most ``circuit_probe_ttl_s``). The digest runs on
     ``digest_cron`` (UTC) and POSTs to ``webhook_url`` when the depth exceeds
     ``digest_threshold``, trying ``webhook_attempts`` times with ``webhook_timeout_s`` each.
-    ``redact_keys`` name input keys whose values never reach a dead letter. A malformed queue
-    entry (one no worker can decode or deliver) is kept as a dead letter of at most
-    ``malformed_keep_bytes`` bytes of text while fewer than ``malformed_max_entries`` malformed
-    entries wait; past that it is dropped and counted (a producer gone wrong cannot fill Redis).
+    ``redact_keys`` name input keys whose values never reach a dead letter. A malformed queue entry (one
+    no worker can decode or deliver) is kept as a dead letter of at most ``malformed_keep_bytes`` bytes
+    of text while fewer than ``malformed_max_entries`` wait; past that it is dropped and counted.
     """
 
     max_deliveries: int = Field(default=3, ge=1)

@@ -6,6 +6,7 @@ store and the broker too, so the whole triage API, requeue included, is ``Fleet(
 the one filter vocabulary of ``DLQFilter``.
 """
 
+from agentfleet.dlq.artifacts import Artifact as DeadLetterArtifact
 from agentfleet.dlq.digest import Digest, WebhookResult, build_digest, post_webhook, slack_payload
 from agentfleet.dlq.filters import DLQFilter, FilterFields, parse_since
 from agentfleet.dlq.fingerprint import error_fingerprint, normalise_message
@@ -22,6 +23,7 @@ __all__ = [
     "DLQStats",
     "DLQStore",
     "DeadLetter",
+    "DeadLetterArtifact",
     "Digest",
     "FilterFields",
     "FingerprintCount",

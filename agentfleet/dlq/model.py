@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from agentfleet.dlq.artifacts import Artifact
 from agentfleet.errors import MalformedMessage
 from agentfleet.idempotency import stable_hash
 
@@ -65,6 +66,9 @@ class DeadLetter(BaseModel):
     ``raw_message`` holds it as it was found, as text (secrets redacted, a base64 body shown
     decoded, cut to ``dlq.malformed_keep_bytes``), ``error`` says what is wrong with it, and the
     item fields are what it named of itself, if anything; it cannot be requeued.
+    ``artifacts`` are the files the item left in its workspace that matched its artifact
+    patterns (``agentfleet.dlq.evidence``), without their bytes: ``DLQStore.artifact`` reads
+    those, and they go with the entry.
     """
 
     model_config = ConfigDict(extra="ignore")
@@ -100,6 +104,11 @@ class DeadLetter(BaseModel):
     requeues: int = 0
     cost_usd: float = 0.0
     raw_message: str = ""
+    artifacts: list[Artifact] = Field(default_factory=list)
+
+    def artifact_named(self, name: str) -> Artifact | None:
+        """The artifact called ``name``, or None."""
+        return next((a for a in self.artifacts if a.name == name), None)
 
     @property
     def requeue_blocker(self) -> str | None:

@@ -6,6 +6,10 @@ script can write an entry and every index of it, all the dead-letter keys live i
 
 - ``{p:dlq}:stream``                 stream: one ``id`` per entry, in the order they arrived
 - ``{p:dlq}:e:<id>``                 hash: ``data`` (the entry as JSON) and the indexed fields
+- ``{p:dlq}:a:<id>``                 hash: the entry's artifacts, name -> bytes as base64; written
+  and deleted with the entry by the same scripts, so it lives exactly as long
+- ``{p:dlq}:abytes``                 string: the bytes every entry's artifacts take, as stored
+  (the entry's own share is its field ``abytes``); moved by the same scripts
 - ``{p:dlq}:i:<dimension>:<value>``  set of ids, for ``category``, ``downstream``, ``run``,
   ``fingerprint`` (an empty value: the entries without one)
 - ``{p:dlq}:n:<dimension>``          hash: value -> entry count, for ``category``,
@@ -22,7 +26,9 @@ redelivery) updates it in place.
 
 from __future__ import annotations
 
+import base64
 import json
+import logging
 import re
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -41,10 +47,17 @@ from agentfleet.redis_handles import StateRedis
 
 __all__ = ["DLQ_LUA", "NO_DOWNSTREAM", "DLQStore"]
 
+log = logging.getLogger("agentfleet.dlq")
 DLQ_LUA = ScriptSet("agentfleet.dlq", "scripts", libraries=("indexes",))
 _PAGE = 500
 # The characters an entry id is made of (a hex digest); a start with others matches nothing.
 _ID_CHARS = re.compile(r"^[0-9A-Za-z_-]+$")
+
+
+def _without_bytes(entry: DeadLetter) -> DeadLetter:
+    """``entry`` listing its artifacts as kept with no bytes (the queue's room for them is full)."""
+    kept = [a.model_copy(update={"size_bytes": 0, "truncated": True}) for a in entry.artifacts]
+    return entry.model_copy(update={"artifacts": kept})
 
 
 def _stream_ms(entry_id: str) -> float:
@@ -88,9 +101,40 @@ class DLQStore:
 
     # Writing -------------------------------------------------------------------------------
 
-    def add(self, entry: DeadLetter) -> bool:
-        """Store ``entry`` (or update the entry of the same id); True when it is new."""
+    def add(
+        self,
+        entry: DeadLetter,
+        artifacts: Mapping[str, bytes] | None = None,
+        *,
+        max_stored_bytes: int | None = None,
+    ) -> bool:
+        """Store ``entry`` (or update the entry of the same id); True when it is new.
+
+        ``artifacts`` are the bytes of each of ``entry.artifacts`` by name (exactly those: a
+        ``ValueError`` otherwise); they replace what the entry had. With ``max_stored_bytes``,
+        when the queue's artifacts would take more than that (as stored, base64), the entry
+        keeps its list with no bytes (``truncated``, size 0). Like the malformed cap, it is
+        checked before the write: workers writing at once may pass it by a few entries.
+        """
         sample = json.dumps([entry.error_type, normalise_message(entry.error)])
+        artifacts = artifacts or {}
+        listed = [a.name for a in entry.artifacts]
+        if sorted(listed) != sorted(artifacts) or len(set(listed)) != len(listed):
+            raise ValueError("a dead letter's artifacts must be listed once each and given with their bytes")
+        encoded = {name: base64.b64encode(artifacts[name]).decode() for name in listed}
+        if max_stored_bytes is not None and encoded:
+            adding = sum(len(v) for v in encoded.values())
+            if self.stored_artifact_bytes() + adding > max_stored_bytes:
+                log.warning(
+                    "dead letter %s keeps its %d artifacts without their bytes: the queue's artifacts "
+                    "would pass dlq.artifact_max_stored_bytes (%d)",
+                    entry.id,
+                    len(listed),
+                    max_stored_bytes,
+                )
+                entry = _without_bytes(entry)
+                encoded = dict.fromkeys(listed, "")
+        pairs = [part for name in listed for part in (name, encoded[name])]
         _, created = self._add(
             # The stream key routes the script to the slot every dead-letter key shares.
             keys=[self.stream_key],
@@ -105,6 +149,7 @@ class DLQStore:
                 entry.requeues,
                 repr(entry.dead_lettered_at),
                 sample,
+                *pairs,
             ],
         )
         return bool(created)
@@ -158,6 +203,15 @@ class DLQStore:
     def get(self, entry_id: str) -> DeadLetter | None:
         raw = self.client.hget(self.entry_key(entry_id), "data")
         return DeadLetter.model_validate_json(raw) if raw else None
+
+    def stored_artifact_bytes(self) -> int:
+        """Bytes every entry's artifacts take in Redis, as stored (base64)."""
+        return int(self.client.get(self.keys.artifact_bytes) or 0)
+
+    def artifact(self, entry_id: str, name: str) -> bytes | None:
+        """The kept bytes of artifact ``name`` of entry ``entry_id``; None when there are none."""
+        raw = self.client.hget(self.keys.artifacts(entry_id), name)
+        return None if raw is None else base64.b64decode(raw)
 
     def ids_starting_with(self, start: str, *, limit: int = 6) -> list[str]:
         """Up to ``limit`` entry ids that begin with ``start`` (a SCAN of the entry keys)."""

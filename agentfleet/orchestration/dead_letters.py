@@ -30,6 +30,7 @@ from celery import Celery
 
 from agentfleet.config import Settings
 from agentfleet.dlq import DeadLetter, DLQFilter, DLQStats, DLQStore, FilterFields, queue_stats
+from agentfleet.dlq.artifacts import Artifact
 from agentfleet.dlq.matching import unknown_category_error
 from agentfleet.errors import ConfigError, DeadLetterNotFound, InvalidInput
 from agentfleet.llm.vendors import vendors_for
@@ -95,6 +96,17 @@ class DeadLetterQueue:
                 f"no dead letter {entry_id}: it may have been requeued or purged; see `agentfleet dlq list`"
             )
         return entry
+
+    def artifact(self, entry_id: str, name: str) -> tuple[Artifact, bytes]:
+        """Artifact ``name`` of an entry (by its id or the id's first characters) and its kept
+        bytes; raises ``DeadLetterNotFound`` when the entry or the artifact is not there."""
+        entry = self.get(entry_id)
+        found = entry.artifact_named(name)
+        data = self.store.artifact(entry.id, name) if found is not None else None
+        if found is None or data is None:
+            kept = ", ".join(a.name for a in entry.artifacts) or "none"
+            raise DeadLetterNotFound(f"dead letter {entry.id} has no artifact {name!r} (it has: {kept})")
+        return found, data
 
     def full_id(self, start: str) -> str:
         """The id of the one entry whose id is or begins with ``start`` (``start`` itself when

@@ -13,6 +13,8 @@
   Needs ``Authorization: Bearer <service.token>``; with no token configured the trigger is
   off (403).
 - ``GET /runs/{id}``: the run's summary, with the same bearer token.
+- ``GET /dlq/{id}/artifacts`` and ``GET /dlq/{id}/artifacts/{name}``: a dead letter's
+  artifacts, listed and one of them, with the same bearer token (``dlq_routes.py``).
 - ``/console``: the operator's console (``agentfleet.service.console``), signed in with the
   same token; its banner reads the fleet as ``/health`` does (``trouble.py``).
 
@@ -60,6 +62,7 @@ from agentfleet.registry import WorkerRecord, WorkerRegistry
 from agentfleet.runs import RunStore
 from agentfleet.service.collectors import DEFAULT_COLLECTORS, Collected, Collector, collect
 from agentfleet.service.console import create_console
+from agentfleet.service.dlq_routes import dlq_routes
 from agentfleet.service.guard import AuthGuard, mark_authenticated
 from agentfleet.service.health import PendingClock, assess
 from agentfleet.service.outside import start_for_caller
@@ -238,8 +241,7 @@ def create_app(settings: Settings, *, collectors: Sequence[Collector] = DEFAULT_
         )
 
     def show_run(request: Request) -> Response:
-        refused = _authorized(request, settings)
-        if refused is not None:
+        if (refused := _authorized(request, settings)) is not None:
             return refused
         run_id = request.path_params["run_id"]
         try:
@@ -265,6 +267,7 @@ def create_app(settings: Settings, *, collectors: Sequence[Collector] = DEFAULT_
             Route("/runs", start_run, methods=["POST"]),
             Route("/runs", list_runs, methods=["GET"]),
             Route("/runs/{run_id}", show_run, methods=["GET"]),
+            *dlq_routes(state.fleet, settings, _authorized),
             Mount("/console", app=create_console(settings, state.fleet, trouble=watch.now)),
         ],
         lifespan=lifespan,

@@ -126,6 +126,8 @@ class Delivery:
         self.claim: Claim | None = None
         # When (monotonic seconds) this delivery claimed its item, for the run's timeline.
         self.claimed_at: float | None = None
+        # The context of the execution running the body (None before it runs).
+        self.context: TaskContext | None = None
         # The features taking part in this delivery, in their registry's order.
         self.features = [f for f in FEATURES if f.applies(self)]
 
@@ -328,7 +330,7 @@ class Delivery:
 
     def _execute(self, values: dict[str, Any], attempts: int) -> dict[str, Any]:
         guard = CircuitGuard(self.rt.breaker, self.task.downstream)
-        ctx = self._task_context(guard)
+        ctx = self.context = self._task_context(guard)
         started = time.monotonic()
         held: list[Held] = []
         try:

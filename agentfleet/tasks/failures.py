@@ -6,7 +6,7 @@ import json
 import logging
 import socket
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from agentfleet.config import Settings
@@ -18,6 +18,7 @@ from agentfleet.dlq import (
     dead_letter_id,
     error_fingerprint,
 )
+from agentfleet.dlq.artifacts import Artifact
 from agentfleet.errors import AgentfleetError, classify
 from agentfleet.idempotency import node_key
 from agentfleet.llm.vendors import map_vendor_error, vendors_for
@@ -82,6 +83,14 @@ def _worker_name(task: FleetTask) -> str:
     return str(hostname) if hostname else socket.gethostname()
 
 
+def _previous_stage(previous: TaskOutcome | None) -> PreviousStage | None:
+    if previous is None:
+        return None
+    return PreviousStage(
+        attempts=previous.attempts, duration_s=previous.duration_s, cost_usd=previous.cost_usd
+    )
+
+
 def build_dead_letter(
     *,
     task: FleetTask,
@@ -97,8 +106,10 @@ def build_dead_letter(
     previous: TaskOutcome | None = None,
     stage_tasks: Sequence[str] = (),
     cost_usd: float = 0.0,
+    artifacts: Sequence[Artifact] = (),
 ) -> DeadLetter:
-    """The dead letter of a final failure, with secrets replaced in its input and texts."""
+    """The dead letter of a final failure, with secrets replaced in its input and texts;
+    ``artifacts`` are what the item left as evidence (their bytes go to ``on_final_failure``)."""
     now = time.time()
     records = [AttemptRecord.model_validate(e) for e in attempt_errors]
     redacted: list[str] = []
@@ -118,13 +129,7 @@ def build_dead_letter(
         queue=getattr(task, "queue", None),
         inputs=redactor.value(inputs, paths=redacted),
         redacted=redacted,
-        previous=(
-            PreviousStage(
-                attempts=previous.attempts, duration_s=previous.duration_s, cost_usd=previous.cost_usd
-            )
-            if previous is not None
-            else None
-        ),
+        previous=_previous_stage(previous),
         error_type=type(error).__name__,
         error=message,
         category=error.category,
@@ -140,13 +145,21 @@ def build_dead_letter(
         worker=_worker_name(task),
         requeues=meta.requeues,
         cost_usd=cost_usd,
+        artifacts=list(artifacts),
     )
 
 
 @repeatable
-def on_final_failure(entry: DeadLetter, store: DLQStore) -> bool:
-    """Store ``entry`` in the dead-letter queue and log it; True once it is stored (an entry of
-    the same id is updated in place).
+def on_final_failure(
+    entry: DeadLetter,
+    store: DLQStore,
+    *,
+    artifacts: Mapping[str, bytes] | None = None,
+    max_stored_bytes: int | None = None,
+) -> bool:
+    """Store ``entry`` in the dead-letter queue, with the bytes of its ``artifacts`` (kept
+    while all entries' artifacts hold under ``max_stored_bytes``), and log it; True once it is
+    stored (an entry of the same id is updated in place).
 
     A dead letter that cannot be written (Redis unreachable) is logged in full instead, so the
     failure is never silent; the item's outcome is recorded either way.
@@ -164,9 +177,10 @@ def on_final_failure(entry: DeadLetter, store: DLQStore) -> bool:
         "error": entry.error[:500],
         "attempts": entry.attempts,
         "downstream": entry.downstream,
+        "artifacts": [a.name for a in entry.artifacts],
     }
     try:
-        store.add(entry)
+        store.add(entry, artifacts, max_stored_bytes=max_stored_bytes)
     except Exception:
         log.exception(
             json.dumps({**record, "event": "dead_letter_write_failed", "entry": entry.model_dump()})

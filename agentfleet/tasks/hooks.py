@@ -24,7 +24,9 @@ Hook points of a delivery:
 - ``on_error(d, err, spent_s, cost_usd)``: the body failed with ``err`` (not a lost claim);
   a feature may reschedule the item here (``d.reschedule``, a deferral), else the retry
   policy decides: a retry, or a final failure.
-- ``dead_letter(d, fields)``: add to the dead letter's fields (a pipeline's stage names).
+- ``dead_letter(d, fields)``: add to the dead letter's fields (a pipeline's stage names; the
+  files kept as evidence, ``artifacts`` with their bytes in ``artifact_data``). The body's
+  context is ``d.context`` (None when the body never ran), its workspace not yet removed.
 - ``on_final_failure(d)``: after a final failure was recorded (fail-fast cancels the run).
 - ``message_args(d, kwargs)``: the ``(args, kwargs)`` of the message sent again, when not
   the item's own input (a later pipeline stage carries its previous stage's outcome).

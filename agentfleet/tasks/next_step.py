@@ -175,6 +175,7 @@ def failure(
     fields: dict[str, Any] = {"stage_tasks": []}
     for feature in d.features:
         feature.dead_letter(d, fields)
+    kept: dict[str, bytes] = fields.pop("artifact_data", {})
     entry = failures.build_dead_letter(
         task=d.task,
         redactor=d.redactor,
@@ -190,7 +191,13 @@ def failure(
         cost_usd=d.carried[2] + cost,
         **fields,
     )
-    if d.patience.call(failures.on_final_failure, entry, d.rt.dlq):
+    if d.patience.call(
+        failures.on_final_failure,
+        entry,
+        d.rt.dlq,
+        artifacts=kept,
+        max_stored_bytes=d.settings.dlq.artifact_max_stored_bytes,
+    ):
         outcome = outcome.model_copy(update={"dead_lettered": True})
     finished = d.finish(outcome)
     for feature in d.features:

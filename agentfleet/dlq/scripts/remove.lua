@@ -1,4 +1,5 @@
--- Delete entries with their index entries and counts.
+-- Delete entries with their artifacts (counted out of the queue's artifact bytes), index
+-- entries and counts.
 --
 -- KEYS: the stream (it routes the script; every key below shares its hash tag)
 -- ARGV: prefix, generation ('' for any), then the ids
@@ -9,13 +10,14 @@ local removed = {}
 for i = 3, #ARGV do
   local id = ARGV[i]
   local entry = p .. ':e:' .. id
-  local f = redis.call('HMGET', entry, 'sid', 'gen', 'category', 'downstream', 'run', 'fingerprint')
+  local f = redis.call('HMGET', entry, 'sid', 'gen', 'category', 'downstream', 'run', 'fingerprint', 'abytes')
   if f[1] and (gen == '' or f[2] == gen) then
+    if f[7] and tonumber(f[7]) > 0 then redis.call('DECRBY', p .. ':abytes', f[7]) end
     redis.call('XDEL', p .. ':stream', f[1])
     for j, dim in ipairs(dims) do
       if f[j + 2] then unindex(p, id, dim, f[j + 2]) end
     end
-    redis.call('DEL', entry)
+    redis.call('DEL', entry, p .. ':a:' .. id)
     removed[#removed + 1] = id
   end
 end

@@ -8,6 +8,7 @@ compensation is.
 from __future__ import annotations
 
 from agentfleet.tasks.features.aggregate import Aggregate
+from agentfleet.tasks.features.artifacts import Evidence
 from agentfleet.tasks.features.batch import Batch
 from agentfleet.tasks.features.compensation import Compensation
 from agentfleet.tasks.features.deferral import Deferral
@@ -29,5 +30,6 @@ FEATURES: tuple[DeliveryFeature, ...] = (
     Aggregate(),
     Compensation(),
     Deferral(),
+    Evidence(),
     FailFast(),
 )
