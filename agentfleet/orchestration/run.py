@@ -6,6 +6,7 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from agentfleet.approvals import ApprovalStore
 from agentfleet.errors import RunError
 from agentfleet.models import RunSummary, TaskOutcome
 from agentfleet.protocol.messages import request_compensation
@@ -139,7 +140,12 @@ class Run:
         declare a compensation, as ``compensate()`` does.
         """
         self._store.cancel(self.id)
-        done = self._store.done_indices(self.id)
+        # Parked items are sent again to end cancelled through their delivery: not revoked.
+        store = self._store
+        approvals = ApprovalStore(store.client, prefix=store.prefix, keep_s=store.ttl_s, app=self._app)
+        parked = approvals.parked_indices(self.id)
+        approvals.cancel_run(self.id)
+        done = self._store.done_indices(self.id) | parked
         pending = [item[0] for idx, item in self._store.items(self.id).items() if idx not in done]
         if pending:
             self._app.control.revoke(pending)
