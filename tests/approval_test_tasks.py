@@ -6,6 +6,7 @@ before the pause), ``body`` (how often the body ran) and ``after`` (a step after
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 import redis
@@ -55,4 +56,23 @@ def twice(ctx: TaskContext, marker: str) -> dict[str, Any]:
 
 @fleet_task
 def plain(ctx: TaskContext, n: int) -> int:
+    return n
+
+
+@fleet_task
+def stamped(ctx: TaskContext, token: str) -> bool:
+    """Waits for approval ``go``; once resumed, notes when (Unix s) under ``test:appr:resumed``."""
+    decision = ctx.approval("go")
+    client = redis.Redis.from_url(os.environ["AGENTFLEET_BROKER_URL"], decode_responses=True)
+    try:
+        client.hset("test:appr:resumed", token, repr(time.time()))
+    finally:
+        client.close()
+    return decision.approved
+
+
+@fleet_task
+def work(ctx: TaskContext, n: int, sleep_s: float = 0.02) -> int:
+    """Holds its slot ``sleep_s`` seconds."""
+    time.sleep(sleep_s)
     return n
