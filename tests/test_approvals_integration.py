@@ -7,6 +7,7 @@ the pause ran once, its body ran twice (parked, then resumed), its step after ra
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 
@@ -156,3 +157,14 @@ def test_a_parked_item_survives_a_killed_worker_and_a_decision_made_while_none_r
     result = _result(run, timeout_s=120)
     assert result["approved"] is True and result["by"] == "night-shift"
     assert _count(redis_client, marker, "before") == 1
+
+
+def test_a_wall_budget_does_not_tick_while_the_item_is_parked(fleet: Fleet) -> None:
+    run = fleet.map(at.budgeted, [{}])
+    (pid,) = _parked(fleet, run)
+    time.sleep(4.0)  # longer than the task's whole wall budget
+    fleet.approve(pid)
+    result = _result(run)
+    assert result["approved"] is True
+    (outcome,) = run.outcomes()
+    assert outcome.duration_s < 3.0, "the item's time counts only what its body ran"
