@@ -189,10 +189,12 @@ class ApprovalStore:
         with the item not yet sent again (one read, however many)."""
         return {int(idx) for idx in self.client.hkeys(self.keys.parked(run_id))}
 
-    def message(self, approval_id: str) -> dict[str, Any] | None:
-        """The message that sends the item of pause ``approval_id`` again, or None."""
-        raw = self.client.hget(self.keys.record(approval_id), "msg")
-        return json.loads(raw) if raw else None
+    def messages(self, ids: Sequence[str]) -> builtins.list[dict[str, Any] | None]:
+        """The messages that send the items of pauses ``ids`` again (None where there is none)."""
+        with self.client.pipeline(transaction=False) as pipe:
+            for approval_id in ids:
+                pipe.hget(self.keys.record(approval_id), "msg")
+            return [json.loads(raw) if raw else None for raw in pipe.execute()]
 
     # Deciding --------------------------------------------------------------------------------
 
@@ -259,10 +261,13 @@ class ApprovalStore:
         """Ids decided at or before Unix time ``older_than`` whose item is not yet sent again."""
         return list(self.client.zrangebyscore(self.keys.outbox, "-inf", older_than, start=0, num=limit))
 
-    def mark_sent(self, approval_id: str) -> None:
-        """The item of ``approval_id`` was sent again: out of the outbox and its run's parked
-        items, the record kept ``keep_s`` more."""
-        self._run(self._sent, approval_id, self.keep_s)
+    def mark_sent(self, ids: Iterable[str]) -> None:
+        """The items of pauses ``ids`` were sent again: out of the outbox and their runs' parked
+        items, each record kept ``keep_s`` more."""
+        with self.client.pipeline(transaction=False) as pipe:
+            for approval_id in ids:
+                self._sent(keys=[self.keys.all], args=[self.keys.root, approval_id, self.keep_s], client=pipe)
+            pipe.execute()
 
     def send_decided(self, ids: Iterable[str]) -> int:
         """Send again the items of the ``ids`` still in the outbox, with this store's app (none:
