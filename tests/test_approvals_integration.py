@@ -168,3 +168,15 @@ def test_a_wall_budget_does_not_tick_while_the_item_is_parked(fleet: Fleet) -> N
     assert result["approved"] is True
     (outcome,) = run.outcomes()
     assert outcome.duration_s < 3.0, "the item's time counts only what its body ran"
+
+
+def test_items_of_a_batch_park_and_resume_each_on_their_own(fleet: Fleet, redis_client: redis.Redis) -> None:
+    markers = [uuid.uuid4().hex for _ in range(3)]
+    run = fleet.map(at.gated, [{"marker": m} for m in markers], batch_size=3)
+    ids = _parked(fleet, run, 3)
+    for pid in ids:
+        fleet.approve(pid, by="batch")
+    summary = run.wait(timeout_s=60)
+    assert summary.succeeded == 3, summary
+    assert {o.result["by"] for o in run.outcomes()} == {"batch"}
+    assert [_count(redis_client, m, "before") for m in markers] == [1, 1, 1]

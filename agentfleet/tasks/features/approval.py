@@ -26,6 +26,7 @@ from celery.exceptions import Ignore
 from agentfleet import tracing
 from agentfleet.approvals import approval_created
 from agentfleet.errors import AgentfleetError, Parked
+from agentfleet.protocol.messages import item_signature
 from agentfleet.protocol.meta import META_KWARG
 from agentfleet.tasks.hooks import DeliveryFeature
 from agentfleet.tasks.next_step import Rescheduled
@@ -51,8 +52,6 @@ def _message(d: Delivery, spent_s: float, cost_usd: float) -> dict[str, Any]:
             args, kwargs = shaped
     kwargs[META_KWARG] = meta.to_kwarg()
     if d.in_batch:
-        from agentfleet.protocol.messages import item_signature
-
         inputs = {k: v for k, v in kwargs.items() if k != META_KWARG}
         sig = item_signature(d.task.app, names=[d.task.name], queues=[d.queue()], meta=meta, inputs=inputs)
     else:
