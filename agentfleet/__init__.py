@@ -69,6 +69,14 @@ _EXPORTS = {
     "SandboxSpec": "agentfleet.sandbox.spec",
     "SandboxLimits": "agentfleet.sandbox.spec",
     "SandboxResult": "agentfleet.sandbox.spec",
+    "Approval": "agentfleet.approvals",
+    "ApprovalStore": "agentfleet.approvals",
+    "Decision": "agentfleet.approvals",
+    "ApprovalError": "agentfleet.errors",
+    "ApprovalNotFound": "agentfleet.errors",
+    "ApprovalAlreadyDecided": "agentfleet.errors",
+    "ApprovalExpired": "agentfleet.errors",
+    "Parked": "agentfleet.errors",
 }
 
 # Public modules reached as attributes of the package (``agentfleet.merge.concat``).
@@ -78,6 +86,12 @@ __all__ = [
     "AgentResult",
     "AgentfleetError",
     "AggregateFailed",
+    "Approval",
+    "ApprovalAlreadyDecided",
+    "ApprovalError",
+    "ApprovalExpired",
+    "ApprovalNotFound",
+    "ApprovalStore",
     "AuthError",
     "BadRequest",
     "BudgetExceeded",
@@ -92,6 +106,7 @@ __all__ = [
     "DeadLetterArtifact",
     "DeadLetterNotFound",
     "DeadLetterQueue",
+    "Decision",
     "Deferred",
     "DispatchError",
     "DispatchProgress",
@@ -107,6 +122,7 @@ __all__ = [
     "MockMessagesServer",
     "Node",
     "Overloaded",
+    "Parked",
     "PermanentError",
     "PoisonMessage",
     "RateLimited",
@@ -137,11 +153,16 @@ __all__ = [
 
 if TYPE_CHECKING:
     from agentfleet import merge
+    from agentfleet.approvals import Approval, ApprovalStore, Decision
     from agentfleet.config import RunOptions, Settings, get_settings
     from agentfleet.dlq import DeadLetter, DeadLetterArtifact, DLQFilter, DLQStats
     from agentfleet.errors import (
         AgentfleetError,
         AggregateFailed,
+        ApprovalAlreadyDecided,
+        ApprovalError,
+        ApprovalExpired,
+        ApprovalNotFound,
         AuthError,
         BadRequest,
         BudgetExceeded,
@@ -158,6 +179,7 @@ if TYPE_CHECKING:
         LoopDetected,
         MalformedMessage,
         Overloaded,
+        Parked,
         PermanentError,
         PoisonMessage,
         RateLimited,

@@ -39,13 +39,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+
+from agentfleet.key_patterns import KeyPattern, kinds
 
 __all__ = [
     "ITEM_KINDS",
     "KEYS",
     "RUN_PARTS",
     "AccessKeys",
+    "ApprovalKeys",
     "CircuitKeys",
     "DeadLetterKeys",
     "KeyPattern",
@@ -285,6 +287,34 @@ class AccessKeys:
         return f"{self.root}:fail:{client}"
 
 
+class ApprovalKeys:
+    """The pauses' names, under ``{p:ap}`` (the scripts in ``approvals/scripts/`` build the
+    per-pause, per-run and per-event names from ``root``): sorted sets of ids ``all`` and
+    ``pending`` (by when made), ``due`` (by expiry), ``outbox`` (decided, item not sent yet)."""
+
+    def __init__(self, prefix: str) -> None:
+        self.root = root = f"{{{prefix}:ap}}"
+        self.all, self.pending, self.due, self.outbox = (
+            f"{root}:{n}" for n in ("all", "pending", "due", "outbox")
+        )
+
+    def record(self, approval_id: str) -> str:
+        """Hash: the pause, its status and decision, and its item's message."""
+        return f"{self.root}:a:{approval_id}"
+
+    def run(self, run_id: str) -> str:
+        """Set: the ids of a run's pauses."""
+        return f"{self.root}:run:{run_id}"
+
+    def event(self, key: str) -> str:
+        """Set: the ids of the pending waits on event ``key``."""
+        return f"{self.root}:ev:{key}"
+
+    def parked(self, run_id: str) -> str:
+        """Hash: index -> pause id of a run's items parked (pending, or not yet sent again)."""
+        return f"{self.root}:parked:{run_id}"
+
+
 def queue_head_key(prefix: str, list_key: str) -> str:
     """Hash, on the broker's Redis: the message at the head of broker list ``list_key`` when
     last seen, and since when."""
@@ -306,38 +336,8 @@ def redbeat_prefix(prefix: str) -> str:
     return f"{prefix}:redbeat:"
 
 
-@dataclass(frozen=True)
-class KeyPattern:
-    """One kind of key: ``pattern`` as docs/keys.md writes it (``p`` the key prefix, ``<name>``
-    a variable part of at least one character, ``<name?>`` one that may be empty, ``...`` the
-    rest of an item's idempotency key) and its Redis type."""
-
-    pattern: str
-    type: str
-
-    def regex(self, prefix: str) -> re.Pattern[str]:
-        """What the names of this kind look like under ``prefix``."""
-        parts = re.split(r"(<[^>]+>|\.\.\.|(?:^|(?<=\{))p(?=:))", self.pattern)
-        spelled = {"...": ".*", "p": re.escape(prefix)}
-        body = "".join(
-            _variable(part) if part.startswith("<") else spelled.get(part, re.escape(part)) for part in parts
-        )
-        return re.compile(body, re.DOTALL)
-
-    def matches(self, key: str, prefix: str) -> bool:
-        return self.regex(prefix).fullmatch(key) is not None
-
-
-def _variable(part: str) -> str:
-    return ".*" if part.endswith("?>") else ".+"
-
-
-def _kinds(rows: str) -> tuple[KeyPattern, ...]:
-    return tuple(KeyPattern(*line.split()) for line in rows.strip().splitlines())
-
-
 #: Every kind of key agentfleet writes, with its Redis type; docs/keys.md says the rest.
-KEYS: tuple[KeyPattern, ...] = _kinds(
+KEYS: tuple[KeyPattern, ...] = kinds(
     """
     p:run:{<id>}                          hash
     p:run:{<id>}:items                    hash
@@ -388,6 +388,14 @@ KEYS: tuple[KeyPattern, ...] = _kinds(
     {p:wk}:worker:<node>                  string
     {p:auth}:fail:<client>                hash
     {p:auth}:sessions                     zset
+    {p:ap}:all                            zset
+    {p:ap}:pending                        zset
+    {p:ap}:due                            zset
+    {p:ap}:outbox                         zset
+    {p:ap}:a:<id>                         hash
+    {p:ap}:run:<id>                       set
+    {p:ap}:ev:<key>                       set
+    {p:ap}:parked:<id>                    hash
     p:queuehead:<list>                    hash
     p:creds:audit                         stream
     p:sched:<firing>                      string

@@ -14,7 +14,8 @@ batched map also waits while its batch's message does) becomes a
 suspect; still one ``delivery.reconcile_grace_s`` seconds later, it is published again with its
 own task id and idempotency key from the stage it had reached, any stale unacknowledged copy is
 dropped, and the run counts it as ``recovered``. Items of a cancelled run are given their
-cancelled outcome instead.
+cancelled outcome instead. An item a feature keeps resting (parked for a decision,
+``tasks/features/approval.py``) is none of the reconciler's business while it rests.
 
 What else a run may have lost is the features' to say (``tasks/hooks.py``, asked in their
 registry's order): a run whose items all ended but whose aggregate was never stored has its
@@ -41,6 +42,7 @@ from typing import Any
 from celery import Celery
 
 from agentfleet import tracing
+from agentfleet.approvals.resume import sweep
 from agentfleet.idempotency import stage_key
 from agentfleet.models import TaskOutcome
 from agentfleet.protocol.messages import item_signature, recorded_priority
@@ -112,6 +114,7 @@ class Reconciler:
             return report
         report.acted = True
         now = time.time() if now is None else now
+        sweep(self.rt.approvals, self.app, now, self.settings.delivery.reconcile_grace_s)
         candidates: list[Candidate] = []
         queues: set[str] = {self.settings.queues.fanin}
         for run_id in self.store.active_runs():
@@ -166,7 +169,10 @@ class Reconciler:
                     return ended
             self.store.deactivate(run_id)
             return []
-        pending = [i for i in range(total) if i not in done]
+        resting = set().union(*(feature.resting(self, run_id) for feature in FEATURES))
+        pending = [i for i in range(total) if i not in done and i not in resting]
+        if not pending:
+            return []
         items = self.store.items(run_id, pending)
         for feature in FEATURES:
             driven = feature.open_items(self, run_id, record, items)
