@@ -65,6 +65,14 @@ _EXPORTS = {
     "AggregateFailed": "agentfleet.errors",
     "MalformedMessage": "agentfleet.errors",
     "SpendLedger": "agentfleet.spend",
+    "Approval": "agentfleet.approvals",
+    "ApprovalStore": "agentfleet.approvals",
+    "Decision": "agentfleet.approvals",
+    "ApprovalError": "agentfleet.errors",
+    "ApprovalNotFound": "agentfleet.errors",
+    "ApprovalAlreadyDecided": "agentfleet.errors",
+    "ApprovalExpired": "agentfleet.errors",
+    "Parked": "agentfleet.errors",
 }
 
 # Public modules reached as attributes of the package (``agentfleet.merge.concat``).
@@ -74,6 +82,12 @@ __all__ = [
     "AgentResult",
     "AgentfleetError",
     "AggregateFailed",
+    "Approval",
+    "ApprovalAlreadyDecided",
+    "ApprovalError",
+    "ApprovalExpired",
+    "ApprovalNotFound",
+    "ApprovalStore",
     "AuthError",
     "BadRequest",
     "BudgetExceeded",
@@ -87,6 +101,7 @@ __all__ = [
     "DeadLetter",
     "DeadLetterNotFound",
     "DeadLetterQueue",
+    "Decision",
     "Deferred",
     "DispatchError",
     "DispatchProgress",
@@ -102,6 +117,7 @@ __all__ = [
     "MockMessagesServer",
     "Node",
     "Overloaded",
+    "Parked",
     "PermanentError",
     "PoisonMessage",
     "RateLimited",
@@ -129,11 +145,16 @@ __all__ = [
 
 if TYPE_CHECKING:
     from agentfleet import merge
+    from agentfleet.approvals import Approval, ApprovalStore, Decision
     from agentfleet.config import RunOptions, Settings, get_settings
     from agentfleet.dlq import DeadLetter, DLQFilter, DLQStats
     from agentfleet.errors import (
         AgentfleetError,
         AggregateFailed,
+        ApprovalAlreadyDecided,
+        ApprovalError,
+        ApprovalExpired,
+        ApprovalNotFound,
         AuthError,
         BadRequest,
         BudgetExceeded,
@@ -150,6 +171,7 @@ if TYPE_CHECKING:
         LoopDetected,
         MalformedMessage,
         Overloaded,
+        Parked,
         PermanentError,
         PoisonMessage,
         RateLimited,

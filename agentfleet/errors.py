@@ -13,6 +13,11 @@
     │   └── MockSetupInvalid    a mock server option, setting or scripted reply is wrong
     ├── Deferred                not a failure: run again after ``wait_s`` (limits, open circuit)
     ├── ClaimLost               not a failure: this execution no longer holds its item's claim
+    ├── Parked                  not a failure: the item waits for a decision, holding no slot
+    ├── ApprovalError           deciding a pause went wrong
+    │   ├── ApprovalNotFound    no approval has that id (or it expired from the store)
+    │   ├── ApprovalAlreadyDecided  decided before: the first decision stands (``approval``)
+    │   └── ApprovalExpired     its timeout passed: the timeout decided (``approval``)
     ├── RetryableError          a later attempt may succeed
     │   ├── RateLimited         429 from a downstream, or a limiter said no (``retry_after_s``)
     │   ├── Overloaded          529 from an LLM provider
@@ -52,6 +57,10 @@ from typing import Any, ClassVar
 __all__ = [
     "AgentfleetError",
     "AggregateFailed",
+    "ApprovalAlreadyDecided",
+    "ApprovalError",
+    "ApprovalExpired",
+    "ApprovalNotFound",
     "AuthError",
     "BadRequest",
     "BrokerUnavailable",
@@ -73,6 +82,7 @@ __all__ = [
     "MockServerError",
     "MockSetupInvalid",
     "Overloaded",
+    "Parked",
     "PermanentError",
     "PoisonMessage",
     "RateLimited",
@@ -203,6 +213,56 @@ class ClaimLost(AgentfleetError):
     """
 
     category = "claim_lost"
+
+
+class Parked(AgentfleetError):
+    """Not a failure: the body reached ``ctx.approval`` or ``ctx.wait_for_event`` and no
+    decision is there yet. The delivery parks the item (``tasks/features/approval.py``): its
+    message is acknowledged and kept with the pause, its slot freed, no retry used; a decision
+    sends it again. ``approval`` is the pause (an ``agentfleet.approvals.Approval``) still to
+    be recorded, expiring in ``timeout_s`` seconds, or ``None`` when it is recorded already."""
+
+    category = "parked"
+
+    def __init__(self, approval_id: str, approval: Any = None, *, timeout_s: float | None = None) -> None:
+        super().__init__(f"waiting for a decision on {approval_id}")
+        self.approval_id = approval_id
+        self.approval = approval
+        self.timeout_s = timeout_s
+
+
+class ApprovalError(AgentfleetError):
+    """Deciding a pause (an approval or an event wait) went wrong."""
+
+    category = "approval"
+
+
+class ApprovalNotFound(ApprovalError):
+    """No approval has the id asked for (never made, or decided long ago and expired)."""
+
+    category = "approval_not_found"
+
+
+class ApprovalAlreadyDecided(ApprovalError):
+    """The approval was decided before: the first decision stands. ``approval`` is the
+    approval as it stands (with its decision); the service answers 409 with it."""
+
+    category = "approval_decided"
+
+    def __init__(self, message: str, approval: Any = None) -> None:
+        super().__init__(message)
+        self.approval = approval
+
+
+class ApprovalExpired(ApprovalError):
+    """The approval's timeout passed before this decision: the timeout decided (as the call's
+    ``on_timeout`` says) and that decision stands. ``approval`` is the approval as it stands."""
+
+    category = "approval_expired"
+
+    def __init__(self, message: str, approval: Any = None) -> None:
+        super().__init__(message)
+        self.approval = approval
 
 
 class RetryableError(AgentfleetError):

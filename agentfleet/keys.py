@@ -45,6 +45,7 @@ __all__ = [
     "KEYS",
     "RUN_PARTS",
     "AccessKeys",
+    "ApprovalKeys",
     "CircuitKeys",
     "DeadLetterKeys",
     "KeyPattern",
@@ -277,6 +278,35 @@ class AccessKeys:
         return f"{self.root}:fail:{client}"
 
 
+class ApprovalKeys:
+    """The pauses' names (approvals and event waits), all under ``{p:ap}``: one script decides
+    a pause and moves it between every index at once (``approvals/scripts/``, which build the
+    per-id, per-run and per-event names from ``root``)."""
+
+    def __init__(self, prefix: str) -> None:
+        self.root = f"{{{prefix}:ap}}"
+        #: Sorted set: id -> created_at of every pause kept (any status).
+        self.all = f"{self.root}:all"
+        #: Sorted set: id -> created_at of the pending pauses.
+        self.pending = f"{self.root}:pending"
+        #: Sorted set: id -> expires_at of the pending pauses that have a timeout.
+        self.due = f"{self.root}:due"
+        #: Sorted set: id -> decided_at of the pauses decided whose item is not yet sent again.
+        self.outbox = f"{self.root}:outbox"
+
+    def record(self, approval_id: str) -> str:
+        """Hash: the pause, its status and decision, and its item's message."""
+        return f"{self.root}:a:{approval_id}"
+
+    def run(self, run_id: str) -> str:
+        """Set: the ids of a run's pauses."""
+        return f"{self.root}:run:{run_id}"
+
+    def event(self, key: str) -> str:
+        """Set: the ids of the pending waits on event ``key``."""
+        return f"{self.root}:ev:{key}"
+
+
 def queue_head_key(prefix: str, list_key: str) -> str:
     """Hash, on the broker's Redis: the message at the head of broker list ``list_key`` when
     last seen, and since when."""
@@ -378,6 +408,13 @@ KEYS: tuple[KeyPattern, ...] = _kinds(
     {p:wk}:worker:<node>                  string
     {p:auth}:fail:<client>                hash
     {p:auth}:sessions                     zset
+    {p:ap}:all                            zset
+    {p:ap}:pending                        zset
+    {p:ap}:due                            zset
+    {p:ap}:outbox                         zset
+    {p:ap}:a:<id>                         hash
+    {p:ap}:run:<id>                       set
+    {p:ap}:ev:<key>                       set
     p:queuehead:<list>                    hash
     p:creds:audit                         stream
     p:sched:<firing>                      string

@@ -9,6 +9,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence, Sized
 from typing import Any, Unpack
 
+from agentfleet.approvals import Approval, ApprovalStatus, ApprovalStore
 from agentfleet.celery_config import make_app
 from agentfleet.config import Settings, get_settings
 from agentfleet.config.options import RunOptionArgs, RunOptions, run_options, unknown_option
@@ -211,6 +212,32 @@ class Fleet:
     def dlq(self) -> DeadLetterQueue:
         """The dead-letter queue on this fleet's Redis: list, stats, requeue, purge, export."""
         return DeadLetterQueue(self.settings, app=self.app, runs=self.store)
+
+    @functools.cached_property
+    def approval_store(self) -> ApprovalStore:
+        """The pauses on this fleet's Redis; a decision sends its item again through this app."""
+        return ApprovalStore.from_settings(self.settings, self.store.client, app=self.app)
+
+    def approvals(self, run: str | None = None, status: ApprovalStatus | None = "pending") -> list[Approval]:
+        """Pauses (approvals and event waits), newest first: of run ``run`` (None: every
+        run) and of ``status`` (None: any)."""
+        return self.approval_store.list(run, status, limit=None)
+
+    def approve(
+        self, approval_id: str, *, by: str | None = None, comment: str | None = None, data: Any = None
+    ) -> Approval:
+        """Approve ``approval_id`` (``data``: JSON the paused call gets back, edited arguments
+        say); its item resumes. ``ApprovalAlreadyDecided`` / ``ApprovalExpired`` when the first
+        decision or the timeout stands."""
+        return self.approval_store.decide(approval_id, approved=True, by=by, comment=comment, data=data)
+
+    def reject(self, approval_id: str, *, by: str | None = None, comment: str | None = None) -> Approval:
+        """Reject ``approval_id``; its item resumes with a rejection (as ``approve``)."""
+        return self.approval_store.decide(approval_id, approved=False, by=by, comment=comment)
+
+    def send_event(self, key: str, data: Any = None) -> int:
+        """Complete every item waiting on event ``key`` with ``data`` (JSON); returns how many."""
+        return self.approval_store.send_event(key, data)
 
     def get_run(self, run_id: str) -> Run:
         """A handle on an existing run, named by its id or the first characters of it.

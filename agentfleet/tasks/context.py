@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     import anthropic
     import httpx
 
+    from agentfleet.approvals import Decision, OnTimeout
     from agentfleet.tasks.execution_state import ExecutionState
 
 __all__ = ["TaskContext"]
@@ -112,6 +113,36 @@ class TaskContext:
         outcome (``result_ttl_s``). Give steps that run in parallel threads names of their own.
         """
         return self._execution.step(name, fn, args, kwargs)
+
+    def approval(
+        self,
+        name: str,
+        details: dict[str, Any] | None = None,
+        timeout_s: float | None = None,
+        on_timeout: OnTimeout = "reject",
+    ) -> Decision:
+        """Wait for a person to approve or reject ``name``, holding no worker slot, and return
+        their ``Decision`` (``approved``, ``by``, ``comment``, ``data``, ``timed_out``).
+
+        The first time the item gets here, a pending approval is recorded (with this item, its
+        run, ``name`` and ``details``, redacted) and the item is parked: the body stops here,
+        its message is acknowledged and kept, its slot goes to other work. A decision
+        (``Fleet.approve`` / ``reject``, the CLI, the service) sends the item again: the body
+        runs from the top, its ``step`` calls and agent checkpoints return what they stored,
+        and this call returns the decision. So put what must not run twice before it in a
+        ``step``. The ``n``-th call of one ``name`` in a body is the same approval on every
+        run of the item. After ``timeout_s`` seconds (None: never) the timeout decides:
+        ``on_timeout`` ``"reject"`` (the default) or ``"approve"``, with ``timed_out`` True.
+        """
+        return self._execution.pause("approval", name, details, timeout_s, on_timeout)
+
+    def wait_for_event(self, key: str, timeout_s: float | None = None) -> Decision:
+        """Wait for event ``key`` (``Fleet.send_event(key, data)``: a CI result, another
+        system's webhook) as ``approval`` waits for a person, holding no slot. The event's
+        ``data`` comes back in the ``Decision`` (``approved`` True); after ``timeout_s``
+        seconds it returns ``approved`` False with ``timed_out`` True. Only waits pending when
+        the event comes are completed: an event nobody waits for is not kept."""
+        return self._execution.pause("event", key, None, timeout_s, "reject")
 
     def check_budget(self) -> None:
         """Raise ``BudgetExceeded`` once this execution crossed its dollar, token or wall budget."""

@@ -39,6 +39,8 @@ if TYPE_CHECKING:
     import anthropic
     import httpx
 
+    from agentfleet.approvals import ApprovalKind, Decision, OnTimeout
+
 __all__ = ["ExecutionState", "call_context", "execution_of", "new_context"]
 
 ClientFactory = Callable[["ExecutionState"], Any]
@@ -69,6 +71,8 @@ class ExecutionState:
     token: str = field(default_factory=lambda: uuid.uuid4().hex)
     claim: Claim | None = None
     reporter: Any = None
+    # The pauses' store (``approvals.ApprovalStore``): None outside a delivery.
+    approvals: Any = None
     breaker: Any = None
     workdir_root: str | None = None
     workdir_path: Path | None = None
@@ -159,6 +163,19 @@ class ExecutionState:
         """``TaskContext.step``: see ``agentfleet.tasks.memory.run_step``."""
         self.check_claim()
         return run_step(self.memory, step_field(name, self.next_call(f"s:{name}")), fn, args, kwargs)
+
+    def pause(
+        self,
+        kind: ApprovalKind,
+        name: str,
+        details: dict[str, Any] | None,
+        timeout_s: float | None,
+        on_timeout: OnTimeout,
+    ) -> Decision:
+        """``TaskContext.approval`` and ``wait_for_event``: see ``agentfleet.tasks.pauses``."""
+        from agentfleet.tasks.pauses import pause
+
+        return pause(self, kind, name, details, timeout_s, on_timeout)
 
     def note_downstream(self, downstream: str) -> None:
         """Remember a downstream this execution called (the last one names a dead letter's)."""

@@ -83,6 +83,7 @@ def item_state(
             runtime(settings).memory, key, token=token, claim_ttl_s=settings.delivery.claim_ttl_s, claim=claim
         ),
         "prior": Spend(),
+        "approvals": runtime(settings).approvals,
     }
     capped = [state[name] for name in ("budget_usd", "budget_tokens", "budget_turns", "budget_wall_s")]
     if any(cap is not None for cap in capped):

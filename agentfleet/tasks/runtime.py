@@ -29,6 +29,7 @@ import threading
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from agentfleet.approvals import ApprovalStore
 from agentfleet.config import Settings, get_settings
 from agentfleet.leases import LeaseRenewer
 from agentfleet.outages import Patience
@@ -75,6 +76,7 @@ class WorkerRuntime:
         self.budgets = BudgetLedger(client, prefix=runs.prefix, ttl_s=runs.ttl_s, day_ttl_s=day_ttl_s)
         self.graphs = GraphState(runs)
         self.undo = UndoLog(runs)
+        self.approvals = ApprovalStore(client, prefix=runs.prefix, keep_s=runs.ttl_s)
         self.limiter = Limiter.from_settings(settings, client, renewer=self.leases)
         self.breaker = CircuitBreaker.from_settings(settings, client)
         self.audit = AuditLog(client, settings.key_prefix)

@@ -1,0 +1,44 @@
+"""Sending a parked item again once its pause is decided: its message as it was kept.
+
+The message is the Celery signature the delivery built when it parked (the same task id,
+queue, chain and options, with the item's meta), so the item runs again as any redelivered
+item does: ``RunStore.begin`` claims it (or finds its outcome, or its run cancelled) and the
+body goes through its steps, stored, to the same pause call, which now returns the decision.
+Publishing twice is harmless for the same reasons: a second copy finds the claim or the outcome.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from celery import signature
+
+if TYPE_CHECKING:
+    from celery import Celery
+
+    from agentfleet.approvals.store import ApprovalStore
+
+__all__ = ["send_again"]
+
+log = logging.getLogger("agentfleet.approvals")
+
+
+def send_again(store: ApprovalStore, app: Celery, ids: Iterable[str]) -> int:
+    """Publish the messages of the decided pauses ``ids`` still in the outbox, and take each
+    out once published; returns how many were sent."""
+    ids = list(dict.fromkeys(ids))
+    if not ids:
+        return 0
+    scores = store.client.zmscore(store.keys.outbox, ids)
+    sent = 0
+    for approval_id, score in zip(ids, scores, strict=True):
+        if score is None:
+            continue
+        message = store.message(approval_id)
+        if message is not None:
+            signature(message, app=app).apply_async()
+            sent += 1
+        store.mark_sent(approval_id)
+    return sent
