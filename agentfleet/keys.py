@@ -293,6 +293,9 @@ class ApprovalKeys:
         self.due = f"{self.root}:due"
         #: Sorted set: id -> decided_at of the pauses decided whose item is not yet sent again.
         self.outbox = f"{self.root}:outbox"
+        #: Hash: pauses ended since the first run, by how (approved, rejected, timed_out,
+        #: cancelled): the decisions counter of ``/metrics``.
+        self.counts = f"{self.root}:counts"
 
     def record(self, approval_id: str) -> str:
         """Hash: the pause, its status and decision, and its item's message."""
@@ -412,6 +415,7 @@ KEYS: tuple[KeyPattern, ...] = _kinds(
     {p:ap}:pending                        zset
     {p:ap}:due                            zset
     {p:ap}:outbox                         zset
+    {p:ap}:counts                         hash
     {p:ap}:a:<id>                         hash
     {p:ap}:run:<id>                       set
     {p:ap}:ev:<key>                       set

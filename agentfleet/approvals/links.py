@@ -67,7 +67,9 @@ def link_for(settings: Settings, approval: Approval, *, base_url: str | None = N
     return f"{base}/approvals/{approval.id}/decide?{query}"
 
 
-def valid(settings: Settings, approval_id: str, expires: str, sig: str, *, now: float | None = None) -> str | None:
+def valid(
+    settings: Settings, approval_id: str, expires: str, sig: str, *, now: float | None = None
+) -> str | None:
     """None when ``sig`` signs ``approval_id`` until ``expires`` and that time has not passed;
     else why the link is refused (one sentence)."""
     key = link_key(settings)

@@ -13,10 +13,11 @@ from typing import Any
 
 import typer
 
+from agentfleet.approvals.filters import status_filter
 from agentfleet.cli.approvals_tables import approvals_table, decided_line, standing_line
 from agentfleet.cli.connect import require_broker
 from agentfleet.cli.output import console, err_console, print_json
-from agentfleet.errors import ApprovalAlreadyDecided, ApprovalExpired, ConfigError
+from agentfleet.errors import ApprovalAlreadyDecided, ApprovalExpired, ApprovalNotFound, ConfigError
 from agentfleet.orchestration import Fleet
 
 __all__ = ["approvals_app"]
@@ -26,15 +27,11 @@ approvals_app = typer.Typer(
     no_args_is_help=True,
 )
 
-STATUSES = ("pending", "approved", "rejected", "timed_out", "cancelled", "all")
-
 _ID = typer.Argument(
     ..., help="The approval's id, or its first characters (see agentfleet approvals list).", metavar="ID"
 )
 _COMMENT = typer.Option(None, "--comment", "-m", help="Why: kept with the decision.", metavar="TEXT")
-_BY = typer.Option(
-    None, "--by", help="Who decides (default: this account's user name).", metavar="NAME"
-)
+_BY = typer.Option(None, "--by", help="Who decides (default: this account's user name).", metavar="NAME")
 _JSON = typer.Option(False, "--json", help="Print one JSON document.")
 
 
@@ -57,12 +54,16 @@ def _data(raw: str | None) -> Any:
     try:
         return json.loads(raw)
     except ValueError as exc:
-        raise ConfigError(f"--data is not JSON ({exc}); give a JSON document, e.g. '{{\"amount\": 5}}'") from None
+        raise ConfigError(
+            f"--data is not JSON ({exc}); give a JSON document, e.g. '{{\"amount\": 5}}'"
+        ) from None
 
 
 @approvals_app.command("list")
 def list_approvals(
-    run_id: str | None = typer.Option(None, "--run", "-r", help="Only this run's approvals.", metavar="RUN_ID"),
+    run_id: str | None = typer.Option(
+        None, "--run", "-r", help="Only this run's approvals.", metavar="RUN_ID"
+    ),
     status: str = typer.Option(
         "pending",
         "--status",
@@ -72,11 +73,10 @@ def list_approvals(
     limit: int = typer.Option(100, "--limit", "-n", min=1, help="At most this many.", metavar="N"),
     as_json: bool = _JSON,
 ) -> None:
-    """Approvals, the oldest first: pending ones unless --status says otherwise."""
-    if status not in STATUSES:
-        raise ConfigError(f"--status {status}: give one of {', '.join(STATUSES)}")
+    """Approvals, the newest first: pending ones unless --status says otherwise."""
+    chosen = status_filter(status)
     fleet = _fleet()
-    found = fleet.approvals(run=run_id, status=None if status == "all" else status, limit=limit)
+    found = fleet.approval_store.list(run_id, chosen, limit)
     if as_json:
         print_json([a.model_dump(mode="json") for a in found])
     elif not found:
@@ -85,8 +85,24 @@ def list_approvals(
         console.print(approvals_table(found))
 
 
+def full_id(fleet: Fleet, start: str) -> str:
+    """The id of the one approval whose id is or begins with ``start``; ``ApprovalNotFound``
+    when none does, ``ConfigError`` naming them when several do."""
+    store = fleet.approval_store
+    if store.find(start) is not None:
+        return start
+    found = [a.id for a in store.list(None, None, None) if a.id.startswith(start)]
+    if len(found) > 1:
+        shown = ", ".join(found[:5]) + (" ..." if len(found) > 5 else "")
+        raise ConfigError(f"{start} is the start of several approvals ({shown}); give more of the id")
+    if not found:
+        raise ApprovalNotFound(f"no approval {start}: see `agentfleet approvals list --status all`")
+    return found[0]
+
+
 def _decide(approval_id: str, *, approved: bool, by: str | None, comment: str | None, data: Any) -> None:
     fleet = _fleet()
+    approval_id = full_id(fleet, approval_id)
     try:
         if approved:
             decided = fleet.approve(approval_id, by=_who(by), comment=comment, data=data)

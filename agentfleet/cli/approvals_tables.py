@@ -54,7 +54,7 @@ def approvals_table(approvals: Iterable[Approval]) -> Table:
         details = json.dumps(a.details, ensure_ascii=False, default=str) if a.details else ""
         table.add_row(
             a.id,
-            shown(a.name),
+            shown(a.label),
             shown(f"{a.run_id} #{a.index}"),
             shown(shorten(details, 200)),
             format_age(max(0.0, now - a.created_at)),
@@ -74,7 +74,8 @@ def decided_line(approval: Approval) -> Text:
     """``approved a1b2 (deploy) by alice at ...``: the decision just made."""
     decision = approval.decision
     at = when(decision.decided_at) if decision else "-"
-    return Text(visible(f"{_what(approval)} {approval.id} ({approval.name}) at {at}"))
+    by = f" by {decision.by}" if decision and decision.by else ""
+    return Text(visible(f"{_what(approval)} {approval.id} ({approval.label}){by} at {at}"))
 
 
 def standing_line(approval: Approval) -> Text:
@@ -86,7 +87,7 @@ def standing_line(approval: Approval) -> Text:
     comment = f' ("{decision.comment}")' if decision.comment else ""
     return Text(
         visible(
-            f"error: approval {approval.id} ({approval.name}) was already {_what(approval)}{by} "
+            f"error: approval {approval.id} ({approval.label}) was already {_what(approval)}{by} "
             f"at {when(decision.decided_at)}{comment}; the first decision stands"
         )
     )

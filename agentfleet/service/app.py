@@ -58,6 +58,7 @@ from agentfleet.orchestration import Fleet
 from agentfleet.redis_client import broker_client, state_client
 from agentfleet.registry import WorkerRecord, WorkerRegistry
 from agentfleet.runs import RunStore
+from agentfleet.service.approval_routes import approval_routes
 from agentfleet.service.collectors import DEFAULT_COLLECTORS, Collected, Collector, collect
 from agentfleet.service.console import create_console
 from agentfleet.service.guard import AuthGuard, mark_authenticated
@@ -265,6 +266,7 @@ def create_app(settings: Settings, *, collectors: Sequence[Collector] = DEFAULT_
             Route("/runs", start_run, methods=["POST"]),
             Route("/runs", list_runs, methods=["GET"]),
             Route("/runs/{run_id}", show_run, methods=["GET"]),
+            *approval_routes(settings, state.fleet),
             Mount("/console", app=create_console(settings, state.fleet, trouble=watch.now)),
         ],
         lifespan=lifespan,

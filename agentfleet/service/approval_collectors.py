@@ -10,22 +10,25 @@
 
 from __future__ import annotations
 
-from agentfleet.approvals.notify import CREATED_FIELD, DECIDED_FIELDS
+from agentfleet.approvals.notify import CREATED_FIELD
 from agentfleet.keys import ApprovalKeys, RunKeys
 from agentfleet.service.samples import Sample, Sources
 
-__all__ = ["collect_approvals"]
+__all__ = ["DECISIONS", "collect_approvals"]
+
+DECISIONS = ("approved", "rejected", "timed_out", "cancelled")
 
 
 def collect_approvals(sources: Sources) -> list[Sample]:
     """The pending pauses now, and the counts of pauses made and decided."""
     prefix = sources.settings.key_prefix
     client = sources.store.client
+    keys = ApprovalKeys(prefix)
     pipe = client.pipeline(transaction=False)
-    pipe.zcard(ApprovalKeys(prefix).pending)
-    pipe.hmget(RunKeys(prefix).stats, [CREATED_FIELD, *DECIDED_FIELDS.values()])
-    pending, counts = pipe.execute()
-    created, *decided = (int(n or 0) for n in counts)
+    pipe.zcard(keys.pending)
+    pipe.hget(RunKeys(prefix).stats, CREATED_FIELD)
+    pipe.hmget(keys.counts, list(DECISIONS))
+    pending, created, counts = pipe.execute()
     samples = [
         Sample(
             "agentfleet_approvals_pending",
@@ -34,7 +37,7 @@ def collect_approvals(sources: Sources) -> list[Sample]:
         ),
         Sample(
             "agentfleet_approvals_created_total",
-            created,
+            int(created or 0),
             kind="counter",
             help="Pauses (approvals and event waits) made since the first run.",
         ),
@@ -42,11 +45,11 @@ def collect_approvals(sources: Sources) -> list[Sample]:
     samples += [
         Sample(
             "agentfleet_approval_decisions_total",
-            n,
+            int(n or 0),
             {"decision": decision},
             kind="counter",
             help="Pauses decided since the first run: approved, rejected, timed out or cancelled.",
         )
-        for decision, n in zip(DECIDED_FIELDS, decided, strict=True)
+        for decision, n in zip(DECISIONS, counts, strict=True)
     ]
     return samples

@@ -70,7 +70,7 @@ def link_routes(settings: Settings, fleet: Fleet) -> list[BaseRoute]:
 
     def look(approval_id: str) -> Approval | None:
         try:
-            return fleet.approval(approval_id)
+            return fleet.approval_store.get(approval_id)
         except ApprovalNotFound:
             return None
 

@@ -36,17 +36,23 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from agentfleet.approvals.filters import status_filter
 from agentfleet.approvals.model import Approval
 from agentfleet.config import Settings
-from agentfleet.errors import ApprovalAlreadyDecided, ApprovalExpired, ApprovalNotFound, InvalidInput
+from agentfleet.errors import (
+    ApprovalAlreadyDecided,
+    ApprovalExpired,
+    ApprovalNotFound,
+    ConfigError,
+    InvalidInput,
+)
 from agentfleet.orchestration import Fleet
 from agentfleet.service.approval_link_pages import link_routes
 from agentfleet.service.guard import mark_authenticated
 from agentfleet.service.request_body import read_json_body
 
-__all__ = ["STATUSES", "approval_json", "approval_routes"]
+__all__ = ["approval_json", "approval_routes"]
 
-STATUSES = ("pending", "approved", "rejected", "timed_out", "cancelled", "all")
 # The longest ``by`` or ``comment`` a caller may record, in characters.
 MAX_TEXT = 2000
 
@@ -98,7 +104,12 @@ def _decision(document: Any) -> tuple[bool, str, str | None, Any]:
         raise ValueError(f"unknown field(s) {', '.join(unknown)}; known: approved, by, comment, data")
     if not document["approved"] and document.get("data") is not None:
         raise ValueError("data goes with an approval only; a rejection carries a comment")
-    return document["approved"], _text(document, "by") or "service", _text(document, "comment"), document.get("data")
+    return (
+        document["approved"],
+        _text(document, "by") or "service",
+        _text(document, "comment"),
+        document.get("data"),
+    )
 
 
 def decide(
@@ -118,16 +129,19 @@ def approval_routes(settings: Settings, fleet: Fleet) -> list[BaseRoute]:
         if refused is not None:
             return refused
         params = request.query_params
-        status = params.get("status", "pending")
         raw = params.get("limit", "100")
-        if status not in STATUSES:
-            return _error(f"status must be one of {', '.join(STATUSES)}", 422)
+        try:
+            status = status_filter(params.get("status", "pending"))
+        except ConfigError as exc:
+            return _error(str(exc), 422)
         if not raw.isdigit() or not 1 <= int(raw) <= 1000:
             return _error("limit must be a whole number from 1 to 1000", 422)
         try:
             found = await run_in_threadpool(
-                fleet.approvals, run=params.get("run") or None, status=None if status == "all" else status,
-                limit=int(raw),
+                fleet.approval_store.list,
+                params.get("run") or None,
+                status,
+                int(raw),
             )
         except (redis.RedisError, OSError) as exc:
             return _error(f"Redis does not answer: {exc}", 503)
@@ -139,7 +153,7 @@ def approval_routes(settings: Settings, fleet: Fleet) -> list[BaseRoute]:
             return refused
         approval_id = request.path_params["approval_id"]
         try:
-            found = await run_in_threadpool(fleet.approval, approval_id)
+            found = await run_in_threadpool(fleet.approval_store.get, approval_id)
         except ApprovalNotFound as exc:
             return _error(str(exc), 404)
         except (redis.RedisError, OSError) as exc:

@@ -16,14 +16,14 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
+from agentfleet.approvals.filters import status_filter
 from agentfleet.approvals.model import Approval
-from agentfleet.errors import ApprovalAlreadyDecided, ApprovalExpired, ApprovalNotFound, ConfigError
+from agentfleet.errors import ApprovalAlreadyDecided, ApprovalExpired, ApprovalNotFound
 from agentfleet.orchestration import Fleet
 from agentfleet.service.mcp_scope import McpScope
 
 __all__ = ["ApprovalTools", "register_approval_tools"]
 
-STATUSES = ("pending", "approved", "rejected", "timed_out", "cancelled", "all")
 MAX_LISTED = 500
 # Who an MCP client's decision is recorded as.
 MCP_DECIDER = "mcp"
@@ -46,16 +46,14 @@ class ApprovalTools:
         missing = ApprovalNotFound(f"no approval {approval_id}")
         if not approval_id.replace("_", "").isalnum():
             raise missing
-        found = self.fleet.approval(approval_id)
+        found = self.fleet.approval_store.get(approval_id)
         if not self.scope.task_allowed(found.task_name):
             raise missing
         return found
 
     def list(self, status: str = "pending", run_id: str | None = None, limit: int = 100) -> dict[str, Any]:
-        if status not in STATUSES:
-            raise ConfigError(f"status must be one of {', '.join(STATUSES)}")
-        found = self.fleet.approvals(
-            run=run_id or None, status=None if status == "all" else status, limit=max(1, min(limit, MAX_LISTED))
+        found = self.fleet.approval_store.list(
+            run_id or None, status_filter(status), max(1, min(limit, MAX_LISTED))
         )
         return {"approvals": [self._shown(a) for a in found if self.scope.task_allowed(a.task_name)]}
 
@@ -77,7 +75,9 @@ def register_approval_tools(server: Any, tools: ApprovalTools, told: Any) -> Non
     """Add ``list_approvals`` and ``decide_approval`` to ``server``; ``told`` is the context
     manager that hands our errors to the client with their message."""
 
-    @server.tool(description="Decisions items wait for (pending by default): what is asked, the run, the age.")
+    @server.tool(
+        description="Decisions items wait for (pending by default): what is asked, the run, the age."
+    )
     def list_approvals(
         status: Annotated[
             str, Field(description="pending, approved, rejected, timed_out, cancelled or all")

@@ -77,6 +77,8 @@ def ask(ctx: TaskContext, tool: Tool, tool_use_id: str, arguments: dict[str, Any
         return Gate(arguments)
     problem = _schema_problem(tool, decision.data)
     if problem is not None:
-        return Gate(arguments, f"The call to {tool.name} was approved{who} with edits, but {problem}; it did not run")
+        return Gate(
+            arguments, f"The call to {tool.name} was approved{who} with edits, but {problem}; it did not run"
+        )
     ctx.log.info("tool %s runs with the arguments edited at its approval", tool.name)
     return Gate(dict(decision.data))

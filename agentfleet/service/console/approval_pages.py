@@ -29,11 +29,11 @@ _DECIDED = ("approved", "rejected", "timed_out", "cancelled")
 
 
 def approvals_page(console: Console, request: Request, session: Session | None) -> Response:
-    fleet = console.data.fleet
     run = request.query_params.get("run", "").strip() or None
-    pending = fleet.approvals(run=run, status="pending", limit=PAGE)
+    store = console.data.fleet.approval_store
+    pending = sorted(store.list(run, "pending", PAGE), key=lambda a: a.created_at)
     decided = sorted(
-        (a for a in fleet.approvals(run=run, status=None, limit=PAGE) if a.status in _DECIDED),
+        (a for a in store.list(run, None, PAGE) if a.status in _DECIDED),
         key=lambda a: a.decision.decided_at if a.decision else a.created_at,
         reverse=True,
     )[:50]
@@ -68,8 +68,6 @@ def decide(console: Console, request: Request, session: Session, form: Form) -> 
     except ApprovalNotFound:
         return console.problem(request, session, f"No approval {approval_id}: it may have expired.", 404)
     except (ApprovalAlreadyDecided, ApprovalExpired) as exc:
-        return console.page(
-            request, "approval.html", session, 409, approval=exc.approval, notice=str(exc)
-        )
+        return console.page(request, "approval.html", session, 409, approval=exc.approval, notice=str(exc))
     base = request.scope.get("root_path", "")
     return RedirectResponse(f"{base}/approvals?notice={choice}d", status_code=303)

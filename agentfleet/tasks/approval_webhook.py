@@ -71,7 +71,9 @@ def approval_message(settings: Settings, approval: Approval) -> dict[str, Any]:
     }
 
 
-def post_approval(settings: Settings, approval: Approval, *, client: httpx.Client | None = None) -> WebhookResult:
+def post_approval(
+    settings: Settings, approval: Approval, *, client: httpx.Client | None = None
+) -> WebhookResult:
     """POST the message of ``approval`` to ``approvals.webhook_url`` now; never raises."""
     section = settings.approvals
     url = section.webhook_url
@@ -96,7 +98,10 @@ def post_approval(settings: Settings, approval: Approval, *, client: httpx.Clien
             http.close()
     if not result.ok:
         log.error(
-            "the approval webhook failed for %s after %d attempts: %s", approval.id, result.attempts, result.error
+            "the approval webhook failed for %s after %d attempts: %s",
+            approval.id,
+            result.attempts,
+            result.error,
         )
     return result
 
