@@ -41,22 +41,20 @@ def _verdict(approval: Approval) -> str:
 
 
 def approvals_table(approvals: Iterable[Approval]) -> Table:
-    """One approval a row: id, name, run and item, details, age, expiry or decision."""
+    """One approval a row: its id; what is asked, for which run and item, with the details;
+    its age; when it expires (pending) or who decided (decided). Fits 80 columns."""
     now = time.time()
     table = compact_table("approvals")
     table.add_column("id", no_wrap=True)
-    table.add_column("name", overflow="fold", max_width=20)
-    table.add_column("run #item", overflow="fold", max_width=18)
-    table.add_column("details", overflow="fold", ratio=1)
+    table.add_column("what (run #item; details)", overflow="fold", ratio=1)
     table.add_column("age", justify="right", no_wrap=True)
-    table.add_column("expires / status", overflow="fold", max_width=18)
+    table.add_column("expires / status", overflow="fold", max_width=14)
     for a in approvals:
         details = json.dumps(a.details, ensure_ascii=False, default=str) if a.details else ""
+        what = f"{a.label}\nrun {a.run_id} #{a.index}" + (f"\n{shorten(details, 200)}" if details else "")
         table.add_row(
             a.id,
-            shown(a.label),
-            shown(f"{a.run_id} #{a.index}"),
-            shown(shorten(details, 200)),
+            shown(what),
             format_age(max(0.0, now - a.created_at)),
             shown(_expiry(a, now) if a.status == "pending" else _verdict(a)),
         )
