@@ -14,8 +14,10 @@ import pytest
 from approval_support import pending
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from ops_support import BIN
+from typer.testing import CliRunner, Result
 
 from agentfleet.approvals import ApprovalStore
+from agentfleet.cli.app import app
 from agentfleet.config import Settings, load_settings
 
 pytestmark = pytest.mark.slow
@@ -47,6 +49,11 @@ def _cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def _in_process(env: dict[str, str], *args: str) -> Result:
+    """The command run in this process (faster than the binary; user errors need the binary)."""
+    return CliRunner().invoke(app, ["approvals", *args], env=env, terminal_width=80)
+
+
 # The command line -----------------------------------------------------------------------------
 
 
@@ -54,12 +61,12 @@ def test_list_shows_pending_approvals_as_a_table_and_as_json(
     env: dict[str, str], store: ApprovalStore, settings: Settings
 ) -> None:
     asked = pending(store, settings, name="rotate the keys", details={"env": "prod"})
-    table = _cli(env, "list")
-    assert table.returncode == 0 and asked.id in table.stdout and "rotate the keys" in table.stdout
+    table = _in_process(env, "list")
+    assert table.exit_code == 0 and asked.id in table.stdout and "rotate the keys" in table.stdout
     assert all(len(line) <= 80 for line in table.stdout.splitlines())
-    listed = json.loads(_cli(env, "list", "--json", "--run", asked.run_id).stdout)
+    listed = json.loads(_in_process(env, "list", "--json", "--run", asked.run_id).stdout)
     assert [a["id"] for a in listed] == [asked.id] and listed[0]["details"] == {"env": "prod"}
-    assert json.loads(_cli(env, "list", "--json", "--status", "approved").stdout) == []
+    assert json.loads(_in_process(env, "list", "--json", "--status", "approved").stdout) == []
     wrong = _cli(env, "list", "--status", "maybe")
     assert wrong.returncode == 2 and "pending" in wrong.stderr and "Traceback" not in wrong.stderr
 
@@ -68,14 +75,14 @@ def test_approve_by_id_prefix_with_data_then_a_second_decision_exits_1_saying_wh
     env: dict[str, str], store: ApprovalStore, settings: Settings
 ) -> None:
     asked = pending(store, settings)
-    done = _cli(env, "approve", asked.id[:12], "--comment", "go", "--data", '{"replicas": 2}', "--by", "erin")
-    assert done.returncode == 0, done.stderr
+    done = _in_process(env, "approve", asked.id[:12], "-m", "go", "--data", '{"replicas": 2}', "--by", "erin")
+    assert done.exit_code == 0, done.output
     assert "approved" in done.stdout and "erin" in done.stdout
     decision = store.get(asked.id).decision
     assert decision is not None and decision.approved and decision.by == "erin"
     assert decision.data == {"replicas": 2} and decision.comment == "go"
-    again = _cli(env, "reject", asked.id, "--comment", "no")
-    assert again.returncode == 1
+    again = _in_process(env, "reject", asked.id, "--comment", "no")
+    assert again.exit_code == 1
     assert "already approved by erin" in again.stderr and "first decision stands" in again.stderr
     assert store.get(asked.id).decision == decision
 
@@ -96,8 +103,8 @@ def test_a_decision_after_the_timeout_is_refused_with_exit_1(
 ) -> None:
     asked = pending(store, settings, timeout_s=0.2)
     anyio.run(anyio.sleep, 0.6)
-    late = _cli(env, "approve", asked.id)
-    assert late.returncode == 1 and "timed out" in late.stderr
+    late = _in_process(env, "approve", asked.id)
+    assert late.exit_code == 1 and "timed out" in late.stderr
     assert store.get(asked.id).status == "timed_out"
 
 
