@@ -112,7 +112,9 @@ class RunSummary(BaseModel):
     ``compensations_failed`` count them. ``steps`` counts, for a dependency graph, each step's
     items by status (``succeeded``, ``failed``, ``skipped``). ``aggregate`` is, for a run with
     one, ``waiting`` until it is stored, then ``succeeded`` or ``failed`` (with
-    ``aggregate_error`` saying why); empty for a run without.
+    ``aggregate_error`` saying why); empty for a run without. ``waiting_approval`` counts the
+    items parked for a decision (``ctx.approval``, ``ctx.wait_for_event``) when the summary
+    was taken through ``Run``; their task ids are in ``waiting_approval_ids``.
     """
 
     run_id: str
@@ -135,6 +137,8 @@ class RunSummary(BaseModel):
     created_at: float = 0.0
     ended_at: float | None = None
     timed_out_ids: list[str] = Field(default_factory=list)
+    waiting_approval: int = 0
+    waiting_approval_ids: list[str] = Field(default_factory=list)
     tenant: str | None = None
     compensation: str = ""
     compensated: int = 0

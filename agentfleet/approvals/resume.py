@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
     from agentfleet.approvals.store import ApprovalStore
 
-__all__ = ["send_again"]
+__all__ = ["send_again", "sweep"]
 
 log = logging.getLogger("agentfleet.approvals")
 
@@ -42,3 +42,11 @@ def send_again(store: ApprovalStore, app: Celery, ids: Iterable[str]) -> int:
             sent += 1
         store.mark_sent(approval_id)
     return sent
+
+
+def sweep(store: ApprovalStore, app: Celery, now: float, grace_s: float) -> int:
+    """What the reconciler does for pauses each pass: let the timeout decide those past it,
+    and send again the items of pauses decided at least ``grace_s`` seconds before ``now``
+    (Unix s) that their decider left unsent (it died, or had no app). Returns items sent."""
+    sent = send_again(store, app, store.time_out_due())
+    return sent + send_again(store, app, store.outbox(now - grace_s))

@@ -27,6 +27,7 @@ from agentfleet.approvals.model import Approval, ApprovalStatus, Decision
 from agentfleet.errors import ApprovalAlreadyDecided, ApprovalError, ApprovalExpired, ApprovalNotFound
 from agentfleet.keys import ApprovalKeys
 from agentfleet.lua import ScriptSet
+from agentfleet.outages import repeatable
 from agentfleet.redis_client import state_client
 
 if TYPE_CHECKING:
@@ -120,6 +121,7 @@ class ApprovalStore:
 
     # Pausing (the worker) --------------------------------------------------------------------
 
+    @repeatable
     def create(self, approval: Approval, message: dict[str, Any], *, timeout_s: float | None = None) -> bool:
         """Record ``approval`` pending with its item's ``message`` (a Celery signature as a
         dict, sent again once decided), expiring ``timeout_s`` seconds from now (Redis time;
@@ -134,6 +136,7 @@ class ApprovalStore:
             approval.on_timeout,
             _json(message, "the item's message"),
             self.keep_s,
+            approval.index,
         )
         return bool(made)
 
@@ -179,6 +182,23 @@ class ApprovalStore:
         """How many of run ``run_id``'s items wait for a decision now."""
         return sum(1 for a in self.list(run_id, "pending", None))
 
+    def parked_indices(self, run_id: str) -> set[int]:
+        """The indices of run ``run_id``'s items parked now: their pause pending, or decided
+        with the item not yet sent again."""
+        ids = list(self.client.smembers(self.keys.run(run_id)))
+        if not ids:
+            return set()
+        with self.client.pipeline(transaction=False) as pipe:
+            for approval_id in ids:
+                pipe.hmget(self.keys.record(approval_id), ("status", "idx"))
+            pipe.zmscore(self.keys.outbox, ids)
+            *rows, unsent = pipe.execute()
+        return {
+            int(idx)
+            for (status, idx), score in zip(rows, unsent, strict=True)
+            if idx is not None and (status == "pending" or score is not None)
+        }
+
     def message(self, approval_id: str) -> dict[str, Any] | None:
         """The message that sends the item of pause ``approval_id`` again, or None."""
         raw = self.client.hget(self.keys.record(approval_id), "msg")
@@ -214,6 +234,8 @@ class ApprovalStore:
         if verdict == "expired":
             self.send_decided([approval_id])
         standing = self.get(approval_id)
+        if verdict == "decided" and standing.status == "timed_out":
+            raise ApprovalExpired(f"approval {approval_id} timed out before this decision", standing)
         if verdict == "decided":
             raise ApprovalAlreadyDecided(f"approval {approval_id} was already {standing.status}", standing)
         if verdict == "expired":

@@ -6,6 +6,7 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from agentfleet.approvals import Approval, ApprovalStore
 from agentfleet.errors import RunError
 from agentfleet.models import RunSummary, TaskOutcome
 from agentfleet.protocol.messages import request_compensation
@@ -139,7 +140,11 @@ class Run:
         declare a compensation, as ``compensate()`` does.
         """
         self._store.cancel(self.id)
-        done = self._store.done_indices(self.id)
+        # Parked items are sent again to end cancelled through their delivery: not revoked.
+        approvals = self._approvals()
+        parked = approvals.parked_indices(self.id)
+        approvals.cancel_run(self.id)
+        done = self._store.done_indices(self.id) | parked
         pending = [item[0] for idx, item in self._store.items(self.id).items() if idx not in done]
         if pending:
             self._app.control.revoke(pending)
@@ -170,7 +175,9 @@ class Run:
                 return found["value"]
             block = _block_ms(deadline)
             if block == 0:
-                raise RunError(f"the aggregate of run {self.id} was not ready in {timeout_s} s")
+                raise RunError(
+                    f"the aggregate of run {self.id} was not ready in {timeout_s} s{self._waiting_note()}"
+                )
             batch = self._store.events(self.id, last, block_ms=block, count=_READ_COUNT)
             for entry_id, _ in batch:
                 last = entry_id
@@ -190,4 +197,26 @@ class Run:
             if len(done) < self.total:
                 items = self._store.items(self.id)
                 timed_out = [items[i][0] for i in sorted(items) if i not in done]
-        return self._store.summary(self.id, timed_out_ids=timed_out)
+        summary = self._store.summary(self.id, timed_out_ids=timed_out)
+        waiting = self.waiting_approval()
+        if waiting:
+            ids = [a.task_id for a in waiting]
+            summary = summary.model_copy(update={"waiting_approval": len(ids), "waiting_approval_ids": ids})
+        return summary
+
+    def waiting_approval(self) -> list[Approval]:
+        """The run's pauses waiting for a decision now (its parked items), oldest first."""
+        return sorted(self._approvals().list(self.id, "pending", None), key=lambda a: a.created_at)
+
+    def _waiting_note(self) -> str:
+        """What a timeout says of the items waiting on a person ('' when none are)."""
+        waiting = self.waiting_approval()
+        if not waiting:
+            return ""
+        shown = ", ".join(f"item {a.index} ({a.label}, {a.id})" for a in waiting[:5])
+        more = f" and {len(waiting) - 5} more" if len(waiting) > 5 else ""
+        return f"; {len(waiting)} items wait for a decision: {shown}{more}"
+
+    def _approvals(self) -> ApprovalStore:
+        store = self._store
+        return ApprovalStore(store.client, prefix=store.prefix, keep_s=store.ttl_s, app=self._app)

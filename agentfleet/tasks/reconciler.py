@@ -41,6 +41,7 @@ from typing import Any
 from celery import Celery
 
 from agentfleet import tracing
+from agentfleet.approvals.resume import sweep
 from agentfleet.idempotency import stage_key
 from agentfleet.models import TaskOutcome
 from agentfleet.protocol.messages import item_signature, recorded_priority
@@ -112,6 +113,7 @@ class Reconciler:
             return report
         report.acted = True
         now = time.time() if now is None else now
+        sweep(self.rt.approvals, self.app, now, self.settings.delivery.reconcile_grace_s)
         candidates: list[Candidate] = []
         queues: set[str] = {self.settings.queues.fanin}
         for run_id in self.store.active_runs():

@@ -8,6 +8,7 @@ compensation is.
 from __future__ import annotations
 
 from agentfleet.tasks.features.aggregate import Aggregate
+from agentfleet.tasks.features.approval import Approvals
 from agentfleet.tasks.features.batch import Batch
 from agentfleet.tasks.features.compensation import Compensation
 from agentfleet.tasks.features.deferral import Deferral
@@ -20,6 +21,7 @@ from agentfleet.tasks.hooks import DeliveryFeature
 __all__ = ["FEATURES"]
 
 FEATURES: tuple[DeliveryFeature, ...] = (
+    Approvals(),
     Pipeline(),
     Graph(),
     Batch(),
