@@ -293,8 +293,7 @@ class ApprovalKeys:
         self.due = f"{self.root}:due"
         #: Sorted set: id -> decided_at of the pauses decided whose item is not yet sent again.
         self.outbox = f"{self.root}:outbox"
-        #: Hash: pauses ended since the first run, by how (approved, rejected, timed_out,
-        #: cancelled): the decisions counter of ``/metrics``.
+        #: Hash: pauses ended since the first run, by how (approved, rejected, ...).
         self.counts = f"{self.root}:counts"
 
     def record(self, approval_id: str) -> str:

@@ -73,7 +73,7 @@ def list_approvals(
     limit: int = typer.Option(100, "--limit", "-n", min=1, help="At most this many.", metavar="N"),
     as_json: bool = _JSON,
 ) -> None:
-    """Approvals, the newest first: pending ones unless --status says otherwise."""
+    """Approvals, newest first (the pending ones unless --status says)."""
     chosen = status_filter(status)
     fleet = _fleet()
     found = fleet.approval_store.list(run_id, chosen, limit)

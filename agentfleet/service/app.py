@@ -103,6 +103,14 @@ class ServiceState:
     def close(self) -> None:
         self.fleet.close()
 
+    @contextlib.asynccontextmanager
+    async def lifespan(self, _: Starlette) -> AsyncIterator[None]:
+        """The app's lifespan: closes the fleet when the server stops."""
+        try:
+            yield
+        finally:
+            self.close()
+
 
 def _unavailable(exc: Exception) -> JSONResponse:
     return JSONResponse({"status": "degraded", "reasons": [f"Redis does not answer: {exc}"]}, status_code=503)
@@ -252,13 +260,6 @@ def create_app(settings: Settings, *, collectors: Sequence[Collector] = DEFAULT_
             return _error(f"Redis does not answer: {exc}", 503)
         return JSONResponse(redactor.value(summary.model_dump(mode="json")))
 
-    @contextlib.asynccontextmanager
-    async def lifespan(_: Starlette) -> AsyncIterator[None]:
-        try:
-            yield
-        finally:
-            state.close()
-
     app = Starlette(
         routes=[
             Route("/health", health, methods=["GET"]),
@@ -269,7 +270,7 @@ def create_app(settings: Settings, *, collectors: Sequence[Collector] = DEFAULT_
             *approval_routes(settings, state.fleet),
             Mount("/console", app=create_console(settings, state.fleet, trouble=watch.now)),
         ],
-        lifespan=lifespan,
+        lifespan=state.lifespan,
         exception_handlers={HTTPException: _http_error, Exception: _unexpected},
         middleware=[
             Middleware(AuthGuard, throttle=AuthThrottle.from_settings(settings, state.fleet.store.client))

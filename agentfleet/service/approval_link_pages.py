@@ -49,52 +49,51 @@ async def _form(request: Request) -> dict[str, str]:
     return dict(parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True))
 
 
-def link_routes(settings: Settings, fleet: Fleet) -> list[BaseRoute]:
-    """The two routes of the signed link, deciding through ``fleet``."""
-    renderer = Renderer(settings)
+class _LinkPages:
+    """The link's handlers: the page, and the form's answer, deciding through ``fleet``."""
 
-    def page(request: Request, status_code: int, **context: Any) -> Response:
+    def __init__(self, settings: Settings, fleet: Fleet) -> None:
+        self.settings = settings
+        self.fleet = fleet
+        self.renderer = Renderer(settings)
+
+    def page(self, request: Request, status_code: int, **context: Any) -> Response:
         context.setdefault("error", "")
         context.setdefault("approval", None)
         context.setdefault("done", False)
         context.setdefault("notice", "")
-        return renderer.page(
-            request,
-            "approval_link.html",
-            status_code,
-            action=request.url.path,
-            expires=context.pop("expires", ""),
-            sig=context.pop("sig", ""),
-            **context,
+        context.setdefault("expires", "")
+        context.setdefault("sig", "")
+        return self.renderer.page(
+            request, "approval_link.html", status_code, action=request.url.path, **context
         )
 
-    def look(approval_id: str) -> Approval | None:
+    def look(self, approval_id: str) -> Approval | None:
         try:
-            return fleet.approval_store.get(approval_id)
+            return self.fleet.approval_store.get(approval_id)
         except ApprovalNotFound:
             return None
 
-    async def show(request: Request) -> Response:
+    async def show(self, request: Request) -> Response:
         approval_id = request.path_params["approval_id"]
         expires = request.query_params.get("expires", "")
         sig = request.query_params.get("sig", "")
-        problem = valid(settings, approval_id, expires, sig)
+        problem = valid(self.settings, approval_id, expires, sig)
         if problem is not None:
-            return page(request, 403, error=problem)
+            return self.page(request, 403, error=problem)
         try:
-            found = await run_in_threadpool(look, approval_id)
+            found = await run_in_threadpool(self.look, approval_id)
         except (redis.RedisError, OSError) as exc:
-            return page(request, 503, error=f"Redis does not answer: {exc}")
-        return page(request, 200 if found else 404, approval=found, expires=expires, sig=sig)
+            return self.page(request, 503, error=f"Redis does not answer: {exc}")
+        return self.page(request, 200 if found else 404, approval=found, expires=expires, sig=sig)
 
-    def decide(approval_id: str, form: dict[str, str]) -> tuple[int, Approval | None]:
-        approved = form.get("decision") == "approve"
+    def decide(self, approval_id: str, form: dict[str, str]) -> tuple[int, Approval | None]:
         by = form.get("by", "").strip()[:200] or "signed link"
         comment = form.get("comment", "").strip()[:_TEXT] or None
         try:
-            if approved:
-                return 200, fleet.approve(approval_id, by=by, comment=comment)
-            return 200, fleet.reject(approval_id, by=by, comment=comment)
+            if form.get("decision") == "approve":
+                return 200, self.fleet.approve(approval_id, by=by, comment=comment)
+            return 200, self.fleet.reject(approval_id, by=by, comment=comment)
         except ApprovalNotFound:
             return 404, None
         except ApprovalAlreadyDecided as exc:
@@ -102,24 +101,28 @@ def link_routes(settings: Settings, fleet: Fleet) -> list[BaseRoute]:
         except ApprovalExpired as exc:
             return 410, exc.approval
 
-    async def answer(request: Request) -> Response:
+    async def answer(self, request: Request) -> Response:
         approval_id = request.path_params["approval_id"]
         try:
             form = await _form(request)
         except ValueError as exc:
-            return page(request, 413, error=str(exc))
-        problem = valid(settings, approval_id, form.get("expires", ""), form.get("sig", ""))
+            return self.page(request, 413, error=str(exc))
+        problem = valid(self.settings, approval_id, form.get("expires", ""), form.get("sig", ""))
         if problem is not None:
-            return page(request, 403, error=problem)
+            return self.page(request, 403, error=problem)
         if form.get("decision") not in ("approve", "reject"):
-            return page(request, 422, error="choose Approve or Reject")
+            return self.page(request, 422, error="choose Approve or Reject")
         try:
-            status, decided = await run_in_threadpool(decide, approval_id, form)
+            status, decided = await run_in_threadpool(self.decide, approval_id, form)
         except (redis.RedisError, OSError) as exc:
-            return page(request, 503, error=f"Redis does not answer: {exc}")
-        return page(request, status, approval=decided, done=True, notice=_NOTICES.get(status, ""))
+            return self.page(request, 503, error=f"Redis does not answer: {exc}")
+        return self.page(request, status, approval=decided, done=True, notice=_NOTICES.get(status, ""))
 
+
+def link_routes(settings: Settings, fleet: Fleet) -> list[BaseRoute]:
+    """The two routes of the signed link, deciding through ``fleet``."""
+    pages = _LinkPages(settings, fleet)
     return [
-        Route("/approvals/{approval_id}/decide", show, methods=["GET"]),
-        Route("/approvals/{approval_id}/decide", answer, methods=["POST"]),
+        Route("/approvals/{approval_id}/decide", pages.show, methods=["GET"]),
+        Route("/approvals/{approval_id}/decide", pages.answer, methods=["POST"]),
     ]

@@ -121,11 +121,21 @@ def decide(
     return fleet.reject(approval_id, by=by, comment=comment)
 
 
-def approval_routes(settings: Settings, fleet: Fleet) -> list[BaseRoute]:
-    """The routes above, acting through ``fleet``."""
+class _ApprovalApi:
+    """The JSON routes' handlers, acting through ``fleet``."""
 
-    async def list_approvals(request: Request) -> Response:
-        refused = _refused(request, settings)
+    def __init__(self, settings: Settings, fleet: Fleet) -> None:
+        self.settings = settings
+        self.fleet = fleet
+
+    async def _body(self, request: Request) -> Any:
+        service = self.settings.service
+        return await read_json_body(
+            request, max_bytes=service.max_body_bytes, max_depth=service.max_json_depth
+        )
+
+    async def list(self, request: Request) -> Response:
+        refused = _refused(request, self.settings)
         if refused is not None:
             return refused
         params = request.query_params
@@ -138,38 +148,30 @@ def approval_routes(settings: Settings, fleet: Fleet) -> list[BaseRoute]:
             return _error("limit must be a whole number from 1 to 1000", 422)
         try:
             found = await run_in_threadpool(
-                fleet.approval_store.list,
-                params.get("run") or None,
-                status,
-                int(raw),
+                self.fleet.approval_store.list, params.get("run") or None, status, int(raw)
             )
         except (redis.RedisError, OSError) as exc:
             return _error(f"Redis does not answer: {exc}", 503)
-        return JSONResponse({"approvals": [approval_json(settings, a) for a in found]})
+        return JSONResponse({"approvals": [approval_json(self.settings, a) for a in found]})
 
-    async def show_approval(request: Request) -> Response:
-        refused = _refused(request, settings)
+    async def show(self, request: Request) -> Response:
+        refused = _refused(request, self.settings)
         if refused is not None:
             return refused
-        approval_id = request.path_params["approval_id"]
         try:
-            found = await run_in_threadpool(fleet.approval_store.get, approval_id)
+            found = await run_in_threadpool(self.fleet.approval_store.get, request.path_params["approval_id"])
         except ApprovalNotFound as exc:
             return _error(str(exc), 404)
         except (redis.RedisError, OSError) as exc:
             return _error(f"Redis does not answer: {exc}", 503)
-        return JSONResponse(approval_json(settings, found))
+        return JSONResponse(approval_json(self.settings, found))
 
-    async def decide_approval(request: Request) -> Response:
-        refused = _refused(request, settings)
+    async def decide(self, request: Request) -> Response:
+        refused = _refused(request, self.settings)
         if refused is not None:
             return refused
-        service = settings.service
         try:
-            document = await read_json_body(
-                request, max_bytes=service.max_body_bytes, max_depth=service.max_json_depth
-            )
-            approved, by, comment, data = _decision(document)
+            approved, by, comment, data = _decision(await self._body(request))
         except InvalidInput as exc:
             return _error(exc.message, exc.status_code or 422)
         except ValueError as exc:
@@ -177,43 +179,43 @@ def approval_routes(settings: Settings, fleet: Fleet) -> list[BaseRoute]:
         approval_id = request.path_params["approval_id"]
         try:
             decided = await run_in_threadpool(
-                decide, fleet, approval_id, approved=approved, by=by, comment=comment, data=data
+                decide, self.fleet, approval_id, approved=approved, by=by, comment=comment, data=data
             )
         except ApprovalNotFound as exc:
             return _error(str(exc), 404)
         except ApprovalAlreadyDecided as exc:
-            return _error(str(exc), 409, approval=approval_json(settings, exc.approval))
+            return _error(str(exc), 409, approval=approval_json(self.settings, exc.approval))
         except ApprovalExpired as exc:
-            return _error(str(exc), 410, approval=approval_json(settings, exc.approval))
+            return _error(str(exc), 410, approval=approval_json(self.settings, exc.approval))
         except (redis.RedisError, OSError) as exc:
             return _error(f"Redis does not answer: {exc}", 503)
-        return JSONResponse(approval_json(settings, decided))
+        return JSONResponse(approval_json(self.settings, decided))
 
-    async def send_event(request: Request) -> Response:
-        refused = _refused(request, settings)
+    async def send_event(self, request: Request) -> Response:
+        refused = _refused(request, self.settings)
         if refused is not None:
             return refused
-        service = settings.service
         try:
-            document = await read_json_body(
-                request, max_bytes=service.max_body_bytes, max_depth=service.max_json_depth
-            )
+            document = await self._body(request)
         except InvalidInput as exc:
             return _error(exc.message, exc.status_code or 422)
         if document is not None and (not isinstance(document, dict) or set(document) - {"data"}):
             return _error('send {"data": ...} (or no body)', 422)
         key = request.path_params["key"]
-        data = (document or {}).get("data")
         try:
-            completed = await run_in_threadpool(fleet.send_event, key, data)
+            completed = await run_in_threadpool(self.fleet.send_event, key, (document or {}).get("data"))
         except (redis.RedisError, OSError) as exc:
             return _error(f"Redis does not answer: {exc}", 503)
         return JSONResponse({"key": key, "completed": completed})
 
+
+def approval_routes(settings: Settings, fleet: Fleet) -> list[BaseRoute]:
+    """The routes above, acting through ``fleet``."""
+    api = _ApprovalApi(settings, fleet)
     return [
-        Route("/approvals", list_approvals, methods=["GET"]),
+        Route("/approvals", api.list, methods=["GET"]),
         *link_routes(settings, fleet),
-        Route("/approvals/{approval_id}", show_approval, methods=["GET"]),
-        Route("/approvals/{approval_id}", decide_approval, methods=["POST"]),
-        Route("/events/{key:path}", send_event, methods=["POST"]),
+        Route("/approvals/{approval_id}", api.show, methods=["GET"]),
+        Route("/approvals/{approval_id}", api.decide, methods=["POST"]),
+        Route("/events/{key:path}", api.send_event, methods=["POST"]),
     ]
