@@ -75,8 +75,10 @@ def _start(fleet: Fleet, directive: str) -> tuple[Run, str]:
 def _parked(fleet: Fleet, run: Run, n: int = 1) -> Approval:
     """The ``n``-th approval of ``run``, once it is pending."""
     wait_until(
-        lambda: len(fleet.approvals(run=run.id, status=None)) >= n
-        and fleet.approvals(run=run.id, status="pending"),
+        lambda: (
+            len(fleet.approvals(run=run.id, status=None)) >= n
+            and fleet.approvals(run=run.id, status="pending")
+        ),
         90,
         f"approval {n} of the agent",
     )
@@ -120,7 +122,9 @@ def test_the_agent_waits_for_approval_before_the_tool_and_resumes_at_that_call(
     assert valid(settings, asked.id, query["expires"], query["sig"]) is None
 
 
-def test_approved_with_edited_arguments_the_tool_runs_with_the_edit(fleet: Fleet, far: ScriptedServer) -> None:
+def test_approved_with_edited_arguments_the_tool_runs_with_the_edit(
+    fleet: Fleet, far: ScriptedServer
+) -> None:
     run, _ = _start(fleet, 'CALL deploy {"version": "v2"}')
     fleet.approve(_parked(fleet, run).id, by="bob", data={"version": "v2.1"})
     _result(run)

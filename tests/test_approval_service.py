@@ -67,10 +67,15 @@ def http(service: Served) -> Iterator[httpx.Client]:
 def test_the_api_needs_the_service_token(http: httpx.Client) -> None:
     assert http.get("/approvals").status_code == 401
     assert http.post("/approvals/ap_x", json={"approved": True}).status_code == 401
-    assert http.post("/events/ci", json={"data": 1}, headers={"Authorization": "Bearer wrong"}).status_code == 401
+    assert (
+        http.post("/events/ci", json={"data": 1}, headers={"Authorization": "Bearer wrong"}).status_code
+        == 401
+    )
 
 
-def test_listing_filters_by_run_and_status(http: httpx.Client, store: ApprovalStore, settings: Settings) -> None:
+def test_listing_filters_by_run_and_status(
+    http: httpx.Client, store: ApprovalStore, settings: Settings
+) -> None:
     mine = pending(store, settings, name="ship it", details={"version": "1.2"})
     other = pending(store, settings, name="other run")
     listed = http.get("/approvals", params={"run": mine.run_id}, headers=AUTH).json()["approvals"]
@@ -160,7 +165,9 @@ def test_the_link_shows_a_form_decides_once_and_then_says_who_decided(
     assert decision.comment == "not today"
 
 
-def test_a_changed_or_expired_link_is_refused(http: httpx.Client, store: ApprovalStore, settings: Settings) -> None:
+def test_a_changed_or_expired_link_is_refused(
+    http: httpx.Client, store: ApprovalStore, settings: Settings
+) -> None:
     asked = pending(store, settings)
     link = link_for(settings, asked)
     assert link is not None
