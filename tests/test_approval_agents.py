@@ -94,7 +94,7 @@ def _result(run: Run) -> dict[str, Any]:
     summary = run.wait(timeout_s=90)
     assert summary.succeeded == 1, summary
     (outcome,) = run.outcomes()
-    return outcome.result  # type: ignore[no-any-return]
+    return outcome.result
 
 
 def test_the_agent_waits_for_approval_before_the_tool_and_resumes_at_that_call(
