@@ -14,10 +14,9 @@
     ├── Deferred                not a failure: run again after ``wait_s`` (limits, open circuit)
     ├── ClaimLost               not a failure: this execution no longer holds its item's claim
     ├── Parked                  not a failure: the item waits for a decision, holding no slot
-    ├── ApprovalError           deciding a pause went wrong
-    │   ├── ApprovalNotFound    no approval has that id (or it expired from the store)
-    │   ├── ApprovalAlreadyDecided  decided before: the first decision stands (``approval``)
-    │   └── ApprovalExpired     its timeout passed: the timeout decided (``approval``)
+    ├── ApprovalError           deciding a pause went wrong: ``ApprovalNotFound``,
+    │                           ``ApprovalAlreadyDecided`` (the first decision stands),
+    │                           ``ApprovalExpired`` (the timeout decided first)
     ├── RetryableError          a later attempt may succeed
     │   ├── RateLimited         429 from a downstream, or a limiter said no (``retry_after_s``)
     │   ├── Overloaded          529 from an LLM provider
@@ -49,10 +48,11 @@ timeouts, broken connections): only those count towards its circuit breaker.
 
 from __future__ import annotations
 
-import email.utils
-import time
 from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
+
+from agentfleet import responses
+from agentfleet.responses import parse_retry_after, retry_after_from_headers
 
 __all__ = [
     "AgentfleetError",
@@ -216,53 +216,43 @@ class ClaimLost(AgentfleetError):
 
 
 class Parked(AgentfleetError):
-    """Not a failure: the body reached ``ctx.approval`` or ``ctx.wait_for_event`` and no
-    decision is there yet. The delivery parks the item (``tasks/features/approval.py``): its
-    message is acknowledged and kept with the pause, its slot freed, no retry used; a decision
-    sends it again. ``approval`` is the pause (an ``agentfleet.approvals.Approval``) still to
-    be recorded, expiring in ``timeout_s`` seconds, or ``None`` when it is recorded already."""
+    """Not a failure: the body reached ``ctx.approval`` / ``ctx.wait_for_event`` with no decision
+    yet; the item is parked (``tasks/features/approval.py``). ``approval``: the pause to record,
+    expiring in ``timeout_s`` s (None when it is recorded already)."""
 
     category = "parked"
 
     def __init__(self, approval_id: str, approval: Any = None, *, timeout_s: float | None = None) -> None:
         super().__init__(f"waiting for a decision on {approval_id}")
-        self.approval_id = approval_id
-        self.approval = approval
-        self.timeout_s = timeout_s
+        self.approval_id, self.approval, self.timeout_s = approval_id, approval, timeout_s
 
 
 class ApprovalError(AgentfleetError):
-    """Deciding a pause (an approval or an event wait) went wrong."""
+    """Deciding a pause went wrong. ``approval``: the approval as it stands, when there is one."""
 
     category = "approval"
 
+    def __init__(self, message: str, approval: Any = None) -> None:
+        super().__init__(message)
+        self.approval = approval
+
 
 class ApprovalNotFound(ApprovalError):
-    """No approval has the id asked for (never made, or decided long ago and expired)."""
+    """No approval has that id (never made, or decided long ago and expired)."""
 
     category = "approval_not_found"
 
 
 class ApprovalAlreadyDecided(ApprovalError):
-    """The approval was decided before: the first decision stands. ``approval`` is the
-    approval as it stands (with its decision); the service answers 409 with it."""
+    """Decided before: the first decision stands (``approval``; the service answers 409)."""
 
     category = "approval_decided"
 
-    def __init__(self, message: str, approval: Any = None) -> None:
-        super().__init__(message)
-        self.approval = approval
-
 
 class ApprovalExpired(ApprovalError):
-    """The approval's timeout passed before this decision: the timeout decided (as the call's
-    ``on_timeout`` says) and that decision stands. ``approval`` is the approval as it stands."""
+    """Its timeout passed first: the timeout decided, and that stands (``approval``)."""
 
     category = "approval_expired"
-
-    def __init__(self, message: str, approval: Any = None) -> None:
-        super().__init__(message)
-        self.approval = approval
 
 
 class RetryableError(AgentfleetError):
@@ -430,36 +420,6 @@ _SPEND_LIMIT_MARKERS = (
 )
 
 
-def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:
-    """Seconds to wait from a ``retry-after`` header: delta-seconds or an HTTP date, else None."""
-    if not value:
-        return None
-    value = value.strip()
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - (time.time() if now is None else now))
-
-
-def retry_after_from_headers(headers: Mapping[str, str] | None) -> float | None:
-    """Seconds to wait from response headers: ``retry-after-ms``, else ``retry-after``, else None."""
-    if not headers:
-        return None
-    lowered = {str(k).lower(): str(v) for k, v in headers.items()}
-    ms = lowered.get("retry-after-ms")
-    if ms:
-        try:
-            return max(0.0, float(ms) / 1000.0)
-        except ValueError:
-            pass
-    return parse_retry_after(lowered.get("retry-after"))
-
-
 def error_for_status(
     status: int,
     *,
@@ -491,31 +451,6 @@ def error_for_status(
     if status in _RETRYABLE_STATUS or status >= 500:
         return DownstreamError(text, retry_after_s=retry_after, **kw)
     return BadRequest(text, **kw)
-
-
-def _mro_names(exc: BaseException) -> set[str]:
-    return {cls.__name__ for cls in type(exc).__mro__}
-
-
-def _response_of(exc: BaseException) -> Any:
-    response = getattr(exc, "response", None)
-    if response is not None and isinstance(getattr(response, "status_code", None), int):
-        return response
-    return None
-
-
-def _host_of(response: Any) -> str | None:
-    try:
-        return str(response.request.url.host) or None
-    except Exception:
-        return None
-
-
-def _body_of(response: Any) -> str:
-    try:
-        return str(response.text)[:2000]
-    except Exception:
-        return ""
 
 
 _TIME_LIMIT_NAMES = {"SoftTimeLimitExceeded", "TimeLimitExceeded"}
@@ -569,15 +504,15 @@ def classify(
     if found is not None:
         return found
 
-    names = _mro_names(exc)
-    response = _response_of(exc)
+    names = responses.mro_names(exc)
+    response = responses.response_of(exc)
     if response is not None:
         mapped = error_for_status(
             response.status_code,
             message=text,
             headers=dict(response.headers),
-            body=_body_of(response),
-            downstream=_host_of(response),
+            body=responses.body_of(response),
+            downstream=responses.host_of(response),
         )
         if mapped is not None:
             return mapped

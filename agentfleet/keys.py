@@ -38,7 +38,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+
+from agentfleet.key_patterns import KeyPattern, kinds
 
 __all__ = [
     "ITEM_KINDS",
@@ -279,22 +280,16 @@ class AccessKeys:
 
 
 class ApprovalKeys:
-    """The pauses' names (approvals and event waits), all under ``{p:ap}``: one script decides
-    a pause and moves it between every index at once (``approvals/scripts/``, which build the
-    per-id, per-run and per-event names from ``root``)."""
+    """The pauses' names, under ``{p:ap}`` (the scripts in ``approvals/scripts/`` build the
+    per-pause, per-run and per-event names from ``root``): sorted sets of ids ``all`` and
+    ``pending`` (by when made), ``due`` (by expiry), ``outbox`` (decided, item not sent yet);
+    hash ``counts``: pauses ended since the first run, by how (approved, rejected, ...)."""
 
     def __init__(self, prefix: str) -> None:
-        self.root = f"{{{prefix}:ap}}"
-        #: Sorted set: id -> created_at of every pause kept (any status).
-        self.all = f"{self.root}:all"
-        #: Sorted set: id -> created_at of the pending pauses.
-        self.pending = f"{self.root}:pending"
-        #: Sorted set: id -> expires_at of the pending pauses that have a timeout.
-        self.due = f"{self.root}:due"
-        #: Sorted set: id -> decided_at of the pauses decided whose item is not yet sent again.
-        self.outbox = f"{self.root}:outbox"
-        #: Hash: pauses ended since the first run, by how (approved, rejected, ...).
-        self.counts = f"{self.root}:counts"
+        self.root = root = f"{{{prefix}:ap}}"
+        self.all, self.pending, self.due, self.outbox, self.counts = (
+            f"{root}:{n}" for n in ("all", "pending", "due", "outbox", "counts")
+        )
 
     def record(self, approval_id: str) -> str:
         """Hash: the pause, its status and decision, and its item's message."""
@@ -330,38 +325,8 @@ def redbeat_prefix(prefix: str) -> str:
     return f"{prefix}:redbeat:"
 
 
-@dataclass(frozen=True)
-class KeyPattern:
-    """One kind of key: ``pattern`` as docs/keys.md writes it (``p`` the key prefix, ``<name>``
-    a variable part of at least one character, ``<name?>`` one that may be empty, ``...`` the
-    rest of an item's idempotency key) and its Redis type."""
-
-    pattern: str
-    type: str
-
-    def regex(self, prefix: str) -> re.Pattern[str]:
-        """What the names of this kind look like under ``prefix``."""
-        parts = re.split(r"(<[^>]+>|\.\.\.|(?:^|(?<=\{))p(?=:))", self.pattern)
-        spelled = {"...": ".*", "p": re.escape(prefix)}
-        body = "".join(
-            _variable(part) if part.startswith("<") else spelled.get(part, re.escape(part)) for part in parts
-        )
-        return re.compile(body, re.DOTALL)
-
-    def matches(self, key: str, prefix: str) -> bool:
-        return self.regex(prefix).fullmatch(key) is not None
-
-
-def _variable(part: str) -> str:
-    return ".*" if part.endswith("?>") else ".+"
-
-
-def _kinds(rows: str) -> tuple[KeyPattern, ...]:
-    return tuple(KeyPattern(*line.split()) for line in rows.strip().splitlines())
-
-
 #: Every kind of key agentfleet writes, with its Redis type; docs/keys.md says the rest.
-KEYS: tuple[KeyPattern, ...] = _kinds(
+KEYS: tuple[KeyPattern, ...] = kinds(
     """
     p:run:{<id>}                          hash
     p:run:{<id>}:items                    hash

@@ -41,8 +41,7 @@ def gated(
 
 @fleet_task
 def waiter(ctx: TaskContext, marker: str, key: str, timeout_s: float | None = None) -> dict[str, Any]:
-    """Waits for event ``key``."""
-    note(marker, "body")
+    """Waits for event ``key`` (writes nothing of its own to Redis)."""
     return _shown(ctx.wait_for_event(key, timeout_s=timeout_s))
 
 
@@ -52,6 +51,12 @@ def twice(ctx: TaskContext, marker: str) -> dict[str, Any]:
     first = ctx.approval("step")
     second = ctx.approval("step")
     return {"first": _shown(first), "second": _shown(second)}
+
+
+@fleet_task
+def asked(ctx: TaskContext, timeout_s: float | None = None) -> bool:
+    """One approval, nothing else (writes nothing of its own to Redis)."""
+    return ctx.approval("census", details={"why": "the key census"}, timeout_s=timeout_s).approved
 
 
 @fleet_task

@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import approval_test_tasks as at
 import durable_test_tasks as dt
 import fleet_test_tasks as tt
 import pytest
@@ -35,7 +36,7 @@ from ops_support import ServiceProcess, wait_for
 from redbeat.schedulers import RedBeatConfig
 from starlette.testclient import TestClient
 
-from agentfleet import LocalCluster, Node
+from agentfleet import ApprovalStore, LocalCluster, Node
 from agentfleet.celery_config import make_app
 from agentfleet.config import Settings, load_settings
 from agentfleet.embedded_redis import EmbeddedRedis
@@ -168,6 +169,23 @@ def _work(fleet: Fleet, far: ScriptedServer) -> str:
     return runs[2].id
 
 
+def _approvals(fleet: Fleet) -> None:
+    """An approval with a timeout decided by a decider that sends nothing (its item waits in
+    the outbox for the reconciler), and an event wait completed by its event."""
+    asked = fleet.map(at.asked, [{"timeout_s": 600}])
+    waiting = fleet.map(at.waiter, [{"marker": "census", "key": "census:ci"}])
+    wait_until(
+        lambda: len(fleet.approvals(run=asked.id)) + len(fleet.approvals(run=waiting.id)) == 2,
+        60,
+        "two pauses",
+    )
+    (pause,) = fleet.approvals(run=asked.id)
+    ApprovalStore(fleet.store.client, prefix=fleet.settings.key_prefix).decide(pause.id, approved=True)
+    assert fleet.send_event("census:ci", {"ok": True}) == 1
+    for run in (asked, waiting):
+        assert run.wait(timeout_s=120).succeeded == 1
+
+
 def _requeue_and_malformed(fleet: Fleet, broker: redis.Redis, pipeline_id: str) -> None:
     broker.lpush(fleet.settings.queues.agents, b"not a message at all")
     wait_until(lambda: fleet.dlq.store.malformed_counts()["dead_lettered"] >= 1, 60, "the malformed entry")
@@ -222,7 +240,9 @@ def _beat(cluster: LocalCluster, fleet: Fleet, log_dir: Path) -> None:
 def census(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Census]:
     tmp = tmp_path_factory.mktemp("census")
     env = {
-        "AGENTFLEET_TASK_MODULES": "durable_test_tasks,fleet_test_tasks,secret_test_tasks",
+        "AGENTFLEET_TASK_MODULES": ",".join(
+            ["durable_test_tasks", "fleet_test_tasks", "secret_test_tasks", "approval_test_tasks"]
+        ),
         "AGENTFLEET_CONFIG": str(_schedule(tmp)),
         "AGENTFLEET_BEAT__MAX_LOOP_INTERVAL_S": "1",
         "AGENTFLEET_LIMITS": json.dumps({FAR_HOST: {"rate_per_s": 1, "burst": 5, "max_concurrency": 2}}),
@@ -244,6 +264,7 @@ def census(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Census]:
         try:
             fleet = cluster.fleet()
             _requeue_and_malformed(fleet, client, _work(fleet, far))
+            _approvals(fleet)
             settings = load_settings(
                 broker_url=server.url,
                 key_prefix=cluster.settings.key_prefix,

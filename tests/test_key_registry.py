@@ -14,6 +14,7 @@ from redis.crc import key_slot
 from agentfleet.keys import (
     KEYS,
     AccessKeys,
+    ApprovalKeys,
     CircuitKeys,
     DeadLetterKeys,
     KeyPattern,
@@ -33,6 +34,7 @@ RUN = "0123456789abcdef"
 ITEM = f"{RUN}:3:9f86d081"
 runs, limiter, circuits = RunKeys("af"), LimiterKeys("af"), CircuitKeys("af")
 dlq, spend, workers, access = DeadLetterKeys("af"), SpendKeys("af"), WorkerKeys("af"), AccessKeys("af")
+approvals = ApprovalKeys("af")
 
 # (name as built, the name it has always had, its row of KEYS)
 PINNED = [
@@ -116,6 +118,14 @@ PINNED = [
     (queue_head_key("af", "agents\x06\x163"), "af:queuehead:agents\x06\x163", "p:queuehead:<list>"),
     (audit_key("af"), "af:creds:audit", "p:creds:audit"),
     (firing_key("af", "5f0c"), "af:sched:5f0c", "p:sched:<firing>"),
+    (approvals.all, "{af:ap}:all", "{p:ap}:all"),
+    (approvals.pending, "{af:ap}:pending", "{p:ap}:pending"),
+    (approvals.due, "{af:ap}:due", "{p:ap}:due"),
+    (approvals.outbox, "{af:ap}:outbox", "{p:ap}:outbox"),
+    (approvals.counts, "{af:ap}:counts", "{p:ap}:counts"),
+    (approvals.record("ap_0f3a"), "{af:ap}:a:ap_0f3a", "{p:ap}:a:<id>"),
+    (approvals.run(RUN), "{af:ap}:run:0123456789abcdef", "{p:ap}:run:<id>"),
+    (approvals.event("ci:build-7"), "{af:ap}:ev:ci:build-7", "{p:ap}:ev:<key>"),
 ]
 BY_PATTERN = {kind.pattern: kind for kind in KEYS}
 
