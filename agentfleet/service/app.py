@@ -13,6 +13,8 @@
   Needs ``Authorization: Bearer <service.token>``; with no token configured the trigger is
   off (403).
 - ``GET /runs/{id}``: the run's summary, with the same bearer token.
+- ``/approvals``, ``/approvals/{id}``, ``/events/{key}`` and each approval's signed link:
+  deciding what parked items wait for (``approval_routes.py``, docs/approvals-deciding.md).
 - ``/console``: the operator's console (``agentfleet.service.console``), signed in with the
   same token; its banner reads the fleet as ``/health`` does (``trouble.py``).
 
