@@ -1,17 +1,23 @@
 """The approval webhook: a Slack-shaped message with the signed link, sent through the SSRF
-guard, failures logged and never raised. The oracle is the receiving server."""
+guard, failures logged and never raised (the oracle is the receiving server); and a tool that
+needs approval refused where a resume could not find its call again."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from http_scripted import Reply, ScriptedServer
+from task_contexts import worker_context
 
+from agentfleet import Tool
 from agentfleet.approvals import Approval
 from agentfleet.approvals.links import link_for
-from agentfleet.config import Settings, load_settings
+from agentfleet.config import Settings, load_settings, reset_settings
+from agentfleet.errors import ConfigError
+from agentfleet.tasks.agent_approval import ask
 from agentfleet.tasks.approval_webhook import approval_message, notify_webhook, post_approval
 
 SECRET = "link-" + "0123456789abcdef" * 2
@@ -98,3 +104,13 @@ def test_a_failing_webhook_never_raises_and_is_sent_off_the_callers_thread(
     thread.join(timeout=30)
     assert not thread.is_alive() and len(hook.hits("/hook")) == 2
     assert notify_webhook(settings, _approval(kind="event", name=None, key="ci")) is None
+
+
+def test_a_tool_that_needs_approval_is_refused_without_agent_checkpoints(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("AGENTFLEET_AGENT__CHECKPOINT", "false")
+    reset_settings()
+    tool = Tool("deploy", "Deploys.", {"type": "object"}, lambda ctx, args: None, requires_approval=True)
+    with pytest.raises(ConfigError, match=r"agent\.checkpoint = true"):
+        ask(worker_context("t1", tmp_path), tool, "toolu_1", {})

@@ -14,7 +14,8 @@ already checkpointed, so the decision resumes the agent at this very call:
 
 Each tool call is its own approval, named ``tool:<name>#<tool_use id>``: the id (kept in the
 checkpointed conversation) makes it the same approval on every resume and a different one for
-the next call of the same tool.
+the next call of the same tool. It needs agent checkpoints (``agent.checkpoint``, on by
+default): without one the resumed agent would ask the model again, which names a new call.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import jsonschema
 
 from agentfleet.config import get_settings
+from agentfleet.errors import ConfigError
 
 if TYPE_CHECKING:
     from agentfleet.tasks.agent import Tool
@@ -62,7 +64,13 @@ def _schema_problem(tool: Tool, arguments: Any) -> str | None:
 
 def ask(ctx: TaskContext, tool: Tool, tool_use_id: str, arguments: dict[str, Any]) -> Gate:
     """The approval of this tool call: parks the item (``Parked``) while none is decided."""
-    shown = get_settings().redactor().value(arguments)
+    settings = get_settings()
+    if not settings.agent.checkpoint:
+        # Without a checkpoint the resumed agent asks the model again, which names a new call.
+        raise ConfigError(
+            f"tool {tool.name} needs approval, which needs agent checkpoints: set agent.checkpoint = true"
+        )
+    shown = settings.redactor().value(arguments)
     decision = ctx.approval(
         approval_name(tool, tool_use_id),
         details={"tool": tool.name, "tool_use_id": tool_use_id, "arguments": shown},

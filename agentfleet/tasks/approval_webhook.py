@@ -113,5 +113,9 @@ def notify_webhook(settings: Settings, approval: Approval) -> threading.Thread |
     thread = threading.Thread(
         target=post_approval, args=(settings, approval), name=f"approval-webhook-{approval.id}", daemon=True
     )
-    thread.start()
+    try:
+        thread.start()
+    except RuntimeError:  # no thread to spare: the approval stands, unannounced
+        log.error("could not start the approval webhook for %s", approval.id, exc_info=True)
+        return None
     return thread
