@@ -303,6 +303,10 @@ class ApprovalKeys:
         """Set: the ids of the pending waits on event ``key``."""
         return f"{self.root}:ev:{key}"
 
+    def parked(self, run_id: str) -> str:
+        """Hash: index -> pause id of a run's items parked (pending, or not yet sent again)."""
+        return f"{self.root}:parked:{run_id}"
+
 
 def queue_head_key(prefix: str, list_key: str) -> str:
     """Hash, on the broker's Redis: the message at the head of broker list ``list_key`` when
@@ -383,6 +387,7 @@ KEYS: tuple[KeyPattern, ...] = kinds(
     {p:ap}:a:<id>                         hash
     {p:ap}:run:<id>                       set
     {p:ap}:ev:<key>                       set
+    {p:ap}:parked:<id>                    hash
     p:queuehead:<list>                    hash
     p:creds:audit                         stream
     p:sched:<firing>                      string

@@ -81,3 +81,11 @@ def work(ctx: TaskContext, n: int, sleep_s: float = 0.02) -> int:
     """Holds its slot ``sleep_s`` seconds."""
     time.sleep(sleep_s)
     return n
+
+
+@fleet_task(budget_wall_s=3.0)
+def budgeted(ctx: TaskContext) -> dict[str, Any]:
+    """A wall budget of 3 s over every attempt: parked for longer, it still has its seconds."""
+    decision = ctx.approval("spend")
+    ctx.check_budget()
+    return _shown(decision)

@@ -7,6 +7,7 @@ the pause ran once, its body ran twice (parked, then resumed), its step after ra
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 
@@ -156,3 +157,26 @@ def test_a_parked_item_survives_a_killed_worker_and_a_decision_made_while_none_r
     result = _result(run, timeout_s=120)
     assert result["approved"] is True and result["by"] == "night-shift"
     assert _count(redis_client, marker, "before") == 1
+
+
+def test_a_wall_budget_does_not_tick_while_the_item_is_parked(fleet: Fleet) -> None:
+    run = fleet.map(at.budgeted, [{}])
+    (pid,) = _parked(fleet, run)
+    time.sleep(4.0)  # longer than the task's whole wall budget
+    fleet.approve(pid)
+    result = _result(run)
+    assert result["approved"] is True
+    (outcome,) = run.outcomes()
+    assert outcome.duration_s < 3.0, "the item's time counts only what its body ran"
+
+
+def test_items_of_a_batch_park_and_resume_each_on_their_own(fleet: Fleet, redis_client: redis.Redis) -> None:
+    markers = [uuid.uuid4().hex for _ in range(3)]
+    run = fleet.map(at.gated, [{"marker": m} for m in markers], batch_size=3)
+    ids = _parked(fleet, run, 3)
+    for pid in ids:
+        fleet.approve(pid, by="batch")
+    summary = run.wait(timeout_s=60)
+    assert summary.succeeded == 3, summary
+    assert {o.result["by"] for o in run.outcomes()} == {"batch"}
+    assert [_count(redis_client, m, "before") for m in markers] == [1, 1, 1]

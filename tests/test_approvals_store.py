@@ -129,7 +129,7 @@ def test_listing_and_the_parked_items_of_a_run(store: ApprovalStore) -> None:
     assert {x.id for x in store.list("r1", status=None)} == {a, b, c}
     assert [x.id for x in store.list(status="approved")] == [a]
     assert store.parked_indices("r1") == {0, 1, 2}, "a decided item is parked until sent again"
-    store.mark_sent(a)
+    store.mark_sent([a])
     assert store.parked_indices("r1") == {1, 2}
     assert store.pending_count("r1") == 2
 

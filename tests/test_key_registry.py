@@ -126,6 +126,7 @@ PINNED = [
     (approvals.record("ap_0f3a"), "{af:ap}:a:ap_0f3a", "{p:ap}:a:<id>"),
     (approvals.run(RUN), "{af:ap}:run:0123456789abcdef", "{p:ap}:run:<id>"),
     (approvals.event("ci:build-7"), "{af:ap}:ev:ci:build-7", "{p:ap}:ev:<key>"),
+    (approvals.parked(RUN), "{af:ap}:parked:0123456789abcdef", "{p:ap}:parked:<id>"),
 ]
 BY_PATTERN = {kind.pattern: kind for kind in KEYS}
 

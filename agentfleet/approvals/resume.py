@@ -26,21 +26,26 @@ log = logging.getLogger("agentfleet.approvals")
 
 
 def send_again(store: ApprovalStore, app: Celery, ids: Iterable[str]) -> int:
-    """Publish the messages of the decided pauses ``ids`` still in the outbox, and take each
-    out once published; returns how many were sent."""
+    """Publish the messages of the decided pauses ``ids`` still in the outbox, then take them
+    out of it; returns how many were sent. (A crash between the two sends them again later:
+    harmless, a second copy finds the item's claim or outcome.)"""
     ids = list(dict.fromkeys(ids))
     if not ids:
         return 0
     scores = store.client.zmscore(store.keys.outbox, ids)
+    waiting = [approval_id for approval_id, score in zip(ids, scores, strict=True) if score is not None]
+    if not waiting:
+        return 0
+    messages = store.messages(waiting)
     sent = 0
-    for approval_id, score in zip(ids, scores, strict=True):
-        if score is None:
-            continue
-        message = store.message(approval_id)
-        if message is not None:
-            signature(message, app=app).apply_async()
-            sent += 1
-        store.mark_sent(approval_id)
+    with app.producer_or_acquire() as producer:
+        for message in messages:
+            if message is not None:
+                signature(message, app=app).apply_async(producer=producer)
+                sent += 1
+    store.mark_sent(waiting)
+    if sent:
+        log.info("sent %d decided items again", sent)
     return sent
 
 

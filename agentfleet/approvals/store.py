@@ -8,6 +8,7 @@ script decides a pause and moves it between every index at once):
   and once decided ``approved``, ``by``, ``comment``, ``data`` (JSON), ``timed_out``, ``decided_at``
 - ``{p:ap}:all`` / ``:pending`` / ``:due`` / ``:outbox``  sorted sets of ids (see ``keys.py``)
 - ``{p:ap}:run:<run id>``, ``{p:ap}:ev:<key>``  sets of ids
+- ``{p:ap}:parked:<run id>``  hash: index -> pause id of the run's parked items
 
 Every change is one script (``scripts/``): the first decision stands, a decision after the
 timeout is refused (the timeout decides then), an event completes every wait on its key. A
@@ -101,9 +102,10 @@ class ApprovalStore:
         self.keys = ApprovalKeys(prefix)
         self.keep_s = keep_s
         self.app = app
-        scripts = APPROVAL_LUA.register(client, "create", "decide", "timeout", "event", "cancel")
+        scripts = APPROVAL_LUA.register(client, "create", "decide", "timeout", "event", "cancel", "sent")
         self._create, self._decide = scripts["create"], scripts["decide"]
         self._timeout, self._event, self._cancel = scripts["timeout"], scripts["event"], scripts["cancel"]
+        self._sent = scripts["sent"]
 
     @classmethod
     def from_settings(
@@ -184,25 +186,15 @@ class ApprovalStore:
 
     def parked_indices(self, run_id: str) -> set[int]:
         """The indices of run ``run_id``'s items parked now: their pause pending, or decided
-        with the item not yet sent again."""
-        ids = list(self.client.smembers(self.keys.run(run_id)))
-        if not ids:
-            return set()
+        with the item not yet sent again (one read, however many)."""
+        return {int(idx) for idx in self.client.hkeys(self.keys.parked(run_id))}
+
+    def messages(self, ids: Sequence[str]) -> builtins.list[dict[str, Any] | None]:
+        """The messages that send the items of pauses ``ids`` again (None where there is none)."""
         with self.client.pipeline(transaction=False) as pipe:
             for approval_id in ids:
-                pipe.hmget(self.keys.record(approval_id), ("status", "idx"))
-            pipe.zmscore(self.keys.outbox, ids)
-            *rows, unsent = pipe.execute()
-        return {
-            int(idx)
-            for (status, idx), score in zip(rows, unsent, strict=True)
-            if idx is not None and (status == "pending" or score is not None)
-        }
-
-    def message(self, approval_id: str) -> dict[str, Any] | None:
-        """The message that sends the item of pause ``approval_id`` again, or None."""
-        raw = self.client.hget(self.keys.record(approval_id), "msg")
-        return json.loads(raw) if raw else None
+                pipe.hget(self.keys.record(approval_id), "msg")
+            return [json.loads(raw) if raw else None for raw in pipe.execute()]
 
     # Deciding --------------------------------------------------------------------------------
 
@@ -269,11 +261,12 @@ class ApprovalStore:
         """Ids decided at or before Unix time ``older_than`` whose item is not yet sent again."""
         return list(self.client.zrangebyscore(self.keys.outbox, "-inf", older_than, start=0, num=limit))
 
-    def mark_sent(self, approval_id: str) -> None:
-        """The item of ``approval_id`` was sent again: out of the outbox, kept ``keep_s`` more."""
-        with self.client.pipeline(transaction=True) as pipe:
-            pipe.zrem(self.keys.outbox, approval_id)
-            pipe.expire(self.keys.record(approval_id), self.keep_s)
+    def mark_sent(self, ids: Iterable[str]) -> None:
+        """The items of pauses ``ids`` were sent again: out of the outbox and their runs' parked
+        items, each record kept ``keep_s`` more."""
+        with self.client.pipeline(transaction=False) as pipe:
+            for approval_id in ids:
+                self._sent(keys=[self.keys.all], args=[self.keys.root, approval_id, self.keep_s], client=pipe)
             pipe.execute()
 
     def send_decided(self, ids: Iterable[str]) -> int:

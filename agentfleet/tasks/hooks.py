@@ -36,6 +36,8 @@ Hook points of the reconciler (``tasks/reconciler.py``), asked for every active 
 - ``ended_run(rec, run_id, record)``: the run's items all ended; the run-level messages this
   feature may have lost (a ``Candidate`` list, ``[]``: none lost but the run stays active),
   or None when the feature has nothing to do for the run (the aggregate, the compensation).
+- ``resting(rec, run_id)``: the indices of a run's items this feature keeps out of the
+  reconciler's look: neither lost nor to be sent again (an item parked for a decision).
 - ``open_items(rec, run_id, record, items)``: the items of a run this feature drives, as
   candidates, or None when it does not drive the run (a graph's open steps).
 - ``stands_for(run_id, record, index)``: more task ids whose message stands for item ``index`` (its
@@ -132,6 +134,9 @@ class DeliveryFeature:
 
     def ended_run(self, rec: Reconciler, run_id: str, record: dict[str, str]) -> list[Candidate] | None:
         return None
+
+    def resting(self, rec: Reconciler, run_id: str) -> set[int]:
+        return set()
 
     def open_items(
         self, rec: Reconciler, run_id: str, record: dict[str, str], items: dict[int, tuple[str, str, str]]

@@ -14,7 +14,8 @@ batched map also waits while its batch's message does) becomes a
 suspect; still one ``delivery.reconcile_grace_s`` seconds later, it is published again with its
 own task id and idempotency key from the stage it had reached, any stale unacknowledged copy is
 dropped, and the run counts it as ``recovered``. Items of a cancelled run are given their
-cancelled outcome instead.
+cancelled outcome instead. An item a feature keeps resting (parked for a decision,
+``tasks/features/approval.py``) is none of the reconciler's business while it rests.
 
 What else a run may have lost is the features' to say (``tasks/hooks.py``, asked in their
 registry's order): a run whose items all ended but whose aggregate was never stored has its
@@ -168,7 +169,10 @@ class Reconciler:
                     return ended
             self.store.deactivate(run_id)
             return []
-        pending = [i for i in range(total) if i not in done]
+        resting = set().union(*(feature.resting(self, run_id) for feature in FEATURES))
+        pending = [i for i in range(total) if i not in done and i not in resting]
+        if not pending:
+            return []
         items = self.store.items(run_id, pending)
         for feature in FEATURES:
             driven = feature.open_items(self, run_id, record, items)

@@ -20,5 +20,8 @@ if exp ~= '' then redis.call('ZADD', root .. ':due', tonumber(exp), id) end
 local run = root .. ':run:' .. ARGV[4]
 redis.call('SADD', run, id)
 redis.call('EXPIRE', run, tonumber(ARGV[9]))
+local parked = root .. ':parked:' .. ARGV[4]
+redis.call('HSET', parked, ARGV[10], id)
+redis.call('EXPIRE', parked, tonumber(ARGV[9]))
 if ARGV[5] ~= '' then redis.call('SADD', root .. ':ev:' .. ARGV[5], id) end
 return {1, 'pending'}

@@ -10,7 +10,7 @@ any point safe: until the pause is recorded the message is unacknowledged and co
 it is, a copy delivered again finds it pending and is acknowledged in turn.
 
 For the reconciler, a parked item (its pause pending, or decided but not yet sent again) is
-neither lost nor to be sent again: ``open_items`` takes it out of the items it is asked about.
+neither lost nor to be sent again: it is ``resting``.
 The timeouts and what a decider left unsent are the reconciler pass's too
 (``approvals.resume.sweep``).
 """
@@ -26,9 +26,10 @@ from celery.exceptions import Ignore
 from agentfleet import tracing
 from agentfleet.approvals import approval_created
 from agentfleet.errors import AgentfleetError, Parked
+from agentfleet.protocol.messages import item_signature
 from agentfleet.protocol.meta import META_KWARG
 from agentfleet.tasks.approval_webhook import notify_webhook
-from agentfleet.tasks.hooks import Candidate, DeliveryFeature
+from agentfleet.tasks.hooks import DeliveryFeature
 from agentfleet.tasks.next_step import Rescheduled
 from agentfleet.tasks.runtime import runtime
 
@@ -52,8 +53,6 @@ def _message(d: Delivery, spent_s: float, cost_usd: float) -> dict[str, Any]:
             args, kwargs = shaped
     kwargs[META_KWARG] = meta.to_kwarg()
     if d.in_batch:
-        from agentfleet.protocol.messages import item_signature
-
         inputs = {k: v for k, v in kwargs.items() if k != META_KWARG}
         sig = item_signature(d.task.app, names=[d.task.name], queues=[d.queue()], meta=meta, inputs=inputs)
     else:
@@ -70,14 +69,8 @@ class Approvals(DeliveryFeature):
         if isinstance(err, Parked):
             park(d, err, spent_s, cost_usd)
 
-    def open_items(
-        self, rec: Reconciler, run_id: str, record: dict[str, str], items: dict[int, tuple[str, str, str]]
-    ) -> list[Candidate] | None:
-        # Parked items are no candidates: they leave ``items`` for the features after this one
-        # and the reconciler's own look.
-        for index in rec.rt.approvals.parked_indices(run_id):
-            items.pop(index, None)
-        return None
+    def resting(self, rec: Reconciler, run_id: str) -> set[int]:
+        return rec.rt.approvals.parked_indices(run_id)
 
 
 def park(d: Delivery, err: Parked, spent_s: float, cost_usd: float) -> NoReturn:
