@@ -69,6 +69,10 @@ def bench(redis_url: str, parked: int, work: int, decide: int) -> None:
         client = fleet.approval_store.client
         throughput(fleet, 50)  # warm up
         base = throughput(fleet, work)
+        print(
+            f"throughput, nothing parked:     {base:8.1f} items/s ({work} items of 20 ms, 8 slots)",
+            flush=True,
+        )
         before = int(client.info("memory")["used_memory"])
         started = time.monotonic()
         run = fleet.map("approval_test_tasks.stamped", [{"token": str(n)} for n in range(parked)])
@@ -78,7 +82,11 @@ def bench(redis_url: str, parked: int, work: int, decide: int) -> None:
         after = int(client.info("memory")["used_memory"])
         sample = fleet.approvals(run=run.id)[0]
         record = int(client.memory_usage(fleet.approval_store.keys.record(sample.id)) or 0)
+        print(f"parked items: {parked} (parked in {park_s:.1f} s, {parked / park_s:.0f}/s)", flush=True)
+        per_item = (after - before) / parked
+        print(f"redis memory per parked item:   {per_item:8.0f} bytes (its pause's record: {record} bytes)")
         beside = throughput(fleet, work)
+        print(f"throughput, {parked} parked: {beside:8.1f} items/s   ratio {beside / base:.3f}", flush=True)
         pending = {a.task_id.rsplit("-", 1)[1]: a.id for a in fleet.approvals(run=run.id)}
         latencies = []
         for token in list(pending)[:decide]:
@@ -89,11 +97,6 @@ def bench(redis_url: str, parked: int, work: int, decide: int) -> None:
             latencies.append(float(stamp) - t0)
             time.sleep(0.05)
         run.cancel(compensate=False)
-    print(f"parked items: {parked} (parked in {park_s:.1f} s, {parked / park_s:.0f}/s)")
-    print(f"throughput, nothing parked:     {base:8.1f} items/s ({work} items of 20 ms, 8 slots)")
-    print(f"throughput, {parked} parked: {beside:8.1f} items/s   ratio {beside / base:.3f}")
-    per_item = (after - before) / parked
-    print(f"redis memory per parked item:   {per_item:8.0f} bytes (the pause's record alone: {record} bytes)")
     print(
         f"decision to resume ({len(latencies)} decisions): p50 {statistics.median(latencies) * 1000:.1f} ms, "
         f"p99 {percentile(latencies, 0.99) * 1000:.1f} ms"

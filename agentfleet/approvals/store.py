@@ -25,6 +25,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from agentfleet.approvals.model import Approval, ApprovalStatus, Decision
+from agentfleet.approvals.resume import send_again
 from agentfleet.errors import ApprovalAlreadyDecided, ApprovalError, ApprovalExpired, ApprovalNotFound
 from agentfleet.keys import ApprovalKeys
 from agentfleet.lua import ScriptSet
@@ -274,6 +275,4 @@ class ApprovalStore:
         the reconciler will); returns how many were sent."""
         if self.app is None:
             return 0
-        from agentfleet.approvals.resume import send_again
-
         return send_again(self, self.app, ids)
