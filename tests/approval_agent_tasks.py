@@ -1,7 +1,7 @@
 """An agent whose ``deploy`` tool needs a person's approval (imported by workers via
 AGENTFLEET_TASK_MODULES). ``deploy`` POSTs its arguments to the far end (``DURABLE_FAR_END``,
-the scripted server in the test process) under its call's idempotency key; ``lookup`` needs
-no approval."""
+the scripted server in the test process) under its call's idempotency key; ``lookup`` (which
+POSTs to ``/lookup``) needs no approval."""
 
 from __future__ import annotations
 
@@ -19,14 +19,19 @@ DEPLOY_SCHEMA = {
 }
 
 
-def _deploy(ctx: TaskContext, args: dict[str, Any]) -> dict[str, Any]:
-    url = os.environ["DURABLE_FAR_END"].rstrip("/") + "/deploy"
+def _post(ctx: TaskContext, path: str, args: dict[str, Any]) -> None:
+    url = os.environ["DURABLE_FAR_END"].rstrip("/") + path
     response = ctx.http.post(url, json=args, headers={"Idempotency-Key": ctx.idempotency_key})
     response.raise_for_status()
+
+
+def _deploy(ctx: TaskContext, args: dict[str, Any]) -> dict[str, Any]:
+    _post(ctx, "/deploy", args)
     return {"deployed": args["version"]}
 
 
 def _lookup(ctx: TaskContext, args: dict[str, Any]) -> dict[str, Any]:
+    _post(ctx, "/lookup", args)
     return {"current": "v1"}
 
 

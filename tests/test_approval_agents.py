@@ -62,6 +62,7 @@ def cluster(redis_url: str, mock: MockMessagesServer, far: ScriptedServer) -> It
 @pytest.fixture
 def fleet(cluster: LocalCluster, far: ScriptedServer) -> Fleet:
     far.script("/deploy", Reply(200, {"ok": True}))
+    far.script("/lookup", Reply(200, {"ok": True}))
     far.script("/hook", Reply(200, {"ok": True}))
     return cluster.fleet()
 
@@ -86,8 +87,8 @@ def _parked(fleet: Fleet, run: Run, n: int = 1) -> Approval:
     return waiting
 
 
-def _deploys(far: ScriptedServer, run: Run) -> list[dict[str, Any]]:
-    return [h.json() for h in far.hits("/deploy") if h.headers.get("idempotency-key", "").startswith(run.id)]
+def _deploys(far: ScriptedServer, run: Run, path: str = "/deploy") -> list[dict[str, Any]]:
+    return [h.json() for h in far.hits(path) if h.headers.get("idempotency-key", "").startswith(run.id)]
 
 
 def _result(run: Run) -> dict[str, Any]:
@@ -167,3 +168,16 @@ def test_each_call_of_a_gated_tool_is_its_own_approval_across_resumes(
     assert len(_deploys(far, run)) == 1
     assert [c["name"] for c in result["tool_calls"]] == ["deploy", "lookup", "deploy"]
     assert [c["is_error"] for c in result["tool_calls"]] == [False, False, True]
+
+
+def test_a_tool_run_beside_a_parked_one_in_the_same_turn_is_not_run_again_on_resume(
+    fleet: Fleet, far: ScriptedServer
+) -> None:
+    run, _ = _start(fleet, "USE TOOLS deploy, lookup")
+    asked = _parked(fleet, run)
+    wait_until(lambda: len(_deploys(far, run, "/lookup")) == 1, 60, "the ungated tool to run")
+    fleet.approve(asked.id, by="erin")
+    result = _result(run)
+    assert len(_deploys(far, run)) == 1 and len(_deploys(far, run, "/lookup")) == 1
+    assert [c["name"] for c in result["tool_calls"]] == ["deploy", "lookup"]
+    assert "deploy: " in result["text"] and "lookup: " in result["text"]
