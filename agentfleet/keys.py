@@ -290,12 +290,13 @@ class AccessKeys:
 class ApprovalKeys:
     """The pauses' names, under ``{p:ap}`` (the scripts in ``approvals/scripts/`` build the
     per-pause, per-run and per-event names from ``root``): sorted sets of ids ``all`` and
-    ``pending`` (by when made), ``due`` (by expiry), ``outbox`` (decided, item not sent yet)."""
+    ``pending`` (by when made), ``due`` (by expiry), ``outbox`` (decided, item not sent yet);
+    hash ``counts``: pauses ended since the first run, by how (approved, rejected, ...)."""
 
     def __init__(self, prefix: str) -> None:
         self.root = root = f"{{{prefix}:ap}}"
-        self.all, self.pending, self.due, self.outbox = (
-            f"{root}:{n}" for n in ("all", "pending", "due", "outbox")
+        self.all, self.pending, self.due, self.outbox, self.counts = (
+            f"{root}:{n}" for n in ("all", "pending", "due", "outbox", "counts")
         )
 
     def record(self, approval_id: str) -> str:
@@ -392,6 +393,7 @@ KEYS: tuple[KeyPattern, ...] = kinds(
     {p:ap}:pending                        zset
     {p:ap}:due                            zset
     {p:ap}:outbox                         zset
+    {p:ap}:counts                         hash
     {p:ap}:a:<id>                         hash
     {p:ap}:run:<id>                       set
     {p:ap}:ev:<key>                       set

@@ -124,6 +124,7 @@ PINNED = [
     (approvals.pending, "{af:ap}:pending", "{p:ap}:pending"),
     (approvals.due, "{af:ap}:due", "{p:ap}:due"),
     (approvals.outbox, "{af:ap}:outbox", "{p:ap}:outbox"),
+    (approvals.counts, "{af:ap}:counts", "{p:ap}:counts"),
     (approvals.record("ap_0f3a"), "{af:ap}:a:ap_0f3a", "{p:ap}:a:<id>"),
     (approvals.run(RUN), "{af:ap}:run:0123456789abcdef", "{p:ap}:run:<id>"),
     (approvals.event("ci:build-7"), "{af:ap}:ev:ci:build-7", "{p:ap}:ev:<key>"),

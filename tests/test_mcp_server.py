@@ -76,12 +76,19 @@ async def until_finished(session: ClientSession, run_id: str, timeout_s: float =
         await anyio.sleep(0.3)
 
 
-def test_the_server_offers_the_four_tools_with_their_schemas(cluster: LocalCluster) -> None:
+def test_the_server_offers_its_tools_with_their_schemas(cluster: LocalCluster) -> None:
     async def body(session: ClientSession) -> Any:
         return (await session.list_tools()).tools
 
     tools = {tool.name: tool for tool in with_session(cluster, body)}
-    assert set(tools) == {"fan_out_tasks", "run_status", "run_results", "dlq_stats"}
+    assert set(tools) == {
+        "fan_out_tasks",
+        "run_status",
+        "run_results",
+        "dlq_stats",
+        "list_approvals",
+        "decide_approval",
+    }
     schema = tools["fan_out_tasks"].input_schema
     assert schema["required"] == ["task", "inputs"]
     assert {"max_in_flight", "budget_usd", "aggregate", "name"} <= set(schema["properties"])

@@ -2,8 +2,9 @@
 
 Today: one log line (``agentfleet.approvals``, with the approval's id, run, item, what is
 asked and its redacted details as ``extra`` fields, so the JSON log carries them) and a count
-of pauses made in the fleet's counters (``p:stats`` field ``approvals_created``). Anything
-else that should hear of a new pause (a webhook) is added here.
+of pauses made in the fleet's counters (``p:stats`` field ``approvals_created``). The webhook
+(``approvals.webhook_url``) needs the SSRF guard of ``tools/``, a layer this package may not
+import: the delivery sends it beside this call (``tasks/approval_webhook.py``).
 """
 
 from __future__ import annotations

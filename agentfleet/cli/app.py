@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from agentfleet import __version__
+from agentfleet.cli.approvals_cmd import approvals_app
 from agentfleet.cli.beat_cmd import beat
 from agentfleet.cli.creds_cmd import creds_app
 from agentfleet.cli.demo_cmd import demo
@@ -53,6 +54,7 @@ app.command("run")(run)
 app.command("worker", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(worker)
 app.add_typer(runs_app, name="runs")
 app.add_typer(dlq_app, name="dlq")
+app.add_typer(approvals_app, name="approvals")
 app.command("serve")(serve)
 app.command("flower")(flower)
 app.command("beat")(beat)

@@ -37,7 +37,8 @@ def mcp(
 ) -> None:
     """Serve the fleet's tools to MCP clients.
 
-    The tools: fan_out_tasks, run_status, run_results and dlq_stats.
+    The tools: fan_out_tasks, run_status, run_results, dlq_stats, list_approvals and
+    decide_approval.
 
     Over stdio the MCP client starts this command itself; over HTTP (at /mcp) each request
     needs Authorization: Bearer $AGENTFLEET_SERVICE__TOKEN (failed checks are throttled per

@@ -50,13 +50,14 @@ from agentfleet.config.sections import (
     WorkerSettings,
     split_csv,
 )
-from agentfleet.config.surfaces import FlowerSettings, ServiceSettings
+from agentfleet.config.surfaces import ApprovalSettings, FlowerSettings, ServiceSettings
 from agentfleet.errors import ConfigError
 from agentfleet.redaction import Redactor
 from agentfleet.redis_client import RedisTarget, mask_url
 
 __all__ = [
     "AgentSettings",
+    "ApprovalSettings",
     "BeatSettings",
     "BudgetSettings",
     "CommandToolSettings",
@@ -144,6 +145,7 @@ class Settings(BaseSettings):
     beat: BeatSettings = BeatSettings()
     service: ServiceSettings = ServiceSettings()
     flower: FlowerSettings = FlowerSettings()
+    approvals: ApprovalSettings = ApprovalSettings()
 
     @field_validator("task_modules", mode="before")
     @classmethod
@@ -290,7 +292,12 @@ class Settings(BaseSettings):
                     found.append(Path(spec.file).read_text().strip())
                 except OSError:
                     continue
-        for secret in (self.llm.api_key, self.service.token, self.flower.basic_auth):
+        for secret in (
+            self.llm.api_key,
+            self.service.token,
+            self.flower.basic_auth,
+            self.approvals.link_secret,
+        ):
             if secret is not None:
                 value = secret.get_secret_value()
                 found.extend([value, value.partition(":")[2]])

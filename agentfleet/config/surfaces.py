@@ -1,5 +1,5 @@
 """The settings of what callers reach over the network: the service (and the MCP server over
-HTTP, which shares its token and limits) and Flower.
+HTTP, which shares its token and limits), approvals' links and webhook, and Flower.
 
 A secret that guards one of them is a password, not a switch: empty, blank or shorter than
 ``MIN_SECRET_CHARS`` characters is refused when the settings are read, with how to make one.
@@ -11,7 +11,7 @@ import string
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
-__all__ = ["MIN_SECRET_CHARS", "FlowerSettings", "ServiceSettings", "strong_secret"]
+__all__ = ["MIN_SECRET_CHARS", "ApprovalSettings", "FlowerSettings", "ServiceSettings", "strong_secret"]
 
 MIN_SECRET_CHARS = 32
 
@@ -133,4 +133,39 @@ class FlowerSettings(BaseModel):
         if "," in value.get_secret_value():
             raise ValueError("must be one user:password without commas (Flower splits the list on commas)")
         strong_secret(password, "Flower's password")
+        return value
+
+
+class ApprovalSettings(BaseModel):
+    """Telling people about approvals, and the links that decide them.
+
+    ``webhook_url``: where a new approval is POSTed as a Slack-shaped message (``{"text"}``)
+    with its signed link, at most ``webhook_attempts`` tries of ``webhook_timeout_s`` seconds
+    each (through the SSRF guard: a private address needs ``fetch.allow_private_hosts``).
+    ``link_secret`` signs the links (at least 32 characters; default: a key derived from
+    ``service.token``; workers and the service must share it); a link to an approval with no
+    timeout stops working ``link_ttl_s`` seconds after the approval was made. Links point at
+    ``service.public_url``.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    webhook_url: str | None = None
+    webhook_attempts: int = Field(default=3, ge=1, le=10)
+    webhook_timeout_s: float = Field(default=5.0, gt=0, le=60)
+    link_secret: SecretStr | None = None
+    link_ttl_s: float = Field(default=7 * 86400.0, ge=60)
+
+    @field_validator("link_secret")
+    @classmethod
+    def _secret_is_a_password(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None:
+            strong_secret(value.get_secret_value(), "approvals.link_secret")
+        return value
+
+    @field_validator("webhook_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError("must be an http(s) URL, e.g. https://hooks.slack.com/services/...")
         return value

@@ -15,6 +15,8 @@
 - ``GET /runs/{id}``: the run's summary, with the same bearer token.
 - ``GET /dlq/{id}/artifacts`` and ``GET /dlq/{id}/artifacts/{name}``: a dead letter's
   artifacts, listed and one of them, with the same bearer token (``dlq_routes.py``).
+- ``/approvals``, ``/approvals/{id}``, ``/events/{key}`` and each approval's signed link:
+  deciding what parked items wait for (``approval_routes.py``, docs/approvals-deciding.md).
 - ``/console``: the operator's console (``agentfleet.service.console``), signed in with the
   same token; its banner reads the fleet as ``/health`` does (``trouble.py``).
 
@@ -60,6 +62,7 @@ from agentfleet.orchestration import Fleet
 from agentfleet.redis_client import broker_client, state_client
 from agentfleet.registry import WorkerRecord, WorkerRegistry
 from agentfleet.runs import RunStore
+from agentfleet.service.approval_routes import approval_routes
 from agentfleet.service.collectors import DEFAULT_COLLECTORS, Collected, Collector, collect
 from agentfleet.service.console import create_console
 from agentfleet.service.dlq_routes import dlq_routes
@@ -104,6 +107,14 @@ class ServiceState:
 
     def close(self) -> None:
         self.fleet.close()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(self, _: Starlette) -> AsyncIterator[None]:
+        """The app's lifespan: closes the fleet when the server stops."""
+        try:
+            yield
+        finally:
+            self.close()
 
 
 def _unavailable(exc: Exception) -> JSONResponse:
@@ -253,13 +264,6 @@ def create_app(settings: Settings, *, collectors: Sequence[Collector] = DEFAULT_
             return _error(f"Redis does not answer: {exc}", 503)
         return JSONResponse(redactor.value(summary.model_dump(mode="json")))
 
-    @contextlib.asynccontextmanager
-    async def lifespan(_: Starlette) -> AsyncIterator[None]:
-        try:
-            yield
-        finally:
-            state.close()
-
     app = Starlette(
         routes=[
             Route("/health", health, methods=["GET"]),
@@ -268,9 +272,10 @@ def create_app(settings: Settings, *, collectors: Sequence[Collector] = DEFAULT_
             Route("/runs", list_runs, methods=["GET"]),
             Route("/runs/{run_id}", show_run, methods=["GET"]),
             *dlq_routes(state.fleet, settings, _authorized),
+            *approval_routes(settings, state.fleet),
             Mount("/console", app=create_console(settings, state.fleet, trouble=watch.now)),
         ],
-        lifespan=lifespan,
+        lifespan=state.lifespan,
         exception_handlers={HTTPException: _http_error, Exception: _unexpected},
         middleware=[
             Middleware(AuthGuard, throttle=AuthThrottle.from_settings(settings, state.fleet.store.client))

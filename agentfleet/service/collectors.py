@@ -21,7 +21,9 @@ Besides queues, workers, completions and outcomes:
   ``agentfleet_run_budget_share{run,name}`` of each running run; the daily budgets:
   ``agentfleet_budget_spent_usd{scope,tenant}`` and ``agentfleet_budget_cap_usd`` for the
   fleet and each tenant today, ``agentfleet_budget_alerts_total{scope,level}``
-  (``spend_collectors``).
+  (``spend_collectors``);
+- approvals: ``agentfleet_approvals_pending``, ``agentfleet_approvals_created_total`` and
+  ``agentfleet_approval_decisions_total{decision}`` (``approval_collectors``).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from __future__ import annotations
 from agentfleet.dlq.store import DLQStore
 from agentfleet.ratelimit import Limiter
 from agentfleet.ratelimit.circuit import CircuitBreaker
+from agentfleet.service.approval_collectors import collect_approvals
 from agentfleet.service.queue_age import collect_queue_age
 from agentfleet.service.samples import Collected, Collector, Sample, Sources, collect
 from agentfleet.service.spend_collectors import collect_budget_share, collect_daily_budgets, collect_spend
@@ -42,6 +45,7 @@ __all__ = [
     "Sample",
     "Sources",
     "collect",
+    "collect_approvals",
     "collect_budget_share",
     "collect_circuits",
     "collect_completions",
@@ -289,4 +293,5 @@ DEFAULT_COLLECTORS: tuple[Collector, ...] = (
     collect_spend,
     collect_budget_share,
     collect_daily_budgets,
+    collect_approvals,
 )

@@ -12,7 +12,8 @@ Tools:
 - ``run_status(run_id)``: the run's summary and its spend by downstream;
 - ``run_results(run_id, failed_only, offset, limit)``: the outcomes (results and errors,
   secrets redacted) and the aggregate;
-- ``dlq_stats()``: the dead-letter queue's depth, breakdowns, top fingerprints, vendor issues.
+- ``dlq_stats()``: the dead-letter queue's depth, breakdowns, top fingerprints, vendor issues;
+- ``list_approvals`` and ``decide_approval``: the decisions items wait for (``mcp_approvals.py``).
 
 Over stdio the client starts the server and owns it; over streamable HTTP every request must
 carry ``Authorization: Bearer <service.token>``, and failed checks are throttled per address
@@ -35,6 +36,7 @@ from agentfleet.config import RunOptions, Settings
 from agentfleet.errors import AgentfleetError, DispatchError
 from agentfleet.orchestration import Fleet
 from agentfleet.service.guard import AuthGuard
+from agentfleet.service.mcp_approvals import ApprovalTools, register_approval_tools
 from agentfleet.service.mcp_scope import McpScope
 from agentfleet.service.outside import outside_options
 from agentfleet.spend import SpendLedger
@@ -239,6 +241,7 @@ def build_server(tools: FleetTools, *, http_base_url: str | None = None) -> Any:
         with _told_to_the_client():
             return tools.dlq_stats()
 
+    register_approval_tools(server, ApprovalTools(tools.fleet, tools.scope), _told_to_the_client)
     return server
 
 

@@ -150,7 +150,8 @@ def banner(settings: Settings, *, host: str, port: int) -> str:
         surfaces = "run trigger off, console off (set AGENTFLEET_SERVICE__TOKEN, e.g. `openssl rand -hex 32`)"
     else:
         surfaces = (
-            "run trigger on (POST /runs, GET /runs, bearer token), console on (/console); "
+            "run trigger on (POST /runs, GET /runs, bearer token), approvals on (/approvals, /events), "
+            "console on (/console); "
             f"token checks throttled per address after {service.auth_free_failures} failures"
         )
     limits = (

@@ -11,6 +11,8 @@
   at most the model call that was under way and no tool call that had returned. Inside a
   tool, ``ctx.idempotency_key`` names the tool call (the item's key and its ``tool_use`` id,
   the same on every resume): pass it on, and a tool cut off mid-way repeats no effect;
+- a ``Tool(..., requires_approval=True)`` call waits for a person's decision first, parked
+  off its slot; a rejection reaches the model as the tool's result (``tasks/agent_approval.py``);
 - a tool that raises becomes a ``tool_result`` with ``is_error`` (the model sees the error
   and can adapt); only ``BudgetExceeded``, ``LoopDetected`` and ``ClaimLost`` stop the agent;
 - a tool held up by a rate limit (a limiter deferral, a 429) reschedules the item for the
@@ -42,10 +44,12 @@ from agentfleet.errors import (
     ClaimLost,
     Deferred,
     LoopDetected,
+    Parked,
     RateLimited,
     fleet_error_in_chain,
 )
 from agentfleet.idempotency import canonical_json
+from agentfleet.tasks.agent_approval import ask
 from agentfleet.tasks.checkpoint import AgentCheckpoint, Checkpointer, StoredTool
 from agentfleet.tasks.context import TaskContext
 from agentfleet.tasks.execution_state import call_context, execution_of
@@ -59,12 +63,18 @@ _STOPPING = (BudgetExceeded, LoopDetected, ClaimLost)
 
 @dataclass(frozen=True)
 class Tool:
-    """A tool the model may call: its schema, and ``fn(ctx, input) -> result`` (JSON or text)."""
+    """A tool the model may call: its schema, and ``fn(ctx, input) -> result`` (JSON or text).
+
+    ``requires_approval``: each call waits for a person's decision first, parked off its slot
+    (``tasks/agent_approval.py``), for at most ``approval_timeout_s`` seconds (None: no limit).
+    """
 
     name: str
     description: str
     input_schema: dict[str, Any]
     fn: ToolFn
+    requires_approval: bool = False
+    approval_timeout_s: float | None = None
 
     def spec(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "input_schema": self.input_schema}
@@ -272,8 +282,13 @@ class _Agent:
         try:
             if tool is None:
                 raise KeyError(f"no tool named {block['name']!r}")
-            content = _render(self.invoke(tool, block))
-        except (*_STOPPING, _WaitElsewhere):
+            arguments = dict(block["input"] or {})
+            gate = ask(self.ctx, tool, block["id"], arguments) if tool.requires_approval else None
+            if gate is not None and gate.refusal is not None:
+                is_error, content = True, gate.refusal
+            else:
+                content = _render(self.invoke(tool, block, gate.arguments if gate else arguments))
+        except (*_STOPPING, _WaitElsewhere, Parked):
             raise
         except Exception as exc:
             # A client may wrap what stops the agent (the SDK wraps what its transport raised).
@@ -296,7 +311,7 @@ class _Agent:
             self.checkpointer.save_tool(block["id"], stored)
         return stored
 
-    def invoke(self, tool: Tool, block: dict[str, Any]) -> Any:
+    def invoke(self, tool: Tool, block: dict[str, Any], arguments: dict[str, Any]) -> Any:
         """``tool.fn`` for one call; a rate limit reschedules the item (or, without a stored
         checkpoint, is waited out here) while ``agent.tool_wait_s`` lasts in all."""
         ctx = call_context(self.ctx, block["id"])
@@ -304,7 +319,7 @@ class _Agent:
         deadline = time.monotonic() + budget_s
         while True:
             try:
-                return tool.fn(ctx, dict(block["input"] or {}))
+                return tool.fn(ctx, dict(arguments))
             except (Deferred, RateLimited) as exc:
                 pause = exc.wait_s if isinstance(exc, Deferred) else (exc.retry_after_s or 1.0)
                 where = exc.downstream or "a limit"

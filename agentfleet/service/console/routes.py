@@ -27,7 +27,7 @@ from agentfleet.access import SessionStore
 from agentfleet.config import Settings
 from agentfleet.errors import AgentfleetError
 from agentfleet.orchestration import Fleet
-from agentfleet.service.console import actions, pages
+from agentfleet.service.console import actions, approval_pages, pages
 from agentfleet.service.console.artifacts import artifact_file
 from agentfleet.service.console.auth import Session, check_token, csrf_ok, read_session, same_origin
 from agentfleet.service.console.data import ConsoleData
@@ -232,6 +232,8 @@ def create_console(settings: Settings, fleet: Fleet, *, trouble: Troubles = _no_
             Route("/dlq/purge", _action(console, actions.purge), methods=["POST"]),
             Route("/dlq/{entry_id}", _guarded(console, pages.dead_letter_page), methods=["GET"]),
             Route("/dlq/{entry_id}/artifacts/{name:path}", _guarded(console, artifact_file), methods=["GET"]),
+            Route("/approvals", _guarded(console, approval_pages.approvals_page), methods=["GET"]),
+            Route("/approvals/{approval_id}", _action(console, approval_pages.decide), methods=["POST"]),
             Route("/workers", _guarded(console, pages.workers_page), methods=["GET"]),
             Route("/limits", _guarded(console, pages.limits_page), methods=["GET"]),
             Route("/schedules", _guarded(console, pages.schedules_page), methods=["GET"]),

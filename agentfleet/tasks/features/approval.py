@@ -28,6 +28,7 @@ from agentfleet.approvals import approval_created
 from agentfleet.errors import AgentfleetError, Parked
 from agentfleet.protocol.messages import item_signature
 from agentfleet.protocol.meta import META_KWARG
+from agentfleet.tasks.approval_webhook import notify_webhook
 from agentfleet.tasks.hooks import DeliveryFeature
 from agentfleet.tasks.next_step import Rescheduled
 from agentfleet.tasks.runtime import runtime
@@ -82,6 +83,7 @@ def park(d: Delivery, err: Parked, spent_s: float, cost_usd: float) -> NoReturn:
         if d.patience.call(store.create, approval, message, timeout_s=err.timeout_s):
             made = store.find(approval.id) or approval
             approval_created(d.settings, made, client=store.client)
+            notify_webhook(d.settings, made)
     tracing.annotate({"agentfleet.outcome": "parked"}, settled=True)
     log.info("%s[%s] parked: %s", d.task.name, d.task_id, err)
     d.store.clear_deliveries(d.task_id, d.key)
