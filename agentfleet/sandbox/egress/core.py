@@ -127,6 +127,7 @@ class EgressCore:
             f"refused {destination}: not among the network destinations task {self.task_name!r} "
             f"declares ({self.destinations.declared()}); to allow it, add '{shown}:{port}' to "
             "network in the task's @fleet_task(sandbox=...)",
+            reason=f"Forbidden: {shown}:{port} is not in the task's sandbox network",
         )
 
     def credential_refusal(self, parts: Sequence[bytes], destination: str) -> Reply | None:

@@ -144,7 +144,7 @@ class EgressProxy:
         reply = Reply(
             503, f"this sandbox already holds {limit} connections (egress.max_connections)", "failed"
         )
-        head = f"HTTP/1.1 503 Service Unavailable\r\n{_lines(reply.headers())}\r\n".encode()
+        head = f"HTTP/1.1 503 {reply.phrase().decode()}\r\n{_lines(reply.headers())}\r\n".encode()
         with contextlib.suppress(OSError):
             conn.setblocking(False)
             conn.send(head + reply.body())

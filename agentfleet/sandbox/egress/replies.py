@@ -3,7 +3,8 @@
 Every refusal and failure is an ordinary HTTP response with a ``text/plain`` body of one line
 that names the destination and, for a refusal, the setting that would change the answer, and
 the header ``X-Agentfleet-Egress`` (``refused`` or ``failed``), so a program or a person reading
-its log sees why at once. No message holds a credential's value: the vault and the guard
+its log sees why at once. A destination refusal also says so in its status line, which is all
+many clients show of a refused ``CONNECT``. No message holds a credential's value: the vault and the guard
 never put one in their errors.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from http import HTTPStatus
 
 import httpx
 
@@ -36,6 +38,11 @@ class Reply:
     text: str
     kind: str = "refused"
     extra: tuple[tuple[str, str], ...] = ()
+    reason: str | None = None  # the status line's phrase (the standard one when None)
+
+    def phrase(self) -> bytes:
+        text = self.reason or HTTPStatus(self.status).phrase
+        return "".join(ch if " " <= ch <= "~" else "?" for ch in text).encode("ascii")
 
     def headers(self) -> list[tuple[str, str]]:
         body = self.body()

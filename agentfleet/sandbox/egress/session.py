@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import socket
 import ssl
-from http import HTTPStatus
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -239,8 +238,7 @@ class Session:
 
     def _send_reply(self, reply: Reply) -> None:
         try:
-            reason = HTTPStatus(reply.status).phrase.encode()
-            self._send(h11.Response(status_code=reply.status, headers=reply.headers(), reason=reason))
+            self._send(h11.Response(status_code=reply.status, headers=reply.headers(), reason=reply.phrase()))
             self._send(h11.Data(data=reply.body()))
             self._send(h11.EndOfMessage())
         except (_Closed, h11.LocalProtocolError):
