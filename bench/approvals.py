@@ -10,7 +10,9 @@ One worker process of 8 threads (fast reconciler settings). In one invocation:
 3. the same run of ``--work`` items again, beside the parked ones: its throughput as a ratio
    to the baseline (1.0: parked items cost the worker nothing);
 4. ``--decide`` of the parked items approved one at a time, 50 ms apart: for each, seconds from
-   just before ``Fleet.approve`` to the resumed body's first line after the call (p50, p99).
+   just before ``Fleet.approve`` to the resumed body's first line after the call (p50, p99);
+5. the parked run cancelled (its items end cancelled), and the baseline run again: the ratio
+   is printed against both baselines, so a machine whose load drifts shows it.
 """
 
 from __future__ import annotations
@@ -97,6 +99,12 @@ def bench(redis_url: str, parked: int, work: int, decide: int) -> None:
             latencies.append(float(stamp) - t0)
             time.sleep(0.05)
         run.cancel(compensate=False)
+        ended = run.wait(timeout_s=1800)
+        after_base = throughput(fleet, work)
+        print(
+            f"throughput, nothing parked again: {after_base:8.1f} items/s ({ended.cancelled} cancelled); "
+            f"ratio to it {beside / after_base:.3f}, to both {2 * beside / (base + after_base):.3f}"
+        )
     print(
         f"decision to resume ({len(latencies)} decisions): p50 {statistics.median(latencies) * 1000:.1f} ms, "
         f"p99 {percentile(latencies, 0.99) * 1000:.1f} ms"
