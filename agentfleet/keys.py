@@ -23,16 +23,11 @@ next ``}`` when there is one, and refuses a script whose keys live in different 
 - fleet-wide keys (``p:runs``, ``p:runs:active``, ``p:stats``...) have no tag: no script
   touches them, and each may live anywhere.
 
-On a single Redis the tags change nothing. Two stores write some of their names inside Lua,
-because the names depend on what the script reads: the dead-letter scripts build the index and
-count names from ``DeadLetterKeys.root`` (``dlq/scripts/``), and the delivery scripts mark a
-delivery counted under a batch's claim token at ``<deliveries key>:<claim token>``
-(``runs/scripts/delivery/parts.lua``).
-Both are in ``KEYS``.
-
-Keys that kombu, Celery and redbeat write (queues, ``unacked``, results, the beat schedule) are
-theirs: ``agentfleet.transport.layout`` reads kombu's from kombu, and docs/keys.md lists them
-apart. Only redbeat's prefix is ours to choose (``redbeat_prefix``).
+On a single Redis the tags change nothing. Names built inside Lua (the dead-letter scripts'
+index and count names from ``DeadLetterKeys.root``, a batch's counted delivery at
+``<deliveries key>:<claim token>``) are in ``KEYS`` too. Keys that kombu, Celery and redbeat
+write (queues, ``unacked``, results, the beat schedule) are theirs (docs/keys.md lists them
+apart); only redbeat's prefix is ours to choose (``redbeat_prefix``).
 """
 
 from __future__ import annotations
