@@ -51,7 +51,7 @@ from celery.exceptions import Reject
 
 from agentfleet import tracing
 from agentfleet.config import Settings, get_settings
-from agentfleet.errors import BrokerUnavailable, InvalidInput, PoisonMessage
+from agentfleet.errors import BrokerUnavailable, InvalidInput, Parked, PoisonMessage
 from agentfleet.models import TaskOutcome
 from agentfleet.outages import repeatable
 from agentfleet.protocol.batches import is_batch
@@ -346,7 +346,9 @@ class Delivery:
             elapsed = time.monotonic() - started
             err = next_step.classify(self, exc, ctx)
             guard.failed(err, ctx.last_downstream or err.downstream or self.task.downstream)
-            return next_step.after_error(self, err, ctx, elapsed, attempts, traceback.format_exc())
+            # A parked item is no failure: its traceback, costly to format, is never shown.
+            tb = "" if isinstance(err, Parked) else traceback.format_exc()
+            return next_step.after_error(self, err, ctx, elapsed, attempts, tb)
         finally:
             ctx.close()
             for hold in held:
