@@ -51,7 +51,8 @@ system-deps:
 
 # The suite mostly waits (on worker processes, Redis, timeouts), so it runs in more pytest
 # processes than this 2-core machine has cores (pytest-xdist). Each file goes whole to one
-# process (its module fixtures start once), the longest first (tests/file_order.py).
+# process (its module fixtures start once), the longest first, but the tests of the few long
+# files with no module fixture go one by one (tests/file_order.py, tests/conftest.py).
 # TEST_WORKERS=0 runs it in this one process; PYTEST_ARGS adds options (--durations=40, -x).
 TEST_WORKERS ?= 4
 PYTEST_ARGS ?=

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import file_order
 import pytest
@@ -18,6 +19,19 @@ from agentfleet.local import LocalCluster
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     file_order.order_longest_first(config, items)
+
+
+@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: without it (test-floors) never called
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Whole files to each process, as ``--dist loadfile``, but the tests of the files in
+    ``file_order.SPREAD`` one by one."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByFile(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return file_order.work_unit(nodeid)
+
+    return ByFile(config, log)
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:

@@ -1,4 +1,4 @@
-"""The order test files run in: the longest first.
+"""The order test files run in (the longest first) and how pytest-xdist shares them out.
 
 pytest-xdist's ``--dist loadfile`` hands files to its workers in collection order, so a long
 file collected last starts last and finishes alone while the other workers idle. A file's
@@ -13,7 +13,7 @@ from collections import defaultdict
 
 import pytest
 
-__all__ = ["order_longest_first", "record_report", "save_lengths"]
+__all__ = ["SPREAD", "order_longest_first", "record_report", "save_lengths", "work_unit"]
 
 #: pytest's cache key for the seconds each file took, by path relative to the root directory.
 CACHE_KEY = "agentfleet/file_seconds"
@@ -43,6 +43,17 @@ def order_longest_first(config: pytest.Config, items: list[pytest.Item]) -> None
         return recorded.get(path, UNRECORDED_SLOW_S if path in slow else 0.0)
 
     items.sort(key=lambda item: -length(item))
+
+
+#: Files whose tests each start all they need (no module fixture), long enough to be worth
+#: sharing out test by test: pytest-xdist may run them in different processes.
+SPREAD = frozenset({"tests/test_docs_examples.py", "tests/test_cli.py"})
+
+
+def work_unit(nodeid: str) -> str:
+    """What pytest-xdist hands out whole: a test's file, or the test alone in a ``SPREAD`` file."""
+    path = _file_of(nodeid)
+    return nodeid if path in SPREAD else path
 
 
 def record_report(report: pytest.TestReport) -> None:
