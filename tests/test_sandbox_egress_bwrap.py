@@ -26,7 +26,7 @@ pytestmark = pytest.mark.slow
 
 PORT_INSIDE = 3128
 SOCKET_DIR_INSIDE = "/run/egress"
-CA_INSIDE = "/etc/agentfleet/egress-ca.pem"
+CA_INSIDE = "/run/agentfleet/egress-ca.pem"
 
 # Searches everything the sandbox can read for a needle given reversed (so that neither its
 # argv nor its source holds it): the environment, every regular file outside the read-only system

@@ -2,7 +2,7 @@
 
 A worker process makes one CA the first time a sandbox needs it (again after a fork: a child
 never shares its parent's). Its certificate is written, world-readable, to a directory of its
-own that the sandbox binds read-only (``/etc/agentfleet/egress-ca.pem`` inside); its private
+own that the sandbox binds read-only (``/run/agentfleet/egress-ca.pem`` inside); its private
 key is never written anywhere: it stays in the worker's memory.
 
 For each host a sandbox opens a tunnel to, ``LeafCertificates.context(host)`` gives a server
