@@ -27,11 +27,8 @@ LONG_MODULES = {
     "config/sections.py": 411,
 }
 
-# "module:function" -> its lines today. create_app (the service, its handlers and routes) is
-# split once the routes being added to it have landed.
-LONG_FUNCTIONS = {
-    "service/app.py:create_app": 108,
-}
+# "module:function" -> its lines today: none.
+LONG_FUNCTIONS: dict[str, int] = {}
 
 
 def _modules() -> dict[str, str]:

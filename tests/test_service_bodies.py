@@ -98,7 +98,7 @@ def test_an_unexpected_failure_is_a_json_500_without_details(
     def broken(*_: object) -> None:
         raise RuntimeError("internal detail: redis://:hunter2@x")
 
-    monkeypatch.setattr("agentfleet.service.app.start_for_caller", broken)
+    monkeypatch.setattr("agentfleet.service.run_routes.start_for_caller", broken)
     response = client.post("/runs", json={"fanout": "echoes"}, headers=AUTH)
     assert response.status_code == 500
     assert "hunter2" not in _one_message(response)

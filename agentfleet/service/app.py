@@ -12,7 +12,8 @@
   own, held to the outside caller's rules (``outside.py``); answers 202 with the run id.
   Needs ``Authorization: Bearer <service.token>``; with no token configured the trigger is
   off (403).
-- ``GET /runs/{id}``: the run's summary, with the same bearer token.
+- ``GET /runs/{id}``: the run's summary, with the same bearer token (the run routes are in
+  ``run_routes.py``).
 - ``GET /dlq/{id}/artifacts`` and ``GET /dlq/{id}/artifacts/{name}``: a dead letter's
   artifacts, listed and one of them, with the same bearer token (``dlq_routes.py``).
 - ``/approvals``, ``/approvals/{id}``, ``/events/{key}`` and each approval's signed link:
@@ -41,14 +42,11 @@ that holds no detail.
 from __future__ import annotations
 
 import contextlib
-import hmac
 import logging
 from collections.abc import AsyncIterator, Sequence
-from typing import Any
 
 import redis
 from starlette.applications import Starlette
-from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
@@ -57,7 +55,6 @@ from starlette.routing import Mount, Route
 
 from agentfleet.access import AuthThrottle
 from agentfleet.config import Settings
-from agentfleet.errors import ConfigError, DispatchError, InvalidInput
 from agentfleet.orchestration import Fleet
 from agentfleet.redis_client import broker_client, state_client
 from agentfleet.registry import WorkerRecord, WorkerRegistry
@@ -66,11 +63,11 @@ from agentfleet.service.approval_routes import approval_routes
 from agentfleet.service.collectors import DEFAULT_COLLECTORS, Collected, Collector, collect
 from agentfleet.service.console import create_console
 from agentfleet.service.dlq_routes import dlq_routes
-from agentfleet.service.guard import AuthGuard, mark_authenticated
+from agentfleet.service.guard import AuthGuard
 from agentfleet.service.health import PendingClock, assess
-from agentfleet.service.outside import start_for_caller
+from agentfleet.service.http_answers import json_error, token_refusal, unavailable
 from agentfleet.service.prometheus import CONTENT_TYPE, render
-from agentfleet.service.request_body import read_json_body
+from agentfleet.service.run_routes import RunRoutes
 from agentfleet.service.trouble import TroubleWatch
 
 __all__ = ["ServiceState", "create_app"]
@@ -117,81 +114,27 @@ class ServiceState:
             self.close()
 
 
-def _unavailable(exc: Exception) -> JSONResponse:
-    return JSONResponse({"status": "degraded", "reasons": [f"Redis does not answer: {exc}"]}, status_code=503)
-
-
-def _authorized(request: Request, settings: Settings) -> Response | None:
-    """None when the request carries the bearer token; else the response refusing it."""
-    token = settings.service.token
-    if token is None:
-        return JSONResponse(
-            {"error": "the run trigger is off: set AGENTFLEET_SERVICE__TOKEN to turn it on"},
-            status_code=403,
-        )
-    scheme, _, given = request.headers.get("authorization", "").partition(" ")
-    if scheme.lower() != "bearer" or not hmac.compare_digest(
-        given.strip().encode(), token.get_secret_value().encode()
-    ):
-        return JSONResponse(
-            {"error": "a valid bearer token is required"},
-            status_code=401,
-            headers={"WWW-Authenticate": 'Bearer realm="agentfleet"'},
-        )
-    mark_authenticated(request.scope)
-    return None
-
-
-def _error(message: str, status_code: int) -> JSONResponse:
-    return JSONResponse({"error": message}, status_code=status_code)
-
-
-async def _read_trigger(
-    request: Request, settings: Settings
-) -> tuple[str, list[dict[str, Any]] | None, dict[str, Any]]:
-    """The fan-out name, inputs and run options of a ``POST /runs`` body.
-
-    Raises ``InvalidInput`` (with its HTTP status) for a body over the limits, and
-    ``ValueError`` for anything else unusable.
-    """
-    document = await read_json_body(
-        request, max_bytes=settings.service.max_body_bytes, max_depth=settings.service.max_json_depth
-    )
-    if not isinstance(document, dict) or not isinstance(document.get("fanout"), str):
-        raise ValueError('send {"fanout": "<name>", "inputs": [{...}, ...]} and any run options')
-    inputs = document.get("inputs")
-    if inputs is not None:
-        if not isinstance(inputs, list) or not all(isinstance(item, dict) for item in inputs):
-            raise ValueError("inputs must be a list of JSON objects (keyword arguments)")
-        cap = settings.service.max_inputs
-        if len(inputs) > cap:
-            raise ValueError(f"{len(inputs)} inputs is more than service.max_inputs ({cap})")
-    options = {k: v for k, v in document.items() if k not in ("fanout", "inputs")}
-    return document["fanout"], inputs, options
-
-
 async def _http_error(request: Request, exc: Exception) -> Response:
     status = exc.status_code if isinstance(exc, HTTPException) else 500
     detail = exc.detail if isinstance(exc, HTTPException) else "internal error"
-    return _error(str(detail), status)
+    return json_error(str(detail), status)
 
 
 async def _unexpected(request: Request, exc: Exception) -> Response:
     log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
-    return _error("internal error; the service log has the details", 500)
+    return json_error("internal error; the service log has the details", 500)
 
 
 def create_app(settings: Settings, *, collectors: Sequence[Collector] = DEFAULT_COLLECTORS) -> Starlette:
     """The service for ``settings``; ``collectors`` default to every built-in one."""
     state = ServiceState(settings, collectors=collectors)
-    redactor = settings.redactor()
     watch = TroubleWatch(settings, state, state.collectors, state.clock, ping=state.store.client.ping)
 
     def health(request: Request) -> Response:
         try:
             collected = state.collect()
         except (redis.RedisError, OSError) as exc:
-            return _unavailable(exc)
+            return unavailable(exc)
         return JSONResponse(
             assess(
                 collected,
@@ -208,70 +151,12 @@ def create_app(settings: Settings, *, collectors: Sequence[Collector] = DEFAULT_
             return Response(render([], up=False), media_type=CONTENT_TYPE)
         return Response(render(collected.samples), media_type=CONTENT_TYPE)
 
-    def list_runs(request: Request) -> Response:
-        refused = _authorized(request, settings)
-        if refused is not None:
-            return refused
-        raw = request.query_params.get("limit", "20")
-        if not raw.isdigit() or not 1 <= int(raw) <= 1000:
-            return _error("limit must be a whole number from 1 to 1000", 422)
-        try:
-            summaries = state.fleet.runs(int(raw))
-        except (redis.RedisError, OSError) as exc:
-            return _unavailable(exc)
-        return JSONResponse(
-            {"runs": [redactor.value(summary.model_dump(mode="json")) for summary in summaries]}
-        )
-
-    async def start_run(request: Request) -> Response:
-        refused = _authorized(request, settings)
-        if refused is not None:
-            return refused
-        try:
-            name, inputs, options = await _read_trigger(request, settings)
-        except InvalidInput as exc:
-            return _error(exc.message, exc.status_code or 422)
-        except ValueError as exc:
-            return _error(str(exc), 422)
-        try:
-            run = await run_in_threadpool(start_for_caller, state.fleet, name, inputs, options)
-        except ConfigError as exc:
-            return _error(str(exc), 404)
-        except DispatchError as exc:
-            return _error(str(exc), 422)
-        except (redis.RedisError, OSError) as exc:
-            return _error(f"Redis does not answer: {exc}", 503)
-        return JSONResponse(
-            {
-                "run_id": run.id,
-                "fanout": redactor.text(name),
-                "tasks": run.total,
-                "summary_url": f"/runs/{run.id}",
-            },
-            status_code=202,
-        )
-
-    def show_run(request: Request) -> Response:
-        if (refused := _authorized(request, settings)) is not None:
-            return refused
-        run_id = request.path_params["run_id"]
-        try:
-            run = state.fleet.get_run(run_id)
-            summary = run.summary()
-        except DispatchError as exc:
-            return _error(str(exc), 404)
-        except (redis.RedisError, OSError) as exc:
-            return _error(f"Redis does not answer: {exc}", 503)
-        return JSONResponse(redactor.value(summary.model_dump(mode="json")))
-
     app = Starlette(
         routes=[
             Route("/health", health, methods=["GET"]),
             Route("/metrics", metrics, methods=["GET"]),
-            Route("/runs", start_run, methods=["POST"]),
-            Route("/runs", list_runs, methods=["GET"]),
-            Route("/runs/{run_id}", show_run, methods=["GET"]),
-            *dlq_routes(state.fleet, settings, _authorized),
+            *RunRoutes(settings, state.fleet).routes(),
+            *dlq_routes(state.fleet, settings, token_refusal),
             *approval_routes(settings, state.fleet),
             Mount("/console", app=create_console(settings, state.fleet, trouble=watch.now)),
         ],

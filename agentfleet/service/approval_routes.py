@@ -27,7 +27,6 @@ Every approval shown passes the redactor.
 
 from __future__ import annotations
 
-import hmac
 from typing import Any
 
 import redis
@@ -48,35 +47,20 @@ from agentfleet.errors import (
 )
 from agentfleet.orchestration import Fleet
 from agentfleet.service.approval_link_pages import link_routes
-from agentfleet.service.guard import mark_authenticated
+from agentfleet.service.http_answers import json_error, token_refusal
 from agentfleet.service.request_body import read_json_body
 
 __all__ = ["approval_json", "approval_routes"]
+
+APPROVALS_OFF = "approvals over HTTP are off: set AGENTFLEET_SERVICE__TOKEN to turn them on"
 
 # The longest ``by`` or ``comment`` a caller may record, in characters.
 MAX_TEXT = 2000
 
 
-def _error(message: str, status_code: int, **extra: Any) -> JSONResponse:
-    return JSONResponse({"error": message, **extra}, status_code=status_code)
-
-
 def _refused(request: Request, settings: Settings) -> Response | None:
     """None when the request carries the service token; else the response refusing it."""
-    token = settings.service.token
-    if token is None:
-        return _error("approvals over HTTP are off: set AGENTFLEET_SERVICE__TOKEN to turn them on", 403)
-    scheme, _, given = request.headers.get("authorization", "").partition(" ")
-    if scheme.lower() != "bearer" or not hmac.compare_digest(
-        given.strip().encode(), token.get_secret_value().encode()
-    ):
-        return JSONResponse(
-            {"error": "a valid bearer token is required"},
-            status_code=401,
-            headers={"WWW-Authenticate": 'Bearer realm="agentfleet"'},
-        )
-    mark_authenticated(request.scope)
-    return None
+    return token_refusal(request, settings, off=APPROVALS_OFF)
 
 
 def approval_json(settings: Settings, approval: Approval) -> dict[str, Any]:
@@ -143,15 +127,15 @@ class _ApprovalApi:
         try:
             status = status_filter(params.get("status", "pending"))
         except ConfigError as exc:
-            return _error(str(exc), 422)
+            return json_error(str(exc), 422)
         if not raw.isdigit() or not 1 <= int(raw) <= 1000:
-            return _error("limit must be a whole number from 1 to 1000", 422)
+            return json_error("limit must be a whole number from 1 to 1000", 422)
         try:
             found = await run_in_threadpool(
                 self.fleet.approval_store.list, params.get("run") or None, status, int(raw)
             )
         except (redis.RedisError, OSError) as exc:
-            return _error(f"Redis does not answer: {exc}", 503)
+            return json_error(f"Redis does not answer: {exc}", 503)
         return JSONResponse({"approvals": [approval_json(self.settings, a) for a in found]})
 
     async def show(self, request: Request) -> Response:
@@ -161,9 +145,9 @@ class _ApprovalApi:
         try:
             found = await run_in_threadpool(self.fleet.approval_store.get, request.path_params["approval_id"])
         except ApprovalNotFound as exc:
-            return _error(str(exc), 404)
+            return json_error(str(exc), 404)
         except (redis.RedisError, OSError) as exc:
-            return _error(f"Redis does not answer: {exc}", 503)
+            return json_error(f"Redis does not answer: {exc}", 503)
         return JSONResponse(approval_json(self.settings, found))
 
     async def decide(self, request: Request) -> Response:
@@ -173,22 +157,22 @@ class _ApprovalApi:
         try:
             approved, by, comment, data = _decision(await self._body(request))
         except InvalidInput as exc:
-            return _error(exc.message, exc.status_code or 422)
+            return json_error(exc.message, exc.status_code or 422)
         except ValueError as exc:
-            return _error(str(exc), 422)
+            return json_error(str(exc), 422)
         approval_id = request.path_params["approval_id"]
         try:
             decided = await run_in_threadpool(
                 decide, self.fleet, approval_id, approved=approved, by=by, comment=comment, data=data
             )
         except ApprovalNotFound as exc:
-            return _error(str(exc), 404)
+            return json_error(str(exc), 404)
         except ApprovalAlreadyDecided as exc:
-            return _error(str(exc), 409, approval=approval_json(self.settings, exc.approval))
+            return json_error(str(exc), 409, approval=approval_json(self.settings, exc.approval))
         except ApprovalExpired as exc:
-            return _error(str(exc), 410, approval=approval_json(self.settings, exc.approval))
+            return json_error(str(exc), 410, approval=approval_json(self.settings, exc.approval))
         except (redis.RedisError, OSError) as exc:
-            return _error(f"Redis does not answer: {exc}", 503)
+            return json_error(f"Redis does not answer: {exc}", 503)
         return JSONResponse(approval_json(self.settings, decided))
 
     async def send_event(self, request: Request) -> Response:
@@ -198,14 +182,14 @@ class _ApprovalApi:
         try:
             document = await self._body(request)
         except InvalidInput as exc:
-            return _error(exc.message, exc.status_code or 422)
+            return json_error(exc.message, exc.status_code or 422)
         if document is not None and (not isinstance(document, dict) or set(document) - {"data"}):
-            return _error('send {"data": ...} (or no body)', 422)
+            return json_error('send {"data": ...} (or no body)', 422)
         key = request.path_params["key"]
         try:
             completed = await run_in_threadpool(self.fleet.send_event, key, (document or {}).get("data"))
         except (redis.RedisError, OSError) as exc:
-            return _error(f"Redis does not answer: {exc}", 503)
+            return json_error(f"Redis does not answer: {exc}", 503)
         return JSONResponse({"key": key, "completed": completed})
 
 
