@@ -43,6 +43,8 @@ system-deps:
 	  [ -x /usr/bin/chromium ] || missing="$$missing chromium"; \
 	  command -v promtool >/dev/null || missing="$$missing prometheus"; \
 	  command -v bwrap >/dev/null || missing="$$missing bubblewrap"; \
+	  command -v curl >/dev/null || missing="$$missing curl"; \
+	  [ -x /usr/bin/python3 ] || missing="$$missing python3"; \
 	  if [ -n "$$missing" ]; then \
 	    echo "installing Debian packages:$$missing"; \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
