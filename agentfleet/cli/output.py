@@ -242,11 +242,23 @@ def outcomes_table(outcomes: Iterable[TaskOutcome], *, title: str = "outcomes", 
 
 
 def audit_table(entries: Iterable[AuditEntry]) -> Table:
-    """Credential uses: when (UTC), which credential, to which domain, by which task."""
-    table = Table(title="credential uses")
-    for column in ("time (UTC)", "credential", "domain", "task"):
-        table.add_column(column)
+    """Credential uses and egress refusals: when (UTC), what happened, which credential, where
+    (a use's domain, a refusal's destination), by which task (a refusal: and run) and why."""
+    table = Table(title="credential uses and egress refusals")
+    for column in ("time (UTC)", "event", "credential", "where", "task"):
+        table.add_column(column, overflow="fold")
+    table.add_column("why", overflow="fold", ratio=1)
     for entry in entries:
         when = datetime.fromtimestamp(entry.time, UTC).strftime("%Y-%m-%d %H:%M:%S")
-        table.add_row(when, shown(entry.credential), shown(entry.domain), shown(entry.task_id))
+        refused = entry.event == "refused"
+        where = entry.destination if refused else entry.domain
+        task = f"{entry.task or entry.task_id} (run {entry.run_id})" if refused else entry.task_id
+        table.add_row(
+            when,
+            "[red]refused[/red]" if refused else "use",
+            shown(entry.credential or "-"),
+            shown(where),
+            shown(task),
+            shown(entry.reason),
+        )
     return table
