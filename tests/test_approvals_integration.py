@@ -73,6 +73,7 @@ def test_an_approved_item_resumes_after_its_steps_with_the_decision(
     assert approval.task_name == at.gated.name
     assert approval.details["plan"] == "deploy v2" and approval.details["api_key"] == "[REDACTED]"
     assert run.summary().waiting_approval == 1
+    assert {s.run_id: s.waiting_approval for s in fleet.runs(50)}[run.id] == 1, "parked by a real worker"
     decided = fleet.approve(pid, by="alice", comment="ship it", data={"version": 3})
     assert decided.status == "approved" and decided.decision is not None
     result = _result(run)
@@ -82,6 +83,7 @@ def test_an_approved_item_resumes_after_its_steps_with_the_decision(
     assert _count(redis_client, marker, "body") == 2, "parked once, resumed once"
     assert _count(redis_client, marker, "after") == 1
     assert run.summary().waiting_approval == 0
+    assert {s.run_id: s.waiting_approval for s in fleet.runs(50)}[run.id] == 0
 
 
 def test_a_rejection_comes_back_and_a_second_decision_is_refused(fleet: Fleet) -> None:

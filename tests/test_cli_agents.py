@@ -87,6 +87,11 @@ def test_creds_audit_as_json(env: dict[str, str], uses: list[str]) -> None:
         "credential": "vendor_a",
         "domain": "api.example",
         "time": pytest.approx(time.time(), abs=60),
+        "event": "use",
+        "run_id": "",
+        "task": "",
+        "destination": "",
+        "reason": "",
     }
     assert [e["id"] for e in json.loads(_audit(env, "--json", "--limit", "2").output)] == uses[-2:]
     assert json.loads(_audit(env, "--json", "--since", "2h", "--limit", "1").output)[0]["id"] == uses[0]

@@ -190,6 +190,16 @@ class ApprovalStore:
         with the item not yet sent again (one read, however many)."""
         return {int(idx) for idx in self.client.hkeys(self.keys.parked(run_id))}
 
+    def parked_counts(self, run_ids: Sequence[str]) -> dict[str, int]:
+        """How many items each of runs ``run_ids`` has parked now (pending a decision, or
+        decided and about to be sent again): one ``HLEN`` per run, in one round trip."""
+        if not run_ids:
+            return {}
+        with self.client.pipeline(transaction=False) as pipe:
+            for run_id in run_ids:
+                pipe.hlen(self.keys.parked(run_id))
+            return {run_id: int(n) for run_id, n in zip(run_ids, pipe.execute(), strict=True)}
+
     def messages(self, ids: Sequence[str]) -> builtins.list[dict[str, Any] | None]:
         """The messages that send the items of pauses ``ids`` again (None where there is none)."""
         with self.client.pipeline(transaction=False) as pipe:

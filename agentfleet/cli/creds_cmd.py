@@ -1,4 +1,5 @@
-"""``agentfleet creds``: who used which credential, where and when (the audit stream)."""
+"""``agentfleet creds``: who used which credential, where and when, and which egress requests
+were refused (the audit stream)."""
 
 from __future__ import annotations
 
@@ -26,9 +27,12 @@ def audit(
         help="The first entries from then on: 30m, 6h, 2d or an ISO date.",
         metavar="WHEN",
     ),
+    refused: bool = typer.Option(
+        False, "--refused", help="Only the egress requests refused (among the entries read)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON document."),
 ) -> None:
-    """Uses of credentials, oldest first.
+    """Uses of credentials and refused egress requests, oldest first.
 
     The latest --limit, or the first since --since.
     """
@@ -36,9 +40,12 @@ def audit(
     require_broker()
     audit = AuditLog(state_client(get_settings()), get_settings().key_prefix)
     entries = audit.read(count=limit, since=start)
+    if refused:
+        entries = [entry for entry in entries if entry.event == "refused"]
     if as_json:
         print_json([entry.model_dump(mode="json") for entry in entries])
     elif not entries:
-        console.print("no credential has been used" + (" since then" if since else ""))
+        nothing = "no egress request was refused" if refused else "no credential has been used or refused"
+        console.print(nothing + (" since then" if since else ""))
     else:
         console.print(audit_table(entries))

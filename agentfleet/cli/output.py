@@ -11,9 +11,10 @@ import json
 import os
 import sys
 import textwrap
+import time
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich import box
 from rich.console import Console, ConsoleDimensions
@@ -23,6 +24,9 @@ from rich.text import Text
 from agentfleet.display import visible
 from agentfleet.models import RunSummary, TaskOutcome
 from agentfleet.tools.audit import AuditEntry
+
+if TYPE_CHECKING:
+    from agentfleet.approvals import Approval
 
 __all__ = [
     "audit_table",
@@ -35,6 +39,7 @@ __all__ = [
     "shorten",
     "shown",
     "summary_table",
+    "waiting_table",
 ]
 
 
@@ -139,6 +144,8 @@ def summary_table(summary: RunSummary, *, title: str | None = None) -> Table:
     if summary.compensation:
         undone = f"{summary.compensation}: {summary.compensated} done, {summary.compensations_failed} failed"
         rows = [*rows, ("compensation", undone)]
+    if summary.waiting_approval:
+        rows = [*rows, ("waiting for a decision", summary.waiting_approval)]
     for field, value in rows:
         table.add_row(field, shown(str(value)))
     return table
@@ -171,18 +178,38 @@ def runs_table(summaries: Iterable[RunSummary]) -> Table:
     table.add_column("run", no_wrap=True, min_width=16)
     table.add_column("name", overflow="fold", ratio=1)
     table.add_column("status", no_wrap=True)
-    for column in ("tasks", "ok/failed", "wall s", "cost $"):
+    summaries = list(summaries)
+    deciding = any(s.waiting_approval for s in summaries)
+    decide_column = ("to decide",) if deciding else ()
+    for column in ("tasks", "ok/failed", *decide_column, "wall s", "cost $"):
         table.add_column(column, justify="right", no_wrap=True)
     for s in summaries:
+        decide = (str(s.waiting_approval),) if deciding else ()
         table.add_row(
             s.run_id,
             shown(s.name),
             s.status,
             str(s.tasks_total),
             f"{s.succeeded}/{s.failed}",
+            *decide,
             f"{s.wall_clock_s:.1f}",
             f"{s.cost_usd:.4f}",
         )
+    return table
+
+
+def waiting_table(waiting: Iterable[Approval]) -> Table:
+    """A run's items waiting for a decision: index, item, what is asked, approval id, age."""
+    table = compact_table("waiting for a decision")
+    table.add_column("#", justify="right", no_wrap=True)
+    table.add_column("item", overflow="fold", max_width=24)
+    table.add_column("asks", overflow="fold", ratio=1)
+    table.add_column("approval", no_wrap=True)
+    table.add_column("age s", justify="right", no_wrap=True)
+    now = time.time()
+    for a in waiting:
+        age = f"{max(0.0, now - a.created_at):.0f}"
+        table.add_row(str(a.index), shown(a.item_key), shown(a.label), a.id, age)
     return table
 
 
@@ -215,11 +242,23 @@ def outcomes_table(outcomes: Iterable[TaskOutcome], *, title: str = "outcomes", 
 
 
 def audit_table(entries: Iterable[AuditEntry]) -> Table:
-    """Credential uses: when (UTC), which credential, to which domain, by which task."""
-    table = Table(title="credential uses")
-    for column in ("time (UTC)", "credential", "domain", "task"):
-        table.add_column(column)
+    """Credential uses and egress refusals: when (UTC), what happened, which credential, where
+    (a use's domain, a refusal's destination), by which task (a refusal: and run) and why."""
+    table = Table(title="credential uses and egress refusals")
+    for column in ("time (UTC)", "event", "credential", "where", "task"):
+        table.add_column(column, overflow="fold")
+    table.add_column("why", overflow="fold", ratio=1)
     for entry in entries:
         when = datetime.fromtimestamp(entry.time, UTC).strftime("%Y-%m-%d %H:%M:%S")
-        table.add_row(when, shown(entry.credential), shown(entry.domain), shown(entry.task_id))
+        refused = entry.event == "refused"
+        where = entry.destination if refused else entry.domain
+        task = f"{entry.task or entry.task_id} (run {entry.run_id})" if refused else entry.task_id
+        table.add_row(
+            when,
+            "[red]refused[/red]" if refused else "use",
+            shown(entry.credential or "-"),
+            shown(where),
+            shown(task),
+            shown(entry.reason),
+        )
     return table

@@ -2,14 +2,27 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import typer
 
 from agentfleet.cli.connect import require_broker
-from agentfleet.cli.output import console, outcomes_table, print_json, runs_table, steps_table, summary_table
+from agentfleet.cli.output import (
+    console,
+    outcomes_table,
+    print_json,
+    runs_table,
+    steps_table,
+    summary_table,
+    waiting_table,
+)
 from agentfleet.errors import DispatchError
 from agentfleet.orchestration import Fleet
 from agentfleet.ratelimit import Limiter
 from agentfleet.service.health import pause_reason
+
+if TYPE_CHECKING:
+    from agentfleet.approvals import Approval
 
 __all__ = ["runs_app"]
 
@@ -54,6 +67,7 @@ def show_run(
     except DispatchError as exc:
         raise DispatchError(f"{exc}; see `agentfleet runs list`") from None
     summary = run.summary()
+    waiting = run.waiting_approval()
     outcomes = [o for o in run.outcomes() if not (failures_only and o.ok)]
     page = outcomes[offset:] if every else outcomes[offset : offset + limit]
     paused = Limiter.from_settings(fleet.settings, fleet.store.client).paused(
@@ -64,6 +78,7 @@ def show_run(
             {
                 "summary": summary.model_dump(mode="json"),
                 "paused_downstreams": paused,
+                "waiting_approval": [_waiting(a) for a in waiting],
                 "outcomes_total": len(outcomes),
                 "offset": offset,
                 "outcomes": [o.model_dump(mode="json") for o in page],
@@ -73,12 +88,30 @@ def show_run(
     console.print(summary_table(summary))
     for downstream, left_s in paused.items():
         console.print(f"[yellow]{pause_reason(downstream, left_s)}[/yellow]", highlight=False)
+    if waiting:
+        console.print(waiting_table(waiting))
+        hint = f"decide with: agentfleet approvals list --run {run.id}"
+        console.print(hint, highlight=False, soft_wrap=True)
     if summary.steps:
         console.print(steps_table(summary))
     if page:
         console.print(outcomes_table(page, limit=len(page)))
     if len(page) < len(outcomes):
         console.print(page_note(len(page), len(outcomes), offset, run.id), highlight=False, soft_wrap=True)
+
+
+def _waiting(approval: Approval) -> dict[str, Any]:
+    """One item waiting for a decision, as ``runs show --json`` lists it."""
+    return {
+        "index": approval.index,
+        "item_key": approval.item_key,
+        "task_id": approval.task_id,
+        "approval_id": approval.id,
+        "kind": approval.kind,
+        "asks": approval.label,
+        "created_at": approval.created_at,
+        "expires_at": approval.expires_at,
+    }
 
 
 def page_note(shown: int, total: int, offset: int, run_id: str) -> str:

@@ -251,8 +251,14 @@ class Fleet:
         return self._run(run_id, record.get("name", ""), int(record.get("tasks_total", 0)))
 
     def runs(self, limit: int = 20) -> list[RunSummary]:
-        """The newest runs, newest first."""
-        return self.store.list_runs(limit)
+        """The newest runs, newest first; ``waiting_approval`` counts each run's parked items
+        (one read per run, all in one round trip; ``waiting_approval_ids`` stays empty here)."""
+        summaries = self.store.list_runs(limit)
+        counts = self.approval_store.parked_counts([s.run_id for s in summaries])
+        return [
+            s.model_copy(update={"waiting_approval": counts[s.run_id]}) if counts.get(s.run_id) else s
+            for s in summaries
+        ]
 
     def ping_workers(self, timeout_s: float = 1.0) -> list[str]:
         """Names of the workers that answered a ping within ``timeout_s`` seconds."""

@@ -1,14 +1,18 @@
-"""The credential audit log: one Redis stream entry per use of a credential.
+"""The credential audit log: one Redis stream entry per use of a credential, and one per
+request a sandbox's egress proxy refused.
 
-An entry says which task used which credential for which domain, and when. It never holds
-the credential's value. The stream is capped (approximately, ``MAXLEN ~``) so it cannot grow
-without bound.
+A use (``event`` ``use``) says which task used which credential for which domain, and when. A
+refusal (``event`` ``refused``) says which task of which run was refused which destination
+(``scheme://host:port``; ``domain`` is its host), why, and the credential it named when that
+was the reason. No entry holds a credential's value. The stream is capped (approximately,
+``MAXLEN ~``) so it cannot grow without bound; the oldest entries go first, uses and refusals
+alike.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Literal
 
 import redis
 from pydantic import BaseModel
@@ -17,19 +21,30 @@ from agentfleet.errors import ConnectionFailed
 from agentfleet.keys import audit_key
 from agentfleet.redis_handles import StateRedis
 
-__all__ = ["AuditEntry", "AuditLog"]
+__all__ = ["AuditEntry", "AuditEvent", "AuditLog"]
 
 DEFAULT_MAXLEN = 100_000
 
 
+AuditEvent = Literal["use", "refused"]
+
+
 class AuditEntry(BaseModel):
-    """One use of a credential. ``time`` is Unix seconds."""
+    """One use of a credential (``event`` ``use``) or one refused egress request (``event``
+    ``refused``: ``reason`` says why, ``destination`` what was asked, ``run_id`` and ``task``
+    name the item's run and task; ``credential`` is set when a credential was the reason).
+    ``time`` is Unix seconds."""
 
     id: str
     task_id: str
     credential: str
     domain: str
     time: float
+    event: AuditEvent = "use"
+    run_id: str = ""
+    task: str = ""
+    destination: str = ""
+    reason: str = ""
 
 
 def _text(value: Any) -> str:
@@ -52,6 +67,7 @@ class AuditLog:
         so that a credential is never used without its audit entry.
         """
         fields: dict[Any, Any] = {
+            "event": "use",
             "task_id": task_id or "-",
             "credential": credential,
             "domain": domain,
@@ -66,6 +82,38 @@ class AuditLog:
             )
         except redis.RedisError as exc:
             raise ConnectionFailed(f"credential audit log unavailable: {exc}") from None
+        return _text(entry_id)
+
+    def record_refusal(
+        self,
+        *,
+        task_id: str | None,
+        run_id: str,
+        task: str,
+        destination: str,
+        domain: str,
+        reason: str,
+        credential: str = "",
+        at: float | None = None,
+    ) -> str | None:
+        """Append one refused egress request; returns the entry id, or None when Redis could
+        not take it (the refusal stands all the same: the caller logs it). ``at`` is Unix
+        seconds (now when None)."""
+        fields: dict[Any, Any] = {
+            "event": "refused",
+            "task_id": task_id or "-",
+            "run_id": run_id,
+            "task": task,
+            "destination": destination,
+            "domain": domain,
+            "credential": credential,
+            "reason": reason,
+            "time": f"{time.time() if at is None else at:.6f}",
+        }
+        try:
+            entry_id = self._client.xadd(self.key, fields, maxlen=self._maxlen, approximate=True)
+        except (redis.RedisError, OSError):
+            return None
         return _text(entry_id)
 
     def read(self, count: int = 100, since: float | None = None) -> list[AuditEntry]:
@@ -90,6 +138,11 @@ class AuditLog:
                     credential=values.get("credential", ""),
                     domain=values.get("domain", ""),
                     time=float(values.get("time", "0") or 0),
+                    event="refused" if values.get("event") == "refused" else "use",
+                    run_id=values.get("run_id", ""),
+                    task=values.get("task", ""),
+                    destination=values.get("destination", ""),
+                    reason=values.get("reason", ""),
                 )
             )
         return entries

@@ -20,6 +20,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -96,6 +97,8 @@ class EgressCore:
         self._lock = threading.Lock()
         self.run_id = run_id
         self.task_name = task_name
+        self._audit = wiring.audit
+        self._task_id = wiring.task_id
         specs = {name: settings.credentials[name] for name in self.credentials}
         self.vault = CredentialVault(specs, audit=wiring.audit) if specs else None
         guard = guard_transport(
@@ -121,7 +124,7 @@ class EgressCore:
             return None
         shown = f"[{host}]" if ":" in host else host
         destination = f"{scheme}://{shown}:{port}"
-        self._note(destination, "not declared by the task")
+        self._note(destination, "not declared by the task", domain=host)
         return Reply(
             403,
             f"refused {destination}: not among the network destinations task {self.task_name!r} "
@@ -135,7 +138,8 @@ class EgressCore:
         for part in parts:
             for name in references(part):
                 if name not in self.credentials:
-                    self._note(destination, f"credential {name!r} not named by the task's sandbox")
+                    why = f"credential {name!r} not named by the task's sandbox"
+                    self._note(destination, why, domain=urlsplit(destination).hostname or "", credential=name)
                     allowed = ", ".join(self.credentials) or "none"
                     return Reply(
                         403,
@@ -145,14 +149,19 @@ class EgressCore:
                     )
         return None
 
-    def _note(self, destination: str, why: str) -> None:
-        """Log a refusal: the first few of each kind, then every hundredth (a program retrying
-        in a loop must not flood the worker's log)."""
+    def _note(self, destination: str, why: str, *, domain: str, credential: str = "") -> None:
+        """Record a refusal in the audit stream (each one; a Redis that cannot take it changes
+        nothing of the refusal) and log it: the first few of each kind, then every hundredth (a
+        program retrying in a loop must not flood the worker's log). Only refusals come here:
+        an allowed request never writes to the audit from this path."""
         key = f"{destination} {why}"
         with self._lock:
             self._refusals[key] += 1
             count = self._refusals[key]
+        audited = self._audit_refusal(destination, why, domain=domain, credential=credential)
         if count <= _LOGGED_AT_ONCE or count % 100 == 0:
+            if not audited:
+                log.warning("egress: a refusal of task %s could not be audited", self.task_name)
             log.warning(
                 "egress refused %s for task %s (run %s): %s (%d times so far)",
                 destination,
@@ -161,6 +170,26 @@ class EgressCore:
                 why,
                 count,
             )
+
+    def _audit_refusal(self, destination: str, why: str, *, domain: str, credential: str) -> bool:
+        """Write one refusal to the audit stream; False when it failed (True without an audit)."""
+        if self._audit is None:
+            return True
+        source = self._task_id
+        try:
+            task_id = source() if callable(source) else source
+        except Exception:  # the task id is a nicety here; the refusal is recorded without it
+            task_id = None
+        entry = self._audit.record_refusal(
+            task_id=task_id,
+            run_id=self.run_id,
+            task=self.task_name,
+            destination=destination,
+            domain=domain,
+            reason=why,
+            credential=credential,
+        )
+        return entry is not None
 
     def reflections(self) -> Reflections:
         """The spellings of this sandbox's credential values, to keep out of responses."""

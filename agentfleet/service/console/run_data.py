@@ -18,6 +18,7 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
+from agentfleet.approvals import Approval
 from agentfleet.dlq import dead_letter_id
 from agentfleet.models import RunSummary, TaskOutcome
 from agentfleet.orchestration import Fleet
@@ -130,6 +131,8 @@ class RunView:
     # The run's trace (hex; '' when it was dispatched without tracing) and its link, if any.
     trace_id: str = ""
     trace_link: str = ""
+    # The run's items waiting for a decision now, oldest first.
+    waiting: list[Approval] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -258,6 +261,7 @@ def read_run(
         show=show,
         charts=_charts(spans, run_id, summary, log, now) if log.spans else [],
         timeline=bool(log.spans),
+        waiting=sorted(fleet.approvals(run_id), key=lambda a: a.created_at),
         **_trace(fleet, record),
     )
 
