@@ -68,7 +68,8 @@ def measured(fleet: Fleet, items: int, pids: list[int], label: str, diagnose: bo
     rate = throughput(fleet, items)
     stats = client.info("commandstats")
     top = sorted(stats.items(), key=lambda kv: -kv[1]["usec"])[:8]
-    print(f"  [{label}] keys {client.dbsize()}, worker RSS {_rss_mb(pids):.0f} MB; top commands by usec:")
+    load, rss = os.getloadavg()[0], _rss_mb(pids)
+    print(f"  [{label}] keys {client.dbsize()}, worker RSS {rss:.0f} MB, load {load:.1f}; commands by usec:")
     for name, s in top:
         command = name.removeprefix("cmdstat_")
         per_item = s["usec"] / items
