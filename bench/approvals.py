@@ -45,6 +45,40 @@ def throughput(fleet: Fleet, items: int) -> float:
     return items / (time.monotonic() - start)
 
 
+def _rss_mb(pids: list[int]) -> float:
+    """Resident set size of processes ``pids``, in MB (Linux /proc)."""
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/status").read_text().split("VmRSS:")[1].split()
+            total += int(fields[0])
+        except (OSError, IndexError):
+            continue
+    return total / 1024
+
+
+def measured(fleet: Fleet, items: int, pids: list[int], label: str, diagnose: bool) -> float:
+    """``throughput``; with ``diagnose``, the Redis commands it cost (calls and usec per item,
+    ``INFO commandstats`` before and after), the slowlog, the keyspace and the workers' RSS."""
+    client = fleet.approval_store.client
+    if not diagnose:
+        return throughput(fleet, items)
+    client.config_resetstat()
+    client.slowlog_reset()
+    rate = throughput(fleet, items)
+    stats = client.info("commandstats")
+    top = sorted(stats.items(), key=lambda kv: -kv[1]["usec"])[:8]
+    load, rss = os.getloadavg()[0], _rss_mb(pids)
+    print(f"  [{label}] keys {client.dbsize()}, worker RSS {rss:.0f} MB, load {load:.1f}; commands by usec:")
+    for name, s in top:
+        command = name.removeprefix("cmdstat_")
+        per_item = s["usec"] / items
+        print(f"    {command:<14} calls {s['calls']:>7} usec {s['usec']:>9} per item {per_item:8.1f} us")
+    for entry in client.slowlog_get(5):
+        print(f"    slow: {entry['duration']} us {entry['command'][:120]!r}")
+    return rate
+
+
 def wait_parked(fleet: Fleet, run_id: str, n: int) -> None:
     while fleet.approval_store.client.scard(fleet.approval_store.keys.run(run_id)) < n:
         time.sleep(0.5)
@@ -55,7 +89,7 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def bench(redis_url: str, parked: int, work: int, decide: int) -> None:
+def bench(redis_url: str, parked: int, work: int, decide: int, diagnose: bool = False) -> None:
     tag = uuid.uuid4().hex[:8]
     queues = {"agents": f"b{tag}.agents", "fanin": f"b{tag}.fanin", "maintenance": f"b{tag}.maint"}
     env = {
@@ -70,7 +104,8 @@ def bench(redis_url: str, parked: int, work: int, decide: int) -> None:
         fleet = cluster.fleet()
         client = fleet.approval_store.client
         throughput(fleet, 50)  # warm up
-        base = throughput(fleet, work)
+        pids = [w.pid for w in cluster.workers]
+        base = measured(fleet, work, pids, "nothing parked", diagnose)
         print(
             f"throughput, nothing parked:     {base:8.1f} items/s ({work} items of 20 ms, 8 slots)",
             flush=True,
@@ -85,9 +120,11 @@ def bench(redis_url: str, parked: int, work: int, decide: int) -> None:
         sample = fleet.approvals(run=run.id)[0]
         record = int(client.memory_usage(fleet.approval_store.keys.record(sample.id)) or 0)
         print(f"parked items: {parked} (parked in {park_s:.1f} s, {parked / park_s:.0f}/s)", flush=True)
+        if diagnose:
+            print(f"  worker RSS with them parked: {_rss_mb(pids):.0f} MB", flush=True)
         per_item = (after - before) / parked
         print(f"redis memory per parked item:   {per_item:8.0f} bytes (its pause's record: {record} bytes)")
-        beside = throughput(fleet, work)
+        beside = measured(fleet, work, pids, f"{parked} parked", diagnose)
         print(f"throughput, {parked} parked: {beside:8.1f} items/s   ratio {beside / base:.3f}", flush=True)
         pending = {a.task_id.rsplit("-", 1)[1]: a.id for a in fleet.approvals(run=run.id)}
         latencies = []
@@ -100,7 +137,7 @@ def bench(redis_url: str, parked: int, work: int, decide: int) -> None:
             time.sleep(0.05)
         run.cancel(compensate=False)
         ended = run.wait(timeout_s=1800)
-        after_base = throughput(fleet, work)
+        after_base = measured(fleet, work, pids, "cancelled", diagnose)
         print(
             f"throughput, nothing parked again: {after_base:8.1f} items/s ({ended.cancelled} cancelled); "
             f"ratio to it {beside / after_base:.3f}, to both {2 * beside / (base + after_base):.3f}"
@@ -116,6 +153,7 @@ def main() -> None:
     parser.add_argument("--parked", type=int, default=10_000, help="items parked (default 10,000)")
     parser.add_argument("--work", type=int, default=1000, help="items of the run measured beside them")
     parser.add_argument("--decide", type=int, default=200, help="decisions timed")
+    parser.add_argument("--diagnose", action="store_true", help="Redis commands, slowlog and RSS per run")
     parser.add_argument("--small", action="store_true", help="500 parked, 400 items, 50 decisions")
     args = parser.parse_args()
     if args.small:
@@ -124,10 +162,10 @@ def main() -> None:
 
     url = os.environ.get("AGENTFLEET_BROKER_URL")
     if url:
-        bench(url, args.parked, args.work, args.decide)
+        bench(url, args.parked, args.work, args.decide, args.diagnose)
         return
     with EmbeddedRedis() as server:
-        bench(server.url, args.parked, args.work, args.decide)
+        bench(server.url, args.parked, args.work, args.decide, args.diagnose)
 
 
 if __name__ == "__main__":
