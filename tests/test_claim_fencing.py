@@ -177,6 +177,36 @@ def test_a_claim_held_after_the_renewer_was_idle_is_renewed_in_time(runs: RunSto
         renewer.drop(runs, "k0")
 
 
+class _Keeps:
+    """A run store whose renewals keep every claim but ``gone``."""
+
+    def __init__(self, gone: str = "") -> None:
+        self.gone = gone
+
+    def renew_claims(self, held: dict[str, str], ttl_s: float) -> dict[str, bool]:
+        return {key: key != self.gone for key in held}
+
+
+def test_the_renewers_turns_follow_the_shortest_ttl_still_held() -> None:
+    renewer, store = ClaimRenewer(), _Keeps(gone="short")
+    renewer.hold(store, "a", A, 30.0)
+    began = renewer.renew_due - 10.0  # the turns start when the first claim is held
+    renewer.hold(store, "b", A, 30.0)
+    renewer.hold(store, "short", A, 3.0)
+    assert renewer.renew_due - began == pytest.approx(1.0)
+    renewer.renew_now()  # the short claim is found gone: the turns slow to the others' TTL
+    assert renewer.held() == 2
+    assert renewer.renew_due - began == pytest.approx(10.0)
+    renewer.hold(store, "a", A, 6.0)  # held again with a shorter TTL: it replaces the first
+    assert renewer.held() == 2
+    assert renewer.renew_due - began == pytest.approx(2.0)
+    renewer.drop(store, "a")
+    renewer.drop(store, "a")  # twice: nothing more to drop
+    assert renewer.renew_due - began == pytest.approx(10.0)
+    renewer.drop(store, "b")
+    assert renewer.held() == 0 and renewer.renew_due == float("inf")
+
+
 def test_a_claim_no_renewal_confirmed_for_its_ttl_is_presumed_lost() -> None:
     claim = Claim("k0", A, 3.0, confirmed_at=time.monotonic() - 2.0)
     assert not claim.lost

@@ -28,6 +28,7 @@ import logging
 import os
 import threading
 import time
+from collections import Counter
 from typing import TYPE_CHECKING, Protocol
 
 from agentfleet.errors import ClaimLost
@@ -109,6 +110,9 @@ class ClaimRenewer:
     def __init__(self, leases: LeaseRenewer | None = None) -> None:
         self.leases = leases if leases is not None else LeaseRenewer()
         self._held: dict[tuple[int, str], tuple[ClaimStore, Claim]] = {}
+        # How many held claims have each TTL (a process uses one or two): the shortest is found
+        # without a look at every claim, so holding and dropping stay O(1) with thousands held.
+        self._ttls: Counter[float] = Counter()
         self._lock = threading.Lock()
         # The shortest TTL held (None: nothing held), and ``time.monotonic()`` of the last
         # renewal (or of the first claim held after none): the next turn is a third of it on.
@@ -141,7 +145,9 @@ class ClaimRenewer:
             if self._shortest is None:
                 # The first claim after none: the renewer was idle; its turns start from now.
                 self._renewed_at = time.monotonic()
+            self._forget((id(store), key))
             self._held[(id(store), key)] = (store, claim)
+            self._ttls[ttl_s] += 1
             self._shortest = min(ttl_s, self._shortest or ttl_s)
         # Outside the lock: the lease renewer reads ``renew_due`` under its own.
         self.leases.track(self)
@@ -150,8 +156,18 @@ class ClaimRenewer:
     def drop(self, store: ClaimStore, key: str) -> None:
         """Stop renewing the claim on ``key`` (it was released, or its delivery ended)."""
         with self._lock:
-            self._held.pop((id(store), key), None)
-            self._shortest = min((claim.ttl_s for _, claim in self._held.values()), default=None)
+            self._forget((id(store), key))
+
+    def _forget(self, held: tuple[int, str]) -> None:
+        # Under the lock: stop holding ``held`` (if held) and work out the shortest TTL left.
+        found = self._held.pop(held, None)
+        if found is None:
+            return
+        ttl_s = found[1].ttl_s
+        self._ttls[ttl_s] -= 1
+        if self._ttls[ttl_s] <= 0:
+            del self._ttls[ttl_s]
+        self._shortest = min(self._ttls, default=None)
 
     def held(self) -> int:
         """How many claims this process is renewing."""
@@ -186,8 +202,7 @@ class ClaimRenewer:
             current = self._held.get((sid, claim.key))
             ours = current is not None and current[1] is claim
             if ours:
-                del self._held[(sid, claim.key)]
-                self._shortest = min((held.ttl_s for _, held in self._held.values()), default=None)
+                self._forget((sid, claim.key))
         if not ours or claim.finishing:
             # Dropped or released by its own delivery while the renewal was on its way.
             return
