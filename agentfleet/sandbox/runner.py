@@ -20,7 +20,7 @@ from typing import IO, Any
 
 from agentfleet.errors import InvalidInput
 from agentfleet.sandbox.spec import SandboxResult
-from agentfleet.tools.capture import CappedOutput, drain
+from agentfleet.tools.capture import CappedOutput, drain, see_through
 
 __all__ = ["check_argv", "check_env", "collect"]
 
@@ -53,14 +53,6 @@ def _feed(stream: IO[bytes], data: bytes) -> None:
         stream.close()
 
 
-def _exited(pid: int) -> bool:
-    # WNOWAIT leaves the child unreaped, so its pid (and group id) is not reused before the kill.
-    try:
-        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
-    except ChildProcessError:
-        return True
-
-
 def _started(
     process: subprocess.Popen[bytes], on_start: Callable[[int], object], after: Callable[[], object]
 ) -> None:
@@ -71,15 +63,6 @@ def _started(
         after()
         process.wait()
         raise
-
-
-def _wait(pid: int, deadline: float) -> bool:
-    """Wait for ``pid`` to exit until ``deadline`` (monotonic seconds); whether it timed out."""
-    while not _exited(pid):
-        if time.monotonic() >= deadline:
-            return True
-        time.sleep(0.002)
-    return False
 
 
 def collect(
@@ -117,25 +100,7 @@ def collect(
         threads.append(threading.Thread(target=_feed, args=(process.stdin, data), daemon=True))
     for thread in threads:
         thread.start()
-    try:
-        timed_out = _wait(process.pid, started + limit_s)
-    finally:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(process.pid, signal.SIGKILL)
-        after()
-        exit_code = process.wait()
-    duration = time.monotonic() - started
-    for thread in threads:
-        thread.join(_GRACE_S)
-    process.stdout.close()
-    process.stderr.close()
-    return SandboxResult(
-        argv=shown_argv,
-        exit_code=exit_code,
-        stdout=out.text(),
-        stderr=err.text(),
-        stdout_truncated=out.truncated,
-        stderr_truncated=err.truncated,
-        timed_out=timed_out,
-        duration_s=round(duration, 6),
+    fields = see_through(
+        process, threads, out, err, started=started, limit_s=limit_s, grace_s=_GRACE_S, after=after
     )
+    return SandboxResult(argv=shown_argv, **fields)

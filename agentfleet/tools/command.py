@@ -23,11 +23,9 @@ timeout and output cap are the same.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import shutil
-import signal
 import subprocess
 import threading
 import time
@@ -39,7 +37,7 @@ from pydantic import BaseModel
 
 from agentfleet.config import CommandToolSettings
 from agentfleet.errors import ForbiddenDestination, InvalidInput
-from agentfleet.tools.capture import CappedOutput, drain
+from agentfleet.tools.capture import CappedOutput, drain, see_through
 
 __all__ = ["RUN_COMMAND_TOOL", "CommandResult", "CommandSandbox", "run_command", "run_sandboxed"]
 
@@ -144,22 +142,6 @@ def _environment(workdir: Path, search_path: str, extra: Mapping[str, str]) -> d
     return env
 
 
-def _kill_group(pgid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGKILL)
-
-
-def _exited(pid: int) -> bool:
-    # WNOWAIT leaves the child unreaped, so its pid (and process group id) cannot be reused
-    # before the group is killed.
-    try:
-        result = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-    except ChildProcessError:
-        # SIGCHLD is ignored in this process, so the kernel reaped the child already.
-        return True
-    return result is not None
-
-
 def run_command(
     argv: Sequence[str],
     *,
@@ -199,27 +181,8 @@ def run_command(
     )
     assert process.stdout is not None and process.stderr is not None
     readers = _start_readers(process.stdout, out, process.stderr, err)
-    try:
-        timed_out = _outlived(process.pid, started, limit)
-    finally:
-        # Also kills helpers the program left behind in its group, which would hold the pipes.
-        _kill_group(process.pid)
-        exit_code = process.wait()
-    duration = time.monotonic() - started
-    for reader in readers:
-        reader.join(_KILL_GRACE_S)
-    process.stdout.close()
-    process.stderr.close()
-    return CommandResult(
-        argv=args,
-        exit_code=exit_code,
-        stdout=out.text(),
-        stderr=err.text(),
-        stdout_truncated=out.truncated,
-        stderr_truncated=err.truncated,
-        timed_out=timed_out,
-        duration_s=round(duration, 6),
-    )
+    fields = see_through(process, readers, out, err, started=started, limit_s=limit, grace_s=_KILL_GRACE_S)
+    return CommandResult(argv=args, **fields)
 
 
 def _checked_argv(argv: Sequence[str]) -> list[str]:
@@ -258,16 +221,6 @@ def _start_readers(
     for reader in readers:
         reader.start()
     return readers
-
-
-def _outlived(pid: int, started: float, limit: float) -> bool:
-    """Wait for process ``pid`` to exit; True when it still ran ``limit`` seconds after
-    ``started`` (``time.monotonic`` seconds)."""
-    while not _exited(pid):
-        if time.monotonic() - started >= limit:
-            return True
-        time.sleep(0.01)
-    return False
 
 
 class CommandSandbox(Protocol):
