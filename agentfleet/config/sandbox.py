@@ -18,7 +18,8 @@ class SandboxLimits(BaseModel):
 
     - ``cpu_s``: CPU seconds per process (``RLIMIT_CPU``; the kernel sends SIGXCPU, then SIGKILL).
     - ``memory_mb``: address space per process in MiB (``RLIMIT_AS``), and the memory of the whole
-      sandbox when a delegated cgroup v2 is usable (``memory.max``).
+      sandbox when the host gives sandboxes cgroups (v2 ``memory.max`` or v1
+      ``memory.limit_in_bytes``; ``sandbox.cgroups``).
     - ``processes``: processes and threads of the sandbox's user (``RLIMIT_NPROC``; ``pids.max``
       with a cgroup).
     - ``open_files``: open file descriptors per process (``RLIMIT_NOFILE``).

@@ -9,7 +9,7 @@ installs the ``seccomp`` filter and runs the program as an unprivileged user ins
 goes. When the program ends, its PID namespace ends with it (the kernel kills whatever is
 left there); past the wall-clock limit the whole tree is killed. Then every process of the
 sandbox's user is killed (``procs.kill_user``; and its cgroup's, ``cgroups``, where the host
-offers cgroup v2 limits), so nothing it started survives the run.
+offers cgroup v2 or v1 limits), so nothing it started survives the run.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from pathlib import Path
 from agentfleet.errors import ConfigError
 from agentfleet.sandbox import seccomp
 from agentfleet.sandbox.backend import WORKSPACE_INSIDE
-from agentfleet.sandbox.cgroups import CgroupScope, find_parent
+from agentfleet.sandbox.cgroups import CgroupScope, find_cgroups
 from agentfleet.sandbox.layout import system_args
 from agentfleet.sandbox.procs import kill_user
 from agentfleet.sandbox.runner import check_argv, check_env, collect
@@ -91,10 +91,9 @@ class BubblewrapSandbox:
         self.max_output_bytes = max_output_bytes
         self._lease: UidLease = lease_uid()
         self._cgroup: CgroupScope | None = None
-        parent = find_parent()[0]
-        if parent is not None and not self._lease.shared:
-            self._cgroup = CgroupScope(
-                parent,
+        host = find_cgroups()[0]
+        if host is not None and not self._lease.shared:
+            self._cgroup = host.scope(
                 f"agentfleet-sandbox-{self.uid}",
                 memory_bytes=self.limits.memory_mb * _MIB,
                 processes=self.limits.processes,
@@ -186,7 +185,8 @@ class BubblewrapSandbox:
             os.write(fd, self._filter)
             os.lseek(fd, 0, os.SEEK_SET)
             with self._lock:
-                return collect(
+                oom_before = self._cgroup.oom_kills() if self._cgroup is not None else 0
+                result = collect(
                     self.command(args, extra, fd),
                     shown_argv=args,
                     limit_s=limit,
@@ -196,6 +196,9 @@ class BubblewrapSandbox:
                     after=self.reap,
                     on_start=self._enter_cgroup if self._cgroup is not None else None,
                 )
+                if self._cgroup is not None and self._cgroup.oom_kills() > oom_before:
+                    result = result.model_copy(update={"oom_killed": True})
+                return result
         finally:
             os.close(fd)
 
@@ -254,7 +257,7 @@ class BubblewrapBackend:
     def __init__(self, max_output_bytes: int) -> None:
         self._bwrap = find_bwrap()
         self._max_output_bytes = max_output_bytes
-        log.info("sandbox limits: %s", find_parent()[1])
+        log.info("sandbox limits: %s", find_cgroups()[1])
 
     def prepare(self, workspace: Path, spec: SandboxSpec) -> BubblewrapSandbox:
         return BubblewrapSandbox(self._bwrap, workspace, spec, self._max_output_bytes)

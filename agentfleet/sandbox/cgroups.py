@@ -1,102 +1,136 @@
-"""cgroup v2 limits for a sandbox, where the host offers a delegated cgroup2 it can use.
+"""Which cgroups a sandbox can have on this host: v2 where delegated, v1 where mounted, or none.
 
-Usable when a ``cgroup2`` file system is mounted, the worker's own cgroup there (from
-``/proc/self/cgroup``) is writable, offers the ``memory`` and ``pids`` controllers, and they
-can be enabled for its children (the worker's cgroup is the root of the hierarchy, or holds
-no process of its own, as a systemd unit with ``Delegate=yes`` arranges). Then each sandbox
-gets a child cgroup with ``memory.max`` (the sandbox's whole memory, ``memory_mb``),
-``memory.swap.max`` 0 and ``pids.max`` (``processes``); every process of a run is put in it
-before it can fork, and ``cgroup.kill`` ends them all at once.
+- **cgroup v2**: a ``cgroup2`` file system is mounted, the worker's own cgroup there (from
+  ``/proc/self/cgroup``'s ``0::`` line) is writable, offers the ``memory`` and ``pids``
+  controllers, and they can be enabled for its children (the worker's cgroup is the root
+  of the hierarchy, or holds no process of its own, as a systemd unit with
+  ``Delegate=yes`` arranges).
+- **cgroup v1**: otherwise, the ``memory`` and ``pids`` controllers are mounted as v1
+  hierarchies (a v1 host, or a hybrid one whose cgroup2 holds no controller, as on many CI
+  machines and older distributions) and a cgroup can be made under the worker's own in
+  both (a root worker, or one given those directories).
 
-When not usable (a cgroup v1 host, a hybrid one whose cgroup2 has no memory controller,
-an unprivileged worker outside a delegated unit), ``find_parent`` says why, once, and the
-rlimits alone apply: memory per process (``RLIMIT_AS``), processes per sandbox user
-(``RLIMIT_NPROC``).
+Then each sandbox gets a cgroup (``cgroup_scopes``) whose memory limit is the sandbox's whole
+memory (``memory_mb``, no swap) and whose process limit is ``processes``; every process of a
+run is put in it before it can fork, and it is emptied when the run ends. When neither is
+usable, ``find_cgroups`` says why, once, and the rlimits alone apply: memory per process
+(``RLIMIT_AS``), processes per sandbox user (``RLIMIT_NPROC``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import logging
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["CgroupScope", "find_parent"]
+from agentfleet.sandbox.cgroup_scopes import CgroupScope, V1Scope, V2Scope
 
-log = logging.getLogger("agentfleet.sandbox")
+__all__ = ["CgroupHost", "CgroupScope", "find_cgroups"]
 
-_NEEDED = {"memory", "pids"}
-
-
-def _cgroup2_mount() -> Path | None:
-    with open("/proc/self/mountinfo") as mountinfo:
-        for line in mountinfo:
-            left, _, right = line.partition(" - ")
-            if right.split()[:1] == ["cgroup2"]:
-                return Path(left.split()[4])
-    return None
+_NEEDED = ("memory", "pids")
 
 
-def _own_path() -> str:
-    with open("/proc/self/cgroup") as own:
-        for line in own:
-            if line.startswith("0::"):
-                return line.strip()[3:]
-    return "/"
+@dataclass(frozen=True)
+class CgroupHost:
+    """Where sandboxes get cgroups of their own: ``version`` 2 with one parent directory, or
+    1 with one per controller (``parents`` maps ``memory`` and ``pids`` to it)."""
+
+    version: int
+    parents: dict[str, Path]
+
+    def scope(self, name: str, *, memory_bytes: int, processes: int) -> CgroupScope:
+        """A cgroup called ``name`` for one sandbox, limited to ``memory_bytes`` and ``processes``."""
+        if self.version == 2:
+            return V2Scope(self.parents["unified"], name, memory_bytes=memory_bytes, processes=processes)
+        memory, pids = self.parents["memory"], self.parents["pids"]
+        return V1Scope(memory, pids, name, memory_bytes=memory_bytes, processes=processes)
+
+
+def _mounts(mountinfo: str) -> list[tuple[str, Path, str, set[str]]]:
+    """Each cgroup mount: (file system type, where, its root in the hierarchy, its options)."""
+    found = []
+    for line in mountinfo.splitlines():
+        left, _, right = line.partition(" - ")
+        fields, tail = left.split(), right.split()
+        if len(fields) >= 5 and len(tail) >= 3 and tail[0] in ("cgroup", "cgroup2"):
+            found.append((tail[0], Path(fields[4]), fields[3], set(tail[2].split(","))))
+    return found
+
+
+def _own(cgroup: str) -> dict[str, str]:
+    """The worker's cgroup per controller (``unified`` for v2's ``0::`` line)."""
+    own = {}
+    for line in cgroup.splitlines():
+        _, controllers, path = line.split(":", 2)
+        for name in controllers.split(",") if controllers else ["unified"]:
+            own[name] = path
+    return own
+
+
+def _under(where: Path, root: str, path: str) -> Path:
+    # A mount whose root is not the hierarchy's shows the worker's cgroup relative to it.
+    relative = os.path.relpath(path, root) if path.startswith(root) else path.lstrip("/")
+    return where if relative in (".", "") else where / relative
+
+
+def _probe(parent: Path) -> None:
+    probe = parent / f"agentfleet-probe-{os.getpid()}"
+    probe.mkdir()
+    probe.rmdir()
+
+
+def _v2(mounts: list[tuple[str, Path, str, set[str]]], own: dict[str, str]) -> tuple[CgroupHost | None, str]:
+    found = [(where, root) for kind, where, root, _ in mounts if kind == "cgroup2"]
+    if not found:
+        return None, "no cgroup2 file system is mounted"
+    where, root = found[0]
+    parent = _under(where, root, own.get("unified", "/"))
+    try:
+        offered = set((parent / "cgroup.controllers").read_text().split())
+        missing = set(_NEEDED) - offered
+        if missing:
+            return None, f"the cgroup2 at {parent} offers no {', '.join(sorted(missing))} controller"
+        enabled = set((parent / "cgroup.subtree_control").read_text().split())
+        if set(_NEEDED) - enabled:
+            (parent / "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in _NEEDED))
+        _probe(parent)
+    except OSError as exc:
+        return None, f"the cgroup2 at {parent} cannot be delegated to sandboxes ({exc})"
+    return CgroupHost(2, {"unified": parent}), f"cgroup v2 under {parent} (memory.max, pids.max)"
+
+
+def _v1(mounts: list[tuple[str, Path, str, set[str]]], own: dict[str, str]) -> tuple[CgroupHost | None, str]:
+    parents = {}
+    for controller in _NEEDED:
+        found = [(at, root) for kind, at, root, opts in mounts if kind == "cgroup" and controller in opts]
+        if not found:
+            return None, f"no cgroup v1 {controller} hierarchy is mounted"
+        where, root = found[0]
+        parents[controller] = _under(where, root, own.get(controller, "/"))
+        try:
+            _probe(parents[controller])
+        except OSError as exc:
+            return None, f"no cgroup can be made under {parents[controller]} ({exc})"
+    shown = f"{parents['memory']} and {parents['pids']}"
+    return CgroupHost(1, parents), f"cgroup v1 under {shown} (memory.limit_in_bytes, pids.max)"
+
+
+def read_cgroups(mountinfo: str, cgroup: str) -> tuple[CgroupHost | None, str]:
+    """``find_cgroups`` for a given ``/proc/self/mountinfo`` and ``/proc/self/cgroup``."""
+    mounts, own = _mounts(mountinfo), _own(cgroup)
+    host, why_not_v2 = _v2(mounts, own)
+    if host is not None:
+        return host, why_not_v2
+    host, why_not_v1 = _v1(mounts, own)
+    if host is not None:
+        return host, f"{why_not_v2}: {why_not_v1}"
+    return None, f"{why_not_v2}; {why_not_v1}: rlimits only"
 
 
 @functools.cache
-def find_parent() -> tuple[Path | None, str]:
-    """The cgroup under which sandboxes get cgroups of their own (None when unusable), and
-    what is used, in words."""
-    mount = _cgroup2_mount()
-    if mount is None:
-        return None, "no cgroup2 file system is mounted: rlimits only"
-    parent = mount / _own_path().lstrip("/")
-    try:
-        offered = set((parent / "cgroup.controllers").read_text().split())
-        missing = _NEEDED - offered
-        if missing:
-            lacking = ", ".join(sorted(missing))
-            return None, f"the cgroup2 at {parent} offers no {lacking} controller: rlimits only"
-        enabled = set((parent / "cgroup.subtree_control").read_text().split())
-        if _NEEDED - enabled:
-            (parent / "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in sorted(_NEEDED)))
-        probe = parent / f"agentfleet-probe-{os.getpid()}"
-        probe.mkdir()
-        probe.rmdir()
-    except OSError as exc:
-        return None, f"the cgroup2 at {parent} cannot be delegated to sandboxes ({exc}): rlimits only"
-    return parent, f"cgroup v2 under {parent} (memory.max, pids.max) and rlimits"
-
-
-class CgroupScope:
-    """The cgroup of one sandbox (see the module docstring)."""
-
-    def __init__(self, parent: Path, name: str, *, memory_bytes: int, processes: int) -> None:
-        self.path = parent / name
-        self.path.mkdir(exist_ok=True)
-        with contextlib.suppress(FileNotFoundError):
-            (self.path / "memory.swap.max").write_text("0")
-        self.limit(memory_bytes=memory_bytes, processes=processes)
-
-    def limit(self, *, memory_bytes: int, processes: int) -> None:
-        """Set the sandbox's whole memory (bytes) and its number of processes."""
-        (self.path / "memory.max").write_text(str(memory_bytes))
-        (self.path / "pids.max").write_text(str(processes))
-
-    def add(self, pid: int) -> None:
-        """Put process ``pid`` (stopped before it forks) in the cgroup."""
-        (self.path / "cgroup.procs").write_text(str(pid))
-
-    def kill(self) -> None:
-        """SIGKILL every process in the cgroup (``cgroup.kill``, Linux 5.14 and later)."""
-        with contextlib.suppress(FileNotFoundError, OSError):
-            (self.path / "cgroup.kill").write_text("1")
-
-    def remove(self) -> None:
-        """Kill what is left and remove the cgroup."""
-        self.kill()
-        with contextlib.suppress(OSError):
-            self.path.rmdir()
+def find_cgroups() -> tuple[CgroupHost | None, str]:
+    """Where sandboxes get cgroups on this host (None when nowhere), and what is used, in
+    words (the module docstring says how it is chosen)."""
+    with open("/proc/self/mountinfo") as mountinfo, open("/proc/self/cgroup") as cgroup:
+        return read_cgroups(mountinfo.read(), cgroup.read())

@@ -84,7 +84,10 @@ class SandboxResult(BaseModel):
     """What one ``ctx.sandbox.run`` did. ``exit_code`` is negative (minus the signal) when the
     program was killed; ``duration_s`` is wall-clock seconds; ``stdout`` and ``stderr`` keep at
     most ``sandbox.max_output_bytes`` bytes each (first and last halves, a marker between),
-    the ``*_truncated`` flags say so; ``timed_out``: the wall-clock limit killed the tree."""
+    the ``*_truncated`` flags say so; ``timed_out``: the wall-clock limit killed the tree;
+    ``oom_killed``: the sandbox's cgroup memory limit made the kernel kill a process of the
+    run (only where the host gives sandboxes cgroups; else memory is bounded per process and
+    an allocation past it fails instead)."""
 
     argv: list[str]
     exit_code: int
@@ -93,6 +96,7 @@ class SandboxResult(BaseModel):
     stdout_truncated: bool = False
     stderr_truncated: bool = False
     timed_out: bool = False
+    oom_killed: bool = False
     duration_s: float = 0.0
 
 

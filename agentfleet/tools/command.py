@@ -77,7 +77,8 @@ _KILL_GRACE_S = 2.0
 
 class CommandResult(BaseModel):
     """What a command did. ``exit_code`` is negative (minus the signal) when it was killed;
-    ``duration_s`` is wall-clock seconds; the ``*_truncated`` flags say output was cut."""
+    ``duration_s`` is wall-clock seconds; the ``*_truncated`` flags say output was cut;
+    ``oom_killed``: in a sandbox with a cgroup, its memory limit had the kernel kill a process."""
 
     argv: list[str]
     exit_code: int
@@ -87,6 +88,7 @@ class CommandResult(BaseModel):
     stderr_truncated: bool
     timed_out: bool
     duration_s: float
+    oom_killed: bool = False
 
 
 def _safe_path(workdir: Path) -> str:
