@@ -1,4 +1,4 @@
-"""This tree against a base commit: the hot path, in-flight and fan-out benchmarks, alternating.
+"""This tree against a base commit: the hot path, in-flight, fan-out and dispatch benchmarks, alternating.
 
 ``python bench/compare.py --base eb59add`` checks the base commit out in a temporary git
 worktree (removed at the end), then runs each benchmark ``--rounds`` times on each tree,
@@ -65,6 +65,16 @@ BENCHES: dict[str, tuple[str, list[tuple[str, str]]]] = {
             ("fan-in p50 ms", r"p50 ([\d.]+) ms"),
         ],
     ),
+    "dispatch": (
+        "--million 200000",
+        [
+            ("Fleet.map / pipelined LPUSH", r"-> Fleet.map ([\d.]+)x"),
+            ("Celery group / Fleet.map", r"LPUSH, ([\d.]+)x Fleet.map"),
+            ("Fleet.map items/s", r"is sent\s+[\d.]+ s\s+([\d.]+) items/s"),
+            ("JSON Lines items/s", r"^([\d,]+) items/s;"),
+            ("JSON Lines peak MiB", r"peak memory grew ([\d.]+) MiB"),
+        ],
+    ),
 }
 
 
@@ -81,9 +91,9 @@ def _run(tree: Path, bench: str, args: str, log: Path) -> dict[str, float]:
     log.write_text(f"$ {shlex.join(command)}\n{done.stdout}\n--- stderr ---\n{done.stderr}")
     found = {}
     for name, pattern in BENCHES[bench][1]:
-        match = re.search(pattern, done.stdout)
+        match = re.search(pattern, done.stdout, re.MULTILINE)
         if match:
-            found[name] = float(match.group(1))
+            found[name] = float(match.group(1).replace(",", ""))
     state = "ok" if done.returncode == 0 else f"exit {done.returncode}"
     print(f"  {bench} on {tree.name}: {state} in {time.monotonic() - started:.0f} s ({log})", flush=True)
     return found

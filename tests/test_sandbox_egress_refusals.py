@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from agentfleet.config import Settings, get_settings, reset_settings
 from agentfleet.embedded_redis import free_port
 from agentfleet.sandbox import SandboxSpec
 from agentfleet.sandbox.egress import EgressProxy, EgressWiring
+from agentfleet.sandbox.egress.refusals import RefusalTally
 from agentfleet.tasks.egress import egress_proxy
 from agentfleet.tasks.execution_state import ExecutionState, execution_of, new_context
 from agentfleet.tools.audit import AuditLog
@@ -153,3 +155,49 @@ def test_refusals_keep_the_stream_capped(redis_client: redis.Redis, key_prefix: 
         )
     kept = redis_client.xlen(audit.key)
     assert 10 <= kept < 300, kept  # MAXLEN ~ trims whole stream nodes (100 entries by default)
+
+
+def test_a_refusal_loop_is_audited_as_counts_not_one_entry_each(
+    settings: Settings, redis_url: str, key_prefix: str, tmp_path: Path
+) -> None:
+    state = _state(tmp_path)
+    undeclared, tries = free_port(), 300
+    proxy = egress_proxy(state, SandboxSpec(network=[]), tmp_path / "egress.sock", task_name="loop")
+    with (
+        loopback_forwarder(tmp_path / "egress.sock") as port,
+        httpx.Client(proxy=f"http://127.0.0.1:{port}", trust_env=False) as client,
+    ):
+        with proxy:
+            started = time.monotonic()
+            codes = {client.get(f"http://127.0.0.1:{undeclared}/{n}").status_code for n in range(tries)}
+            took_s = time.monotonic() - started
+        entries = AuditLog(redis.Redis.from_url(redis_url), key_prefix).read(count=1000)
+    assert codes == {403}, "every one refused"
+    assert sum(e.repeats for e in entries) == tries, "each counted, the last ones as the proxy closed"
+    most = 5 + int(took_s) + 2
+    assert len(entries) <= most, f"{len(entries)} entries for {tries} refusals in {took_s:.1f} s"
+    assert [e.repeats for e in entries[:5]] == [1] * 5, "the first few one by one"
+    assert all(e.destination == f"http://127.0.0.1:{undeclared}" and e.task == "loop" for e in entries)
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("AGENTFLEET_")},
+        "AGENTFLEET_BROKER_URL": redis_url,
+        "AGENTFLEET_KEY_PREFIX": key_prefix,
+    }
+    table = CliRunner().invoke(app, ["creds", "audit", "--refused"], env={**env, "COLUMNS": "200"})
+    assert table.exit_code == 0 and f"refused x{entries[-1].repeats}" in table.stdout
+    shown = json.loads(CliRunner().invoke(app, ["creds", "audit", "--refused", "--json"], env=env).stdout)
+    assert [e["repeats"] for e in shown] == [e.repeats for e in entries]
+
+
+def test_the_tally_audits_the_first_few_then_once_a_second_per_kind() -> None:
+    tally = RefusalTally(at_once=2, every_s=1.0)
+    seen = [tally.note("http://a:80", "not declared", now=0.1 * n) for n in range(25)]
+    assert [d.repeats for d in seen[:3]] == [1, 1, 0]
+    audited = [(n, d.repeats) for n, d in enumerate(seen) if d.repeats]
+    assert audited == [(0, 1), (1, 1), (11, 10), (21, 10)], "then every second, with what it stands for"
+    other = tally.note("http://b:80", "not declared", now=2.45)
+    assert other.repeats == 1, "each kind is counted apart"
+    left = tally.drain()
+    assert [(p.destination, p.repeats) for p in left] == [("http://a:80", 3)]
+    assert tally.drain() == []
+    assert [d.log for d in seen[:3]] == [True, True, False] and seen[-1].count == 25

@@ -241,9 +241,16 @@ def outcomes_table(outcomes: Iterable[TaskOutcome], *, title: str = "outcomes", 
     return table
 
 
+def _event(entry: AuditEntry) -> str:
+    if entry.event != "refused":
+        return "use"
+    return "[red]refused[/red]" + (f" x{entry.repeats}" if entry.repeats > 1 else "")
+
+
 def audit_table(entries: Iterable[AuditEntry]) -> Table:
     """Credential uses and egress refusals: when (UTC), what happened, which credential, where
-    (a use's domain, a refusal's destination), by which task (a refusal: and run) and why."""
+    (a use's domain, a refusal's destination), by which task (a refusal: and run) and why; an
+    entry that stands for several refusals of one kind shows how many (``refused x40``)."""
     table = Table(title="credential uses and egress refusals")
     for column in ("time (UTC)", "event", "credential", "where", "task"):
         table.add_column(column, overflow="fold")
@@ -255,7 +262,7 @@ def audit_table(entries: Iterable[AuditEntry]) -> Table:
         task = f"{entry.task or entry.task_id} (run {entry.run_id})" if refused else entry.task_id
         table.add_row(
             when,
-            "[red]refused[/red]" if refused else "use",
+            _event(entry),
             shown(entry.credential or "-"),
             shown(where),
             shown(task),

@@ -32,8 +32,9 @@ AuditEvent = Literal["use", "refused"]
 class AuditEntry(BaseModel):
     """One use of a credential (``event`` ``use``) or one refused egress request (``event``
     ``refused``: ``reason`` says why, ``destination`` what was asked, ``run_id`` and ``task``
-    name the item's run and task; ``credential`` is set when a credential was the reason).
-    ``time`` is Unix seconds."""
+    name the item's run and task; ``credential`` is set when a credential was the reason;
+    ``repeats`` is how many refusals of that kind the entry stands for, more than one when
+    they came faster than once a second). ``time`` is Unix seconds."""
 
     id: str
     task_id: str
@@ -45,10 +46,18 @@ class AuditEntry(BaseModel):
     task: str = ""
     destination: str = ""
     reason: str = ""
+    repeats: int = 1
 
 
 def _text(value: Any) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def _count(value: str) -> int:
+    try:
+        return max(1, int(value))
+    except ValueError:
+        return 1
 
 
 class AuditLog:
@@ -95,10 +104,11 @@ class AuditLog:
         reason: str,
         credential: str = "",
         at: float | None = None,
+        repeats: int = 1,
     ) -> str | None:
-        """Append one refused egress request; returns the entry id, or None when Redis could
-        not take it (the refusal stands all the same: the caller logs it). ``at`` is Unix
-        seconds (now when None)."""
+        """Append one entry for ``repeats`` refused egress requests of one kind; returns the
+        entry id, or None when Redis could not take it (the refusal stands all the same: the
+        caller logs it). ``at`` is Unix seconds (now when None)."""
         fields: dict[Any, Any] = {
             "event": "refused",
             "task_id": task_id or "-",
@@ -110,6 +120,8 @@ class AuditLog:
             "reason": reason,
             "time": f"{time.time() if at is None else at:.6f}",
         }
+        if repeats != 1:
+            fields["repeats"] = str(repeats)
         try:
             entry_id = self._client.xadd(self.key, fields, maxlen=self._maxlen, approximate=True)
         except (redis.RedisError, OSError):
@@ -143,6 +155,7 @@ class AuditLog:
                     task=values.get("task", ""),
                     destination=values.get("destination", ""),
                     reason=values.get("reason", ""),
+                    repeats=_count(values.get("repeats", "1")),
                 )
             )
         return entries

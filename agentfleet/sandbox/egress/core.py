@@ -15,8 +15,6 @@ before anything is sent, and so is a value the guard finds going to the wrong ho
 from __future__ import annotations
 
 import logging
-import threading
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -28,6 +26,7 @@ from agentfleet.config import EgressSettings, Settings
 from agentfleet.errors import ConfigError
 from agentfleet.sandbox.egress.ca import LeafCertificates
 from agentfleet.sandbox.egress.destinations import Destinations
+from agentfleet.sandbox.egress.refusals import RefusalTally
 from agentfleet.sandbox.egress.replies import Reply
 from agentfleet.sandbox.egress.scrub import Reflections
 from agentfleet.tools.audit import AuditLog
@@ -39,8 +38,6 @@ from agentfleet.tools.vault import CredentialVault, references
 __all__ = ["EgressCore", "EgressSpec", "EgressWiring"]
 
 log = logging.getLogger("agentfleet.egress")
-
-_LOGGED_AT_ONCE = 5
 
 
 class EgressSpec(Protocol):
@@ -93,8 +90,7 @@ class EgressCore:
                 f"settings (configured: {known})"
             )
         self.leaves = leaves
-        self._refusals: Counter[str] = Counter()
-        self._lock = threading.Lock()
+        self._refusals = RefusalTally()
         self.run_id = run_id
         self.task_name = task_name
         self._audit = wiring.audit
@@ -150,16 +146,18 @@ class EgressCore:
         return None
 
     def _note(self, destination: str, why: str, *, domain: str, credential: str = "") -> None:
-        """Record a refusal in the audit stream (each one; a Redis that cannot take it changes
-        nothing of the refusal) and log it: the first few of each kind, then every hundredth (a
-        program retrying in a loop must not flood the worker's log). Only refusals come here:
-        an allowed request never writes to the audit from this path."""
-        key = f"{destination} {why}"
-        with self._lock:
-            self._refusals[key] += 1
-            count = self._refusals[key]
-        audited = self._audit_refusal(destination, why, domain=domain, credential=credential)
-        if count <= _LOGGED_AT_ONCE or count % 100 == 0:
+        """Record a refusal in the audit stream and the log as often as ``RefusalTally`` says
+        (a program retrying in a loop must flood neither; a Redis that cannot take the entry
+        changes nothing of the refusal). Only refusals come here: an allowed request never
+        writes to the audit from this path."""
+        decision = self._refusals.note(destination, why, domain=domain, credential=credential)
+        audited = True
+        if decision.repeats:
+            audited = self._audit_refusal(
+                destination, why, domain=domain, credential=credential, repeats=decision.repeats
+            )
+        count = decision.count
+        if decision.log:
             if not audited:
                 log.warning("egress: a refusal of task %s could not be audited", self.task_name)
             log.warning(
@@ -171,7 +169,9 @@ class EgressCore:
                 count,
             )
 
-    def _audit_refusal(self, destination: str, why: str, *, domain: str, credential: str) -> bool:
+    def _audit_refusal(
+        self, destination: str, why: str, *, domain: str, credential: str, repeats: int = 1
+    ) -> bool:
         """Write one refusal to the audit stream; False when it failed (True without an audit)."""
         if self._audit is None:
             return True
@@ -188,6 +188,7 @@ class EgressCore:
             domain=domain,
             reason=why,
             credential=credential,
+            repeats=repeats,
         )
         return entry is not None
 
@@ -199,4 +200,8 @@ class EgressCore:
         return Reflections.of(self.credentials, vault.value)
 
     def close(self) -> None:
+        """Audit the refusals still counted, and close the transport."""
+        for left in self._refusals.drain():
+            where, why, repeats = left.destination, left.why, left.repeats
+            self._audit_refusal(where, why, domain=left.domain, credential=left.credential, repeats=repeats)
         self.transport.close()
