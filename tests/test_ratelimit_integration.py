@@ -137,6 +137,19 @@ def _time_at_level(spans: list[Span], level: int, start: float, end: float) -> f
     return total
 
 
+def _open_at_worst(hits: list[Hit], spans: list[Span]) -> str:
+    """The requests open at the server when the most were: arrival, answer and worker pid."""
+    worst = max(hits, key=lambda hit: hit.in_flight)
+    ends = {span.start: span.end for span in spans}
+    rows = [
+        f"arrived {hit.at - worst.at:+.3f} s, answered {ends.get(hit.at, float('nan')) - worst.at:+.3f} s, "
+        f"pid {hit.headers.get(rt.PID_HEADER, '?')}"
+        for hit in hits
+        if hit.at <= worst.at <= ends.get(hit.at, float("inf"))
+    ]
+    return f"{worst.in_flight} in flight at once: " + "; ".join(rows)
+
+
 # The tests ----------------------------------------------------------------------------------
 
 
@@ -166,7 +179,7 @@ def test_a_concurrency_cap_holds_across_three_workers_and_stays_full(fleet: Flee
         summary = run.wait(timeout_s=60)
         hits, spans = server.hits("/c"), server.spans("/c")
     assert summary.succeeded == tasks, summary
-    assert max(hit.in_flight for hit in hits) <= cap
+    assert max(hit.in_flight for hit in hits) <= cap, _open_at_worst(hits, spans)
     # Until the last round starts, the server should be busy with `cap` calls most of the
     # time: a freed slot is taken again within a wait hint (a fraction of the hold time),
     # though a loaded machine adds its own delays to every hand-over.

@@ -21,7 +21,14 @@ import pytest
 from sandbox_support import bwrap_sandbox
 
 from agentfleet.sandbox.cgroup_scopes import CgroupScope, V1Scope, V2Scope
-from agentfleet.sandbox.cgroups import CgroupHost, find_cgroups, read_cgroups
+from agentfleet.sandbox.cgroups import (
+    SCOPE_PREFIX,
+    CgroupHost,
+    find_cgroups,
+    read_cgroups,
+    sweep_abandoned_cgroups,
+)
+from agentfleet.sandbox.uids import lease_uid
 from agentfleet.sandbox.workspace import Workspace
 
 _MIB = 1024 * 1024
@@ -188,3 +195,17 @@ def test_processes_that_together_pass_the_memory_limit_are_ended_by_it(host: Cgr
     assert result.oom_killed, result
     assert not result.timed_out
     assert fine.stdout.strip() == "still-here" and not fine.oom_killed, "the next run starts clean"
+
+
+def test_cgroups_a_dead_worker_left_are_swept_and_held_ones_kept(host: CgroupHost) -> None:
+    free, held = lease_uid(), lease_uid()
+    left = host.scope(f"{SCOPE_PREFIX}{free.uid}", memory_bytes=64 * _MIB, processes=8)
+    kept = host.scope(f"{SCOPE_PREFIX}{held.uid}", memory_bytes=64 * _MIB, processes=8)
+    free.release()  # its worker is gone: nothing holds the user any more
+    try:
+        assert sweep_abandoned_cgroups(host) >= 1
+        assert not any(path.exists() for path in _directories(left)), "the dead worker's cgroup is gone"
+        assert all(path.exists() for path in _directories(kept)), "a held user's cgroup stays"
+    finally:
+        kept.remove()
+        held.release()

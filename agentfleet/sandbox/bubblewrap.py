@@ -26,7 +26,7 @@ from pathlib import Path
 from agentfleet.errors import ConfigError
 from agentfleet.sandbox import seccomp
 from agentfleet.sandbox.backend import WORKSPACE_INSIDE
-from agentfleet.sandbox.cgroups import CgroupScope, find_cgroups
+from agentfleet.sandbox.cgroups import SCOPE_PREFIX, CgroupScope, find_cgroups
 from agentfleet.sandbox.layout import system_args
 from agentfleet.sandbox.procs import kill_user
 from agentfleet.sandbox.runner import check_argv, check_env, collect
@@ -94,7 +94,7 @@ class BubblewrapSandbox:
         host = find_cgroups()[0]
         if host is not None and not self._lease.shared:
             self._cgroup = host.scope(
-                f"agentfleet-sandbox-{self.uid}",
+                f"{SCOPE_PREFIX}{self.uid}",
                 memory_bytes=self.limits.memory_mb * _MIB,
                 processes=self.limits.processes,
             )

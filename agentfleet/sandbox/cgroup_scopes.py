@@ -69,12 +69,13 @@ class V2Scope:
     """A child cgroup on a delegated cgroup v2: ``memory.max``, ``memory.swap.max`` 0,
     ``pids.max``, and ``cgroup.kill`` (Linux 5.14 and later) to end them all at once."""
 
-    def __init__(self, parent: Path, name: str, *, memory_bytes: int, processes: int) -> None:
+    def __init__(self, parent: Path, name: str, *, memory_bytes: int | None, processes: int) -> None:
         self.path = parent / name
         self.path.mkdir(exist_ok=True)
-        with contextlib.suppress(FileNotFoundError):
-            (self.path / "memory.swap.max").write_text("0")
-        self.limit(memory_bytes=memory_bytes, processes=processes)
+        if memory_bytes is not None:
+            with contextlib.suppress(FileNotFoundError):
+                (self.path / "memory.swap.max").write_text("0")
+            self.limit(memory_bytes=memory_bytes, processes=processes)
 
     def limit(self, *, memory_bytes: int, processes: int) -> None:
         (self.path / "memory.max").write_text(str(memory_bytes))
@@ -102,11 +103,14 @@ class V1Scope:
     cgroup's processes with SIGKILL until none is left; ``pids.max`` bounds how many a fork
     bomb can start between two sweeps."""
 
-    def __init__(self, memory: Path, pids: Path, name: str, *, memory_bytes: int, processes: int) -> None:
+    def __init__(
+        self, memory: Path, pids: Path, name: str, *, memory_bytes: int | None, processes: int
+    ) -> None:
         self.memory, self.pids = memory / name, pids / name
         self.memory.mkdir(exist_ok=True)
         self.pids.mkdir(exist_ok=True)
-        self.limit(memory_bytes=memory_bytes, processes=processes)
+        if memory_bytes is not None:
+            self.limit(memory_bytes=memory_bytes, processes=processes)
 
     def limit(self, *, memory_bytes: int, processes: int) -> None:
         memory, both = self.memory / "memory.limit_in_bytes", self.memory / "memory.memsw.limit_in_bytes"

@@ -25,10 +25,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agentfleet.sandbox.cgroup_scopes import CgroupScope, V1Scope, V2Scope
+from agentfleet.sandbox.uids import UID_BASE, UID_COUNT, try_lease
 
-__all__ = ["CgroupHost", "CgroupScope", "find_cgroups"]
+__all__ = ["SCOPE_PREFIX", "CgroupHost", "CgroupScope", "find_cgroups", "sweep_abandoned_cgroups"]
 
 _NEEDED = ("memory", "pids")
+
+#: A sandbox's cgroup is called this, then the number of its host user.
+SCOPE_PREFIX = "agentfleet-sandbox-"
 
 
 @dataclass(frozen=True)
@@ -39,8 +43,13 @@ class CgroupHost:
     version: int
     parents: dict[str, Path]
 
-    def scope(self, name: str, *, memory_bytes: int, processes: int) -> CgroupScope:
-        """A cgroup called ``name`` for one sandbox, limited to ``memory_bytes`` and ``processes``."""
+    def names(self) -> set[str]:
+        """The names of the cgroups under the parents (in any of them)."""
+        return {path.name for parent in self.parents.values() for path in parent.iterdir() if path.is_dir()}
+
+    def scope(self, name: str, *, memory_bytes: int | None, processes: int = 0) -> CgroupScope:
+        """A cgroup called ``name`` for one sandbox, limited to ``memory_bytes`` and ``processes``
+        (an existing one as it is, with ``memory_bytes`` None)."""
         if self.version == 2:
             return V2Scope(self.parents["unified"], name, memory_bytes=memory_bytes, processes=processes)
         memory, pids = self.parents["memory"], self.parents["pids"]
@@ -134,3 +143,25 @@ def find_cgroups() -> tuple[CgroupHost | None, str]:
     words (the module docstring says how it is chosen)."""
     with open("/proc/self/mountinfo") as mountinfo, open("/proc/self/cgroup") as cgroup:
         return read_cgroups(mountinfo.read(), cgroup.read())
+
+
+def sweep_abandoned_cgroups(host: CgroupHost) -> int:
+    """Remove the sandbox cgroups a worker that died left (a SIGKILL, a crash): those of host
+    users no live process holds, killing what is still in them. How many were removed."""
+    removed = 0
+    for name in host.names():
+        number = name.removeprefix(SCOPE_PREFIX)
+        if not name.startswith(SCOPE_PREFIX) or not number.isdigit():
+            continue
+        uid = int(number)
+        if not UID_BASE <= uid < UID_BASE + UID_COUNT:
+            continue
+        lease = try_lease(uid)
+        if lease is None:
+            continue
+        try:
+            host.scope(name, memory_bytes=None).remove()
+            removed += 1
+        finally:
+            lease.release()
+    return removed

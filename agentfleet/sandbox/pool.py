@@ -16,7 +16,8 @@ item.
 
 A worker killed mid-item (SIGKILL) leaves nothing running (``bwrap --die-with-parent``), and
 its host users are free again once it is gone (their locks go with it); the workspaces it left
-are removed by the next pool made on the host (``workspace.sweep_abandoned``).
+are removed by the next pool made on the host (``workspace.sweep_abandoned``), and so are
+its cgroups (``cgroups.sweep_abandoned_cgroups``).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from agentfleet.sandbox.backend import Backend, Sandbox
+from agentfleet.sandbox.cgroups import find_cgroups, sweep_abandoned_cgroups
 from agentfleet.sandbox.network import NetworkPlan, plan_network
 from agentfleet.sandbox.spec import SandboxSpec, resolve_spec
 from agentfleet.sandbox.workspace import Workspace, sweep_abandoned
@@ -115,6 +117,10 @@ class SandboxPool:
             swept = sweep_abandoned(settings.workdir_root)
             if swept:
                 log.info("removed %d sandbox workspaces a dead worker left", swept)
+            host = find_cgroups()[0]
+            swept = sweep_abandoned_cgroups(host) if host is not None else 0
+            if swept:
+                log.info("removed %d sandbox cgroups a dead worker left", swept)
 
     @property
     def warm_key(self) -> _Key:
