@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 from agentfleet import TaskContext, fleet_task
 
 # Sent with every request, so a test can tell which worker process holds a call.
 PID_HEADER = "x-worker-pid"
+# Sent with every request: when the task began the call (Unix seconds), before the fleet's
+# transport admitted it.
+STARTED_HEADER = "x-started-at"
 
 
 def _get(ctx: TaskContext, url: str) -> dict[str, Any]:
-    response = ctx.http.get(url, headers={PID_HEADER: str(os.getpid())})
+    headers = {PID_HEADER: str(os.getpid()), STARTED_HEADER: f"{time.time():.6f}"}
+    response = ctx.http.get(url, headers=headers)
     response.raise_for_status()
     return {"status": response.status_code, "pid": os.getpid()}
 
