@@ -170,6 +170,11 @@ class LimiterKeys:
         """Moving average of how long a lease is held (ms), for wait hints."""
         return f"{self.root}:{downstream}:hold"
 
+    def reclaimed(self, downstream: str) -> str:
+        """Count of leases that ran out while held and whose slot an acquire took back (the
+        holder died, or went without renewing for the lease TTL); kept the idle TTL."""
+        return f"{self.root}:{downstream}:reclaimed"
+
     def buckets(self, downstream: str, names: Iterable[str]) -> str:
         """JSON ``[tokens of each bucket..., server ms]``. The bucket names are part of the
         key, so a record is never read with another layout."""
@@ -363,6 +368,7 @@ KEYS: tuple[KeyPattern, ...] = kinds(
     {p:rl}:<downstream>:pause             string
     {p:rl}:<downstream>:holders           zset
     {p:rl}:<downstream>:hold              string
+    {p:rl}:<downstream>:reclaimed         string
     {p:rl}:<downstream>:buckets:<names>   string
     {p:cb}:known                          zset
     {p:cb}:<downstream>                   hash

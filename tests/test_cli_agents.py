@@ -92,6 +92,7 @@ def test_creds_audit_as_json(env: dict[str, str], uses: list[str]) -> None:
         "task": "",
         "destination": "",
         "reason": "",
+        "repeats": 1,
     }
     assert [e["id"] for e in json.loads(_audit(env, "--json", "--limit", "2").output)] == uses[-2:]
     assert json.loads(_audit(env, "--json", "--since", "2h", "--limit", "1").output)[0]["id"] == uses[0]

@@ -20,6 +20,7 @@ import re
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,12 +36,13 @@ from durable_support import FAR_HOST, durable_cluster
 from fault_support import wait_until
 from http_scripted import Reply, ScriptedServer
 from ops_support import ServiceProcess, wait_for
+from ratelimit_support import StoppedRenewer, make_limiter
 from redbeat.schedulers import RedBeatConfig
 from starlette.testclient import TestClient
 
 from agentfleet import ApprovalStore, LocalCluster, Node
 from agentfleet.celery_config import make_app
-from agentfleet.config import Settings, load_settings
+from agentfleet.config import LimitSpec, Settings, load_settings
 from agentfleet.embedded_redis import EmbeddedRedis
 from agentfleet.keys import KEYS, KeyPattern
 from agentfleet.mock_llm import MockMessagesServer
@@ -200,6 +202,19 @@ def _requeue_and_malformed(fleet: Fleet, broker: redis.Redis, pipeline_id: str) 
     fleet.dlq.requeue([broken[0].id])
 
 
+def _reclaimed_lease(fleet: Fleet) -> None:
+    """A holder that never renews (a worker that died holding a slot) loses its lease to the
+    next acquire, which counts it."""
+    limits = {FAR_HOST: LimitSpec(max_concurrency=2)}
+    client, prefix = fleet.store.client, fleet.settings.key_prefix
+    dead = make_limiter(client, prefix, limits, lease_ttl_s=0.2, renewer=StoppedRenewer())
+    dead.acquire(FAR_HOST, max_wait_s=0)
+    time.sleep(0.3)
+    alive = make_limiter(client, prefix, limits, lease_ttl_s=5)
+    alive.acquire(FAR_HOST, max_wait_s=0).release()
+    assert alive.status(FAR_HOST).leases_reclaimed >= 1
+
+
 def _service(settings: Settings, fleet: Fleet) -> None:
     """Sign a console session in, scrape the metrics while a queue holds messages, and fail a
     check last (passing one forgets the failures before it)."""
@@ -278,6 +293,7 @@ def census(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Census]:
             fleet = cluster.fleet()
             _requeue_and_malformed(fleet, client, _work(fleet, far))
             _approvals(fleet, sampler)
+            _reclaimed_lease(fleet)
             settings = load_settings(
                 broker_url=server.url,
                 key_prefix=cluster.settings.key_prefix,

@@ -71,8 +71,12 @@ def test_a_holder_that_never_releases_loses_the_slot_after_the_ttl(
     with pytest.raises(Deferred) as refused:
         alive.acquire("v.example", max_wait_s=0)
     assert refused.value.wait_s <= 0.3
+    assert alive.status("v.example").leases_reclaimed == 0
     time.sleep(0.32)
     alive.acquire("v.example", max_wait_s=0).release()
+    assert alive.status("v.example").leases_reclaimed == 1, "the taken-back lease is counted"
+    alive.acquire("v.example", max_wait_s=0).release()
+    assert alive.status("v.example").leases_reclaimed == 1, "a released lease is not"
 
 
 def test_an_expired_lease_frees_its_slot_while_others_are_held(client: redis.Redis, key_prefix: str) -> None:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Sequence
 
 import pytest
 import redis
 from prometheus_client.parser import text_string_to_metric_families
+from ratelimit_support import StoppedRenewer
 from starlette.testclient import TestClient
 
 from agentfleet.config import Settings, load_settings
@@ -210,6 +212,10 @@ def test_metrics_and_health_read_the_dlq_the_limiter_and_the_circuits(
     store.add(sample_entry(category="rate_limited"))
     store.add(sample_entry(category="rate_limited"))
     store.add(sample_entry(category="bad_request"))
+    dead = Limiter.from_settings(settings, client, renewer=StoppedRenewer())
+    dead.lease_ttl_s = 0.1
+    dead.acquire("vendor-a.example")  # never renewed nor released: a worker that died holding it
+    time.sleep(0.15)
     permits = [Limiter.from_settings(settings, client).acquire("vendor-a.example") for _ in range(2)]
     breaker = CircuitBreaker.from_settings(settings, client)
     for _ in range(3):
@@ -226,6 +232,7 @@ def test_metrics_and_health_read_the_dlq_the_limiter_and_the_circuits(
     )
     assert ({"downstream": "vendor-a.example"}, 2.0) in metrics["agentfleet_limiter_slots_in_use"]
     assert ({"downstream": "vendor-a.example"}, 3.0) in metrics["agentfleet_limiter_slots_max"]
+    assert ({"downstream": "vendor-a.example"}, 1.0) in metrics["agentfleet_limiter_leases_reclaimed_total"]
     assert health["dlq_depth"] == 3
     assert health["open_circuits"] == ["vendor-b.example"]
     assert health["status"] == "degraded"

@@ -247,6 +247,7 @@ class Limiter:
             paused_until=state.paused_until,
             paused_for_s=max(0.0, paused_for_s),
             limits=limits.spec.model_dump(exclude_none=True),
+            leases_reclaimed=state.reclaimed,
         )
 
     def paused(self, longer_than_s: float = 0.0) -> dict[str, float]:

@@ -32,7 +32,10 @@ class LimitStatus:
     second or per minute as named, counts of requests or tokens); ``configured`` is False
     when they are the default's. ``slots_in_use`` counts unexpired leases, ``max_slots`` is
     its ``max_concurrency`` (None when uncapped), ``paused_until`` is epoch seconds (None
-    when not paused) and ``paused_for_s`` the seconds of pause left.
+    when not paused) and ``paused_for_s`` the seconds of pause left. ``leases_reclaimed``
+    counts leases that ran out while held and whose slot an acquire took back, over the last
+    idle TTL: a holder that died, or one that went without renewing for ``lease_ttl_s`` (a
+    starved worker), in which case the cap was passed while its call went on.
     """
 
     downstream: str
@@ -43,6 +46,7 @@ class LimitStatus:
     paused_until: float | None
     paused_for_s: float
     limits: dict[str, float] = dataclasses.field(default_factory=dict)
+    leases_reclaimed: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         """Plain JSON-ready data."""

@@ -67,6 +67,7 @@ class StoredState:
     paused_until: float | None
     holders: int
     tokens: tuple[float, ...]
+    reclaimed: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,7 +142,7 @@ class RedisLimitStore:
             keys += [self.keys.pause(name) for name in admission.pauses]
             keys += [self._record(group) for group in admission.groups]
             for name, _ in admission.semaphores:
-                keys += (self.keys.holders(name), self.keys.hold_time(name))
+                keys += (self.keys.holders(name), self.keys.hold_time(name), self.keys.reclaimed(name))
             fixed: list[float] = [
                 len(admission.pauses),
                 len(admission.groups),
@@ -203,7 +204,7 @@ class RedisLimitStore:
     def renew(self, semaphores: Sequence[str], lease_id: str, *, lease_ttl_s: float) -> int:
         """Extend the lease on each semaphore to ``lease_ttl_s`` from now; returns how many."""
         keys = [self.keys.holders(name) for name in semaphores]
-        args = [lease_id, max(1, round(lease_ttl_s * 1000))]
+        args = [lease_id, max(1, round(lease_ttl_s * 1000)), self._idle_ms]
         return int(self._run(self.scripts.renew, keys, args))
 
     # Buckets and pauses ------------------------------------------------------------------
@@ -235,7 +236,12 @@ class RedisLimitStore:
     def read(self, downstream: str, buckets: Sequence[BucketSpec]) -> StoredState:
         """Pause, live lease holders and tokens per bucket of ``downstream``, changing nothing."""
         group = BucketGroup(downstream, tuple(buckets))
-        keys = [self.keys.pause(downstream), self.keys.holders(downstream), self._record(group)]
+        keys = [
+            self.keys.pause(downstream),
+            self.keys.holders(downstream),
+            self._record(group),
+            self.keys.reclaimed(downstream),
+        ]
         args: list[float] = []
         for bucket in buckets:
             args += (bucket.rate_per_s, bucket.capacity)
@@ -244,7 +250,8 @@ class RedisLimitStore:
             now=float(reply[0]) / 1000.0,
             paused_until=float(reply[1]) / 1000.0 if reply[1] else None,
             holders=int(reply[2]),
-            tokens=tuple(float(v) for v in reply[3:]),
+            reclaimed=int(reply[3] or 0),
+            tokens=tuple(float(v) for v in reply[4:]),
         )
 
     def registered(self) -> list[str]:

@@ -13,7 +13,8 @@ Besides queues, workers, completions and outcomes:
   could not decode or deliver, kept as dead letters (``dead_lettered``) or ``dropped``;
 - limiter, per known downstream: ``agentfleet_limiter_tokens{downstream,bucket}``,
   ``agentfleet_limiter_slots_in_use{downstream}``, ``agentfleet_limiter_slots_max{downstream}``,
-  ``agentfleet_limiter_paused_seconds{downstream}``;
+  ``agentfleet_limiter_paused_seconds{downstream}``,
+  ``agentfleet_limiter_leases_reclaimed_total{downstream}`` (leases that ran out while held);
 - circuit breakers: ``agentfleet_circuit_open{downstream}`` (1 open or half-open, 0 closed);
   ``/health`` lists the open ones in ``open_circuits`` and says ``degraded`` while any is;
 - queue age: ``agentfleet_queue_oldest_age_seconds{queue,role}`` (``queue_age``);
@@ -263,6 +264,17 @@ def collect_limiter(sources: Sources) -> list[Sample]:
                 help="Seconds a downstream stays paused after a 429 or 529.",
             )
         )
+        if status.max_slots is not None:
+            samples.append(
+                Sample(
+                    "agentfleet_limiter_leases_reclaimed_total",
+                    float(status.leases_reclaimed),
+                    labels,
+                    kind="counter",
+                    help="Concurrency leases that ran out while held and were taken back "
+                    "(a dead holder, or a worker starved past limiter.lease_ttl_s).",
+                )
+            )
     return samples
 
 

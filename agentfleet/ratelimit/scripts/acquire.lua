@@ -2,7 +2,7 @@
 -- nothing is taken unless everything grants, so a refusal never leaks a lease or a token.
 --
 -- KEYS: registry, n_pause pause keys, n_group bucket records (one per downstream),
---       n_sem pairs (holders, hold-time key)
+--       n_sem triples (holders, hold-time key, reclaimed-leases counter)
 -- ARGV[1]: the arguments fixed for a given set of downstreams, as one JSON array, so the client
 --   encodes one string rather than a dozen on the hot path (and cjson parses it fastest):
 --   n_pause, n_group, n_sem, idle ttl ms, unknown-hold hint ms, lease ttl ms,
@@ -69,9 +69,9 @@ end
 
 local sem_at = 2 + n_pause + n_group
 for i = 1, n_sem do
-  local key, hold_key = KEYS[sem_at + 2 * (i - 1)], KEYS[sem_at + 2 * i - 1]
+  local key, hold_key = KEYS[sem_at + 3 * (i - 1)], KEYS[sem_at + 3 * i - 2]
   local limit = fixed[at + i - 1]
-  local count = sem_count(key, now)
+  local count = sem_count(key, now, KEYS[sem_at + 3 * i - 1], idle)
   if count >= limit and not redis.call('ZSCORE', key, lease) then
     block(sem_wait(key, hold_key, limit, count, now, unknown), position + i)
   end
@@ -90,9 +90,9 @@ if blocker > 0 then
 end
 
 for i = 1, n_sem do
-  local key = KEYS[sem_at + 2 * (i - 1)]
+  local key = KEYS[sem_at + 3 * (i - 1)]
   redis.call('ZADD', key, now + ttl, lease)
-  sem_expire(key)
+  sem_expire(key, idle)
 end
 for _, g in ipairs(groups) do
   buckets_store(g[1], g[2], g[3], g[4], now)

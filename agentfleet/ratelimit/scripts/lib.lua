@@ -40,17 +40,23 @@ local function buckets_store(key, levels, rates, capacities, now)
   redis.call('SET', key, cjson.encode(record), 'PX', math.ceil(full_in))
 end
 
--- Holders whose lease has not run out; expired holders lose their slot here.
-local function sem_count(key, now)
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
+-- Holders whose lease has not run out; expired holders lose their slot here, and are counted
+-- in `reclaimed` (kept `idle` ms) when that key is given.
+local function sem_count(key, now, reclaimed, idle)
+  local gone = redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
+  if gone > 0 and reclaimed then
+    redis.call('INCRBY', reclaimed, gone)
+    redis.call('PEXPIRE', reclaimed, idle)
+  end
   return redis.call('ZCARD', key)
 end
 
--- The holders set lives as long as its longest lease.
-local function sem_expire(key)
+-- The holders set lives `keep` ms past its longest lease, so that a lease that runs out while
+-- held is still there for the next acquire to take back and count.
+local function sem_expire(key, keep)
   local top = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
   if top[2] then
-    redis.call('PEXPIREAT', key, math.ceil(tonumber(top[2])) + 1)
+    redis.call('PEXPIREAT', key, math.ceil(tonumber(top[2])) + keep)
   end
 end
 

@@ -1,8 +1,9 @@
 -- Read a downstream's state without changing it.
 --
--- KEYS: pause key, holders zset, bucket record
+-- KEYS: pause key, holders zset, bucket record, reclaimed-leases counter
 -- ARGV: per bucket (rate per second, capacity)
--- Returns {now ms, paused-until ms or '', live holders, tokens per bucket...} as strings.
+-- Returns {now ms, paused-until ms or '', live holders, leases reclaimed, tokens per bucket...}
+-- as strings.
 
 local now = now_ms()
 local paused_until = tonumber(redis.call('GET', KEYS[1]))
@@ -11,7 +12,8 @@ if paused_until and paused_until > now then
   pause = tostring(paused_until)
 end
 local holders = redis.call('ZCOUNT', KEYS[2], '(' .. tostring(now), '+inf')
-local out = {tostring(now), pause, tostring(holders)}
+local reclaimed = redis.call('GET', KEYS[4]) or '0'
+local out = {tostring(now), pause, tostring(holders), reclaimed}
 local rates, capacities = {}, {}
 for b = 1, #ARGV / 2 do
   rates[b], capacities[b] = tonumber(ARGV[2 * b - 1]) / 1000, tonumber(ARGV[2 * b])
