@@ -1,9 +1,7 @@
-"""Every Redis key agentfleet writes, named in one place.
-
-Each store takes its key names from here, as arq keeps its names in ``constants.py``, and
-``KEYS`` at the bottom lists each kind of key with its Redis type; docs/keys.md explains each
-one (what it holds, its hash tag, who writes it, when it expires). A name built anywhere else,
-or a key missing from the table, fails a test (``tests/test_key_registry.py``,
+"""Every Redis key agentfleet writes, named in one place (as arq keeps its names in
+``constants.py``); ``KEYS`` at the bottom lists each kind with its Redis type, docs/keys.md
+explains each (what it holds, its hash tag, who writes it, when it expires), and a name built
+elsewhere or missing from the table fails a test (``tests/test_key_registry.py``,
 ``tests/test_key_census.py``). Every name starts with the fleet's key prefix ``p``
 (``Settings.key_prefix``, ``af`` by default), so fleets that share a Redis never meet.
 
@@ -11,23 +9,21 @@ Hash tags. Redis Cluster places a key by the part of its name between the first 
 next ``}`` when there is one, and refuses a script whose keys live in different slots. So:
 
 - a run's keys carry the run id as their tag: ``p:run:{<id>}``, ``p:run:{<id>}:items``...;
-- an item's keys (its outcome, claim, memory, failed attempts, unfinished deliveries) carry the
-  item's tag: the run id for a default idempotency key (``<run id>:<index>:<input hash>``, see
-  ``agentfleet.idempotency``), so an item lives in its run's slot and starting or finishing it
-  is one script; for a key given with ``key=`` (which a later run must find again), the key
-  itself, so another run of the same key finds the same outcome and claim;
+- an item's keys (outcome, claim, memory, failed attempts, unfinished deliveries) carry the
+  item's tag: the run id for a default idempotency key (``agentfleet.idempotency``), so starting
+  or finishing an item is one script in its run's slot; for a ``key=`` given (which a later run
+  must find again), the key itself;
 - the limiter, the circuit breakers, the dead-letter queue, the worker registry and the
-  service's sign-in state each live under one tag of their own (``{p:rl}``, ``{p:cb}``,
-  ``{p:dlq}``, ``{p:wk}``, ``{p:auth}``): their scripts touch several of their keys at once;
+  service's sign-in state each have a tag of their own (``{p:rl}``, ``{p:cb}``, ``{p:dlq}``,
+  ``{p:wk}``, ``{p:auth}``): their scripts touch several of their keys at once;
 - a day's spend carries ``{p:spend:<date>}``, which the budgets' per-day hashes share;
 - fleet-wide keys (``p:runs``, ``p:runs:active``, ``p:stats``...) have no tag: no script
   touches them, and each may live anywhere.
 
-On a single Redis the tags change nothing. Names built inside Lua (the dead-letter scripts'
-index and count names from ``DeadLetterKeys.root``, a batch's counted delivery at
-``<deliveries key>:<claim token>``) are in ``KEYS`` too. Keys that kombu, Celery and redbeat
-write (queues, ``unacked``, results, the beat schedule) are theirs (docs/keys.md lists them
-apart); only redbeat's prefix is ours to choose (``redbeat_prefix``).
+On a single Redis the tags change nothing. Names built inside Lua (``DeadLetterKeys.root``'s,
+a batch's ``<deliveries key>:<claim token>``) are in ``KEYS`` too. Keys kombu, Celery and
+redbeat write (queues, ``unacked``, results, the beat schedule) are theirs (docs/keys.md lists
+them apart); only redbeat's prefix is ours to choose (``redbeat_prefix``).
 """
 
 from __future__ import annotations
@@ -150,8 +146,7 @@ class RunKeys:
 
 
 class LimiterKeys:
-    """The limiter's names, all under ``{p:rl}``: one acquire checks the pauses, buckets and
-    semaphores of several downstreams (and the fleet ceiling) at once."""
+    """The limiter's names, under ``{p:rl}``: one acquire checks several downstreams at once."""
 
     def __init__(self, prefix: str) -> None:
         self.root = f"{{{prefix}:rl}}"
@@ -171,8 +166,7 @@ class LimiterKeys:
         return f"{self.root}:{downstream}:hold"
 
     def reclaimed(self, downstream: str) -> str:
-        """Count of leases that ran out while held and whose slot an acquire took back (the
-        holder died, or went without renewing for the lease TTL); kept the idle TTL."""
+        """Leases that ran out while held and were taken back by an acquire (a count)."""
         return f"{self.root}:{downstream}:reclaimed"
 
     def buckets(self, downstream: str, names: Iterable[str]) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -105,12 +106,16 @@ def effect(ctx: TaskContext, token: str, sleep_s: float = 0.0) -> dict[str, Any]
         log.write(token + "\n")
     time.sleep(sleep_s)
     name = hashlib.sha256(ctx.idempotency_key.encode()).hexdigest()[:32]
+    # Written whole, then linked into place: a worker killed mid-write leaves no half effect
+    # (an empty file once stood for an effect whose write a SIGKILL had cut).
+    draft = root / f".draft-{uuid.uuid4().hex}"
+    draft.write_text(token)
     try:
-        fd = os.open(root / f"effect-{name}", os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        os.link(draft, root / f"effect-{name}")
     except FileExistsError:
         return {"token": token, "applied": False}
-    os.write(fd, token.encode())
-    os.close(fd)
+    finally:
+        draft.unlink()
     return {"token": token, "applied": True}
 
 

@@ -80,6 +80,11 @@ PINNED = [
     (limiter.holders("api.example.com"), "{af:rl}:api.example.com:holders", "{p:rl}:<downstream>:holders"),
     (limiter.hold_time("api.example.com"), "{af:rl}:api.example.com:hold", "{p:rl}:<downstream>:hold"),
     (
+        limiter.reclaimed("api.example.com"),
+        "{af:rl}:api.example.com:reclaimed",
+        "{p:rl}:<downstream>:reclaimed",
+    ),
+    (
         limiter.buckets("anthropic:claude-haiku-4-5", ["rpm", "itpm"]),
         "{af:rl}:anthropic:claude-haiku-4-5:buckets:rpm+itpm",
         "{p:rl}:<downstream>:buckets:<names>",
