@@ -16,9 +16,7 @@
 -- Returns {origins, messages}: the messages taken, oldest first, and for each the position of
 -- its queue among the flags (1-based). An entry without a delivery tag and delivery info
 -- (exchange and routing key) cannot be recorded, nor one holding control characters (cjson
--- reads them, Python's JSON does not, and kombu could not restore its record; the test is Lua's
--- %c, which also counts DEL: such a message is recorded by the worker instead, and %c costs
--- a third of a bracketed class on a message's every byte) or a tag that is
+-- reads them, Python's JSON does not, and kombu could not restore its record) or a tag that is
 -- not printable ASCII (Python would read it otherwise, and never find its record): it is taken
 -- all the same, not recorded, and returned wrapped in a list of its own ({raw}), for the worker
 -- to deliver (recording it then) or take out as malformed.
@@ -83,6 +81,14 @@ if holding == 1 and likely >= 1 and ARGV[4 + likely] == '1' then
   end
 end
 
+-- Whether `raw` holds a control character (0-31). Lua's %c (0-31 and DEL) scans a message in
+-- a third of the time a bracketed class takes; only from a character it finds does the exact
+-- class look again (DEL, which Python's JSON reads, is not one).
+local function control_at(raw)
+  local at = string.find(raw, '%c')
+  return at ~= nil and string.find(raw, '[%z\1-\31]', at) ~= nil
+end
+
 local origins, taken, scored, records = {}, {}, {}, {}
 
 local function record_all()
@@ -113,7 +119,7 @@ while #taken < want do
   local routing_key = type(info) == 'table' and info['routing_key'] or nil
   if type(tag) ~= 'string' or tag == '' or string.find(tag, '[^\32-\126]')
     or type(exchange) ~= 'string' or type(routing_key) ~= 'string'
-    or string.find(raw, '%c') then
+    or control_at(raw) then
     taken[#taken + 1] = {raw}
   else
     local record = '[' .. raw .. ',' .. cjson.encode(exchange) .. ',' .. cjson.encode(routing_key) .. ']'
