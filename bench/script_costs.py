@@ -108,7 +108,8 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=300)
     args = parser.parse_args()
     durations, info = measure(args.tasks)
-    scripts = sum(sum(d) for name, d in durations.items() if name.endswith(".lua") or name.startswith("script "))
+    scripted = [d for name, d in durations.items() if name.endswith(".lua") or name.startswith("script ")]
+    scripts = sum(sum(d) for d in scripted)
     print(f"# {args.tasks} no-op items, 1 worker of 8 threads; slowlog at 0 us (rows overlap: see above)")
     print(f"{'command or script':44s}{'calls/item':>11s}{'us/call':>9s}{'us/item':>9s}{'of scripts':>12s}")
     for name, spent in sorted(durations.items(), key=lambda pair: -sum(pair[1]))[:20]:
