@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agentfleet.sandbox.cgroup_scopes import CgroupScope, V1Scope, V2Scope
-from agentfleet.sandbox.uids import UID_BASE, UID_COUNT, try_lease
+from agentfleet.sandbox.uids import if_abandoned
 
 __all__ = ["SCOPE_PREFIX", "CgroupHost", "CgroupScope", "find_cgroups", "sweep_abandoned_cgroups"]
 
@@ -153,15 +153,8 @@ def sweep_abandoned_cgroups(host: CgroupHost) -> int:
         number = name.removeprefix(SCOPE_PREFIX)
         if not name.startswith(SCOPE_PREFIX) or not number.isdigit():
             continue
-        uid = int(number)
-        if not UID_BASE <= uid < UID_BASE + UID_COUNT:
-            continue
-        lease = try_lease(uid)
-        if lease is None:
-            continue
-        try:
-            host.scope(name, memory_bytes=None).remove()
-            removed += 1
-        finally:
-            lease.release()
+        with if_abandoned(int(number)) as abandoned:
+            if abandoned:
+                host.scope(name, memory_bytes=None).remove()
+                removed += 1
     return removed

@@ -20,10 +20,11 @@ import fcntl
 import os
 import random
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["LOCK_DIR", "UID_BASE", "UID_COUNT", "UidLease", "lease_uid", "try_lease"]
+__all__ = ["LOCK_DIR", "UID_BASE", "UID_COUNT", "UidLease", "if_abandoned", "lease_uid", "try_lease"]
 
 UID_BASE = 200_000
 UID_COUNT = 4096
@@ -56,6 +57,21 @@ def try_lease(uid: int) -> UidLease | None:
         os.close(fd)
         return None
     return UidLease(uid=uid, shared=False, _fd=fd)
+
+
+@contextlib.contextmanager
+def if_abandoned(uid: int) -> Iterator[bool]:
+    """Whether no live process holds sandbox user ``uid``: if so it is held for the block (to
+    clear what a dead worker left under it) and handed back after."""
+    if not UID_BASE <= uid < UID_BASE + UID_COUNT:
+        yield False
+        return
+    lease = try_lease(uid)
+    try:
+        yield lease is not None
+    finally:
+        if lease is not None:
+            lease.release()
 
 
 def lease_uid() -> UidLease:

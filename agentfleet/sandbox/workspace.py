@@ -25,7 +25,7 @@ import tempfile
 from pathlib import Path
 
 from agentfleet.errors import ConfigError
-from agentfleet.sandbox.uids import UID_BASE, UID_COUNT, try_lease
+from agentfleet.sandbox.uids import if_abandoned
 
 __all__ = ["PREFIX", "Workspace", "sweep_abandoned"]
 
@@ -111,14 +111,10 @@ def sweep_abandoned(root: str | None) -> int:
             owner = path.lstat().st_uid
         except FileNotFoundError:
             continue
-        if not path.is_dir() or not UID_BASE <= owner < UID_BASE + UID_COUNT:
+        if not path.is_dir():
             continue
-        lease = try_lease(owner)
-        if lease is None:
-            continue
-        try:
-            shutil.rmtree(path, ignore_errors=True)
-            removed += 1
-        finally:
-            lease.release()
+        with if_abandoned(owner) as abandoned:
+            if abandoned:
+                shutil.rmtree(path, ignore_errors=True)
+                removed += 1
     return removed
