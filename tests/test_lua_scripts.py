@@ -8,14 +8,27 @@ import pytest
 import redis
 
 from agentfleet.access.throttle import ACCESS_LUA
+from agentfleet.approvals.store import APPROVAL_LUA
 from agentfleet.dlq.store import DLQ_LUA
 from agentfleet.lua import ScriptSet, shared_library
 from agentfleet.ratelimit.circuit import CIRCUIT_LUA
 from agentfleet.ratelimit.scripts import LIMITER_LUA
+from agentfleet.runs.budgets import SPEND_LUA
+from agentfleet.runs.delivery import DELIVERY_LUA
 from agentfleet.runs.store import RUNS_LUA
 from agentfleet.transport.intake import TRANSPORT_LUA
 
-SETS = [LIMITER_LUA, CIRCUIT_LUA, DLQ_LUA, RUNS_LUA, TRANSPORT_LUA, ACCESS_LUA]
+SETS = [
+    LIMITER_LUA,
+    CIRCUIT_LUA,
+    DLQ_LUA,
+    RUNS_LUA,
+    TRANSPORT_LUA,
+    ACCESS_LUA,
+    DELIVERY_LUA,
+    SPEND_LUA,
+    APPROVAL_LUA,
+]
 
 
 def _script_names(scripts: ScriptSet) -> list[str]:
@@ -41,7 +54,21 @@ def test_a_script_is_sent_with_the_shared_library_then_its_libraries_in_front() 
         source.index("local kind, window, nb"),
     )
     assert shared < library < script
-    assert source.startswith(shared_library())
+
+
+def test_a_script_is_sent_with_only_the_helpers_it_uses(redis_client: redis.Redis) -> None:
+    # begin.lua names claim_item and nothing else of the delivery helpers; finish.lua needs
+    # record_outcome, which needs end_run and add_span in turn.
+    begin, finish = DELIVERY_LUA.source("begin"), DELIVERY_LUA.source("finish")
+    assert "local function claim_item" in begin
+    for name in ("settle_item", "record_outcome", "add_span", "now_ms"):
+        assert f"local function {name}" not in begin
+    for name in ("settle_item", "record_outcome", "end_run", "add_span", "now_ms_text", "now_ms"):
+        assert f"local function {name}" in finish
+    assert "local function claim_item" not in finish
+    # Top-level statements of a library stay whatever the script uses.
+    assert "local dims = " in DLQ_LUA.source("add")
+    assert shared_library().splitlines()[0] in begin
 
 
 def test_a_registered_script_runs_again_after_redis_forgot_it(

@@ -106,11 +106,6 @@ local function now_ms_text()
   return string.format('%d', math.floor(now_ms()))
 end
 
--- A whole number as text, without the exponent Lua's own conversion gives from 1e14 up.
-local function whole(x)
-  return string.format('%.0f', x)
-end
-
 -- US dollars (text) as whole micro-dollars (text).
 local function micro_usd(cost)
   return string.format('%d', math.floor((tonumber(cost) or 0) * 1000000 + 0.5))
@@ -124,21 +119,22 @@ end
 -- (``end_dispatch.lua`` ends it if every item already has its outcome).
 local function record_outcome(run, done, events, inputs, spans, lanes, idx, body, kind, dead, cost, secs,
                               ttl, node, dur, known)
-  local head = redis.call('HMGET', run, 'tasks_total', 'dispatching', 'done', kind, 'worker_us')
+  local head = redis.call('HMGET', run, 'tasks_total', 'dispatching')
   if not head[1] then return {0, 0, 0, 0, '', 0, ''} end
   if redis.call('HSETNX', done, idx, '1') == 0 then return {0, 0, 0, 0, '', 0, ''} end
   redis.call('HDEL', inputs, idx)
   local event = redis.call('XADD', events, '*', 'kind', 'outcome', 'idx', idx, 'outcome', body)
   local letter = 'f'
   if kind == 'succeeded' then letter = 's' elseif kind == 'cancelled' then letter = 'c' end
-  local lane = add_span(spans, lanes, idx, node, event, dur, letter, micro_usd(cost), ttl, known)
-  -- The three counters every outcome moves, read with the head and written in one HSET (the
-  -- script runs alone: nothing writes them in between).
-  local n = (tonumber(head[3]) or 0) + 1
-  redis.call('HSET', run, 'done', whole(n), kind, whole((tonumber(head[4]) or 0) + 1),
-    'worker_us', whole((tonumber(head[5]) or 0) + tonumber(secs)))
+  local charged = cost ~= '0' and cost ~= '' and tonumber(cost) ~= 0
+  local lane = add_span(spans, lanes, idx, node, event, dur, letter, charged and micro_usd(cost) or '', ttl, known)
+  -- Counted by Redis in its own integers: HINCRBY finds and moves one field in C, where reading
+  -- the fields with the head and writing them back means a number format in Lua for each.
+  local n = redis.call('HINCRBY', run, 'done', 1)
+  redis.call('HINCRBY', run, kind, 1)
+  redis.call('HINCRBY', run, 'worker_us', secs)
   if dead == '1' then redis.call('HINCRBY', run, 'dead_lettered', 1) end
-  if tonumber(cost) ~= 0 then redis.call('HINCRBYFLOAT', run, 'cost_usd', cost) end
+  if charged then redis.call('HINCRBYFLOAT', run, 'cost_usd', cost) end
   if n == 1 then
     -- Created with the first outcome (a reopen never deletes the stream, and keeps the hash
     -- unless it empties it, when the next outcome is the first again).
