@@ -59,6 +59,7 @@ RUN_PARTS = frozenset(
         "items",
         "inputs",
         "done",
+        "recorded",
         "events",
         "suspect",
         "counted",
@@ -338,6 +339,7 @@ KEYS: tuple[KeyPattern, ...] = kinds(
     p:run:{<id>}:items                    hash
     p:run:{<id>}:inputs                   hash
     p:run:{<id>}:done                     hash
+    p:run:{<id>}:recorded                 string
     p:run:{<id>}:events                   stream
     p:run:{<id>}:suspect                  hash
     p:run:{<id>}:counted                  hash

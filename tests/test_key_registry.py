@@ -42,6 +42,7 @@ PINNED = [
     (runs.run(RUN, "items"), "af:run:{0123456789abcdef}:items", "p:run:{<id>}:items"),
     (runs.run(RUN, "inputs"), "af:run:{0123456789abcdef}:inputs", "p:run:{<id>}:inputs"),
     (runs.run(RUN, "done"), "af:run:{0123456789abcdef}:done", "p:run:{<id>}:done"),
+    (runs.run(RUN, "recorded"), "af:run:{0123456789abcdef}:recorded", "p:run:{<id>}:recorded"),
     (runs.run(RUN, "events"), "af:run:{0123456789abcdef}:events", "p:run:{<id>}:events"),
     (runs.run(RUN, "suspect"), "af:run:{0123456789abcdef}:suspect", "p:run:{<id>}:suspect"),
     (runs.run(RUN, "counted"), "af:run:{0123456789abcdef}:counted", "p:run:{<id>}:counted"),

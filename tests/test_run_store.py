@@ -199,3 +199,63 @@ def test_the_lane_cache_keeps_the_most_recent_runs_and_no_lane_of_none() -> None
     lanes.get("r1", "w@h")
     lanes.note("r4", "w@h", "1")  # r2 was used least recently: forgotten
     assert (lanes.get("r1", "w@h"), lanes.get("r2", "w@h"), lanes.get("r4", "w@h")) == ("0", "", "1")
+
+
+def test_each_item_is_counted_once_in_the_runs_bitmap_and_read_back_from_it(store: RunStore) -> None:
+    _create(store, 20)
+    for idx in (0, 3, 7, 8, 15, 19):
+        assert store.finish(_outcome(idx)).recorded
+        assert not store.finish(_outcome(idx)).recorded
+    assert store.done_indices("r") == {0, 3, 7, 8, 15, 19}
+    # Bit i of the bitmap is item i (bit 0 the high bit of the first byte), no hash beside it.
+    assert store.client.getbit("t:run:{r}:recorded", 7) == 1 and store.client.getbit("t:run:{r}:recorded", 6) == 0
+    assert not store.client.exists("t:run:{r}:done")
+    assert store.summary("r").succeeded == 6
+
+
+def test_a_reopened_item_is_uncounted_and_counted_again(store: RunStore) -> None:
+    _create(store, 3)
+    store.finish(_outcome(1))
+    assert store.reopen("r", 1, key="k1", was_ok=True, was_dead=False)
+    assert not store.reopen("r", 1, key="k1", was_ok=True, was_dead=False)
+    assert store.done_indices("r") == set()
+    assert store.summary("r").succeeded == 0
+    assert store.finish(_outcome(1)).recorded
+    assert store.done_indices("r") == {1}
+
+
+def test_a_run_an_earlier_version_began_counting_in_its_hash_is_counted_once_across_both(
+    store: RunStore,
+) -> None:
+    # Items 0 and 1 counted by a worker of an earlier version: in the hash, the counters moved.
+    _create(store, 4)
+    store.client.hset("t:run:{r}:done", mapping={"0": "1", "1": "1"})
+    store.client.hset("t:run:{r}", mapping={"done": 2, "succeeded": 2})
+    assert not store.finish(_outcome(1)).recorded
+    assert store.finish(_outcome(2)).recorded
+    assert store.done_indices("r") == {0, 1, 2}
+    assert store.reopen("r", 0, key="k0", was_ok=True, was_dead=False)
+    assert store.done_indices("r") == {1, 2}
+    assert store.finish(_outcome(0)).recorded
+    assert store.finish(_outcome(3)).run_ended
+    assert store.summary("r").succeeded == 4
+
+
+def test_an_index_no_bit_stands_for_is_counted_in_the_hash(store: RunStore) -> None:
+    _create(store, 1)
+    far = 2**32
+    assert store.finish(_outcome(far)).recorded
+    assert not store.finish(_outcome(far)).recorded
+    assert store.client.hkeys("t:run:{r}:done") == [str(far)]
+    assert store.done_indices("r") == {far}
+
+
+def test_the_bitmap_reads_back_on_a_real_redis(redis_client: object, key_prefix: str) -> None:
+    # Every byte value a bitmap may hold, read by Redis's own Lua (not fakeredis's).
+    real = RunStore(redis_client, prefix=key_prefix, ttl_s=3600)  # type: ignore[arg-type]
+    _create(real, 600)
+    counted = {i for i in range(600) if i % 3 == 0 or i % 7 == 0 or 200 <= i < 264}
+    for idx in sorted(counted):
+        assert real.finish(_outcome(idx)).recorded
+    assert real.done_indices("r") == counted
+    assert real.summary("r").succeeded == len(counted)

@@ -161,6 +161,7 @@ class DeliveryScripts:
         run_keys = [self.keys.run(run_id), self.keys.run(run_id, "done"), self.keys.run(run_id, "events")]
         inputs = self.keys.run(run_id, "inputs")
         timeline = [self.keys.run(run_id, "spans"), self.keys.run(run_id, "lanes")]
+        recorded = self.keys.run(run_id, "recorded")
         worker, duration_ms = span.args() if span is not None else ("", 0)
         lane = self.lanes.get(run_id, worker)
         body = outcome.model_dump_json()
@@ -175,7 +176,7 @@ class DeliveryScripts:
         ]
         if self._together(run_id, key):
             reply = self._scripts["finish"](
-                keys=[*run_keys, *item_keys, inputs, memory, *timeline],
+                keys=[*run_keys, *item_keys, inputs, memory, *timeline, recorded],
                 args=[*counted, int(store), int(record), token, worker, duration_ms, lane],
             )
             *head, stood, fenced, left_ms, used = reply
@@ -190,7 +191,7 @@ class DeliveryScripts:
         if record:
             counted[1] = stood
             counts = self._scripts["finish_run"](
-                keys=[*run_keys, inputs, *timeline], args=[*counted, worker, duration_ms, lane]
+                keys=[*run_keys, inputs, *timeline, recorded], args=[*counted, worker, duration_ms, lane]
             )
             self.lanes.note(run_id, worker, counts[6])
             counts = counts[:6]

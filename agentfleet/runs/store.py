@@ -132,21 +132,24 @@ class RunStore(RunEvents, ClaimStore, AggregateStore, ReconcileMarks):
         same record and counts the run as started once."""
         created = time.time() if created_at is None else created_at
         open_ = dispatching_until is not None
+        # The fields every delivery reads or moves first: a small hash is a list Redis searches
+        # from its head (``hash-max-ziplist-entries``), so these are found after a few entries.
         record = {
+            "status": "running" if items or open_ else "finished",
+            "tasks_total": len(items),
+            "done": 0,
+            "succeeded": 0,
+            "failed": 0,
+            "worker_us": 0,
             **(extra or {}),
             "name": name,
             "kind": kind,
             "task": task,
             "queues": ",".join(queues),
-            "tasks_total": len(items),
-            "status": "running" if items or open_ else "finished",
             "created_at": repr(created),
             "aggregate": aggregate or "",
             "fail_fast": int(fail_fast),
             "max_in_flight": max_in_flight or 0,
-            "done": 0,
-            "succeeded": 0,
-            "failed": 0,
         }
         if open_:
             record["dispatching"] = repr(dispatching_until)
@@ -210,7 +213,9 @@ class RunStore(RunEvents, ClaimStore, AggregateStore, ReconcileMarks):
 
     @repeatable
     def done_indices(self, run_id: str) -> set[int]:
-        return {int(k) for k in self._redis.hkeys(self.run_key(run_id, "done"))}
+        """The indices of the items whose outcome the run counted."""
+        keys = [self.run_key(run_id, "recorded"), self.run_key(run_id, "done")]
+        return {int(k) for k in self._scripts["done_indices"](keys=keys)}
 
     @repeatable
     def summary(self, run_id: str, *, timed_out_ids: Sequence[str] = ()) -> RunSummary:
@@ -357,6 +362,7 @@ class RunStore(RunEvents, ClaimStore, AggregateStore, ReconcileMarks):
                 self.run_key(run_id, "events"),
                 self.run_key(run_id, "inputs"),
                 self.run_key(run_id, "spans"),
+                self.run_key(run_id, "recorded"),
             ],
             args=[index, int(was_ok), int(was_dead), input_json],
         )

@@ -2,7 +2,8 @@
 -- nothing at all when another delivery holds the item's claim (see settle_item). A stage or step
 -- that is not the item's last (record 0) notes its attempt on the run's timeline when this call
 -- stored its outcome.
--- KEYS: run, done, events, outcome, deliveries, claim, inputs, the item's memory, spans, lanes
+-- KEYS: run, done, events, outcome, deliveries, claim, inputs, the item's memory, spans, lanes,
+--       the run's bitmap of counted items
 -- ARGV: index, outcome JSON, kind, dead-lettered (1/0), cost, seconds, ttl, store (1/0),
 --       record (1/0), claim token, worker node ('' for none), the attempt's ms, the worker's
 --       lane in this run when known ('' when not)
@@ -21,6 +22,6 @@ if ARGV[9] ~= '1' then
   end
   return {0, 0, 0, 0, '', 0, stood, 0, 0, lane}
 end
-local r = record_outcome(KEYS[1], KEYS[2], KEYS[3], KEYS[7], KEYS[9], KEYS[10], ARGV[1], body, ARGV[3],
-  ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[11], ARGV[12], ARGV[13])
+local r = record_outcome(KEYS[1], KEYS[2], KEYS[11], KEYS[3], KEYS[7], KEYS[9], KEYS[10], ARGV[1], body,
+  ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[11], ARGV[12], ARGV[13])
 return {r[1], r[2], r[3], r[4], r[5], r[6], stood, 0, 0, r[7]}

@@ -111,17 +111,30 @@ local function micro_usd(cost)
   return string.format('%d', math.floor((tonumber(cost) or 0) * 1000000 + 0.5))
 end
 
+-- Whether this is the first time item ``idx`` is counted for its run, marking it counted: its
+-- bit in the run's bitmap (``SETBIT`` answers the bit it replaced, in constant time). The
+-- ``done`` hash holds what the bitmap cannot: an index no bit stands for, and the items of a run
+-- whose counting began before the bitmap (an older worker's); a small hash is a list Redis
+-- searches field by field, which cost more than anything else an outcome does.
+local function first_count(done, recorded, idx)
+  local bit = tonumber(idx)
+  if bit and bit >= 0 and bit < 4294967296 and bit % 1 == 0 then
+    return redis.call('SETBIT', recorded, bit, 1) == 0 and redis.call('HEXISTS', done, idx) == 0
+  end
+  return redis.call('HSETNX', done, idx, '1') == 1
+end
+
 -- Count the outcome once for its run (``secs``: the body's time in whole microseconds) and
 -- note it on the run's timeline (``node``, ``dur``: the worker and its attempt's ms, ``known``
 -- its lane if known, see add_span); a run it ends ends at Redis's clock. Returns {recorded,
 -- done, total, run ended, aggregate, stays active, the worker's lane or ''}. A run still being
 -- dispatched (``dispatching`` set) does not end here: its total is not known yet
 -- (``end_dispatch.lua`` ends it if every item already has its outcome).
-local function record_outcome(run, done, events, inputs, spans, lanes, idx, body, kind, dead, cost, secs,
-                              ttl, node, dur, known)
-  local head = redis.call('HMGET', run, 'tasks_total', 'dispatching')
-  if not head[1] then return {0, 0, 0, 0, '', 0, ''} end
-  if redis.call('HSETNX', done, idx, '1') == 0 then return {0, 0, 0, 0, '', 0, ''} end
+local function record_outcome(run, done, recorded, events, inputs, spans, lanes, idx, body, kind, dead, cost,
+                              secs, ttl, node, dur, known)
+  local total = redis.call('HGET', run, 'tasks_total')
+  if not total then return {0, 0, 0, 0, '', 0, ''} end
+  if not first_count(done, recorded, idx) then return {0, 0, 0, 0, '', 0, ''} end
   redis.call('HDEL', inputs, idx)
   local event = redis.call('XADD', events, '*', 'kind', 'outcome', 'idx', idx, 'outcome', body)
   local letter = 'f'
@@ -136,13 +149,16 @@ local function record_outcome(run, done, events, inputs, spans, lanes, idx, body
   if dead == '1' then redis.call('HINCRBY', run, 'dead_lettered', 1) end
   if charged then redis.call('HINCRBYFLOAT', run, 'cost_usd', cost) end
   if n == 1 then
-    -- Created with the first outcome (a reopen never deletes the stream, and keeps the hash
-    -- unless it empties it, when the next outcome is the first again).
+    -- Created with the first outcome (a reopen never deletes the stream or the bitmap, and
+    -- keeps the hash unless it empties it, when the next outcome is the first again).
+    redis.call('EXPIRE', recorded, ttl)
     redis.call('EXPIRE', done, ttl)
     redis.call('EXPIRE', events, ttl)
   end
-  local total = tonumber(head[1])
-  if n >= total and not head[2] then
+  total = tonumber(total)
+  -- Looked up last, and only for what may be the last outcome: a field a hash does not hold is
+  -- searched to its end.
+  if n >= total and redis.call('HEXISTS', run, 'dispatching') == 0 then
     local ended = end_run(run, events, n, total, server_now())
     ended[7] = lane
     return ended
