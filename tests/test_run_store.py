@@ -208,7 +208,8 @@ def test_each_item_is_counted_once_in_the_runs_bitmap_and_read_back_from_it(stor
         assert not store.finish(_outcome(idx)).recorded
     assert store.done_indices("r") == {0, 3, 7, 8, 15, 19}
     # Bit i of the bitmap is item i (bit 0 the high bit of the first byte), no hash beside it.
-    assert store.client.getbit("t:run:{r}:recorded", 7) == 1 and store.client.getbit("t:run:{r}:recorded", 6) == 0
+    bitmap = "t:run:{r}:recorded"
+    assert store.client.getbit(bitmap, 7) == 1 and store.client.getbit(bitmap, 6) == 0
     assert not store.client.exists("t:run:{r}:done")
     assert store.summary("r").succeeded == 6
 
