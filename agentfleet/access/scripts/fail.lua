@@ -4,7 +4,7 @@
 -- ARGV: free failures, first lockout (ms), longest lockout (ms), forget after (ms)
 -- Returns: {failures so far, lockout it now serves in ms (0 for none)}
 -- Run twice (a retried call), it counts twice: the error is on the side of locking.
-local n = redis.call('HINCRBY', KEYS[1], 'n', 1)
+local n = redis.call('HINCRBY', KEYS[1], 'n', '1')
 local free = tonumber(ARGV[1])
 local lock = 0
 if n > free then

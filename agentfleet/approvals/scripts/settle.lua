@@ -11,7 +11,7 @@ local function settle(root, id, status, approved, by, comment, data, timed_out, 
   local ev = redis.call('HGET', rec, 'ev')
   if ev and ev ~= '' then redis.call('SREM', root .. ':ev:' .. ev, id) end
   redis.call('ZADD', root .. ':outbox', now, id)
-  redis.call('HINCRBY', root .. ':counts', status, 1)
+  redis.call('HINCRBY', root .. ':counts', status, '1')
 end
 
 -- The timeout decides pending pause `id`, as its `on_timeout` says.

@@ -6,7 +6,7 @@
 
 local root = ARGV[1]
 local now = now_s()
-local due = redis.call('ZRANGEBYSCORE', root .. ':due', '-inf', now, 'LIMIT', 0, tonumber(ARGV[2]))
+local due = redis.call('ZRANGEBYSCORE', root .. ':due', '-inf', now, 'LIMIT', '0', tonumber(ARGV[2]))
 local done = {}
 for _, id in ipairs(due) do
   if redis.call('HGET', root .. ':a:' .. id, 'status') == 'pending' then

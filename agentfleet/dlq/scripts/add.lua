@@ -25,7 +25,7 @@ else
 end
 for _, dim in ipairs(dims) do
   if redis.call('SADD', p .. ':i:' .. dim .. ':' .. new[dim], id) == 1 and counted[dim] then
-    redis.call('HINCRBY', p .. ':n:' .. dim, new[dim], 1)
+    redis.call('HINCRBY', p .. ':n:' .. dim, new[dim], '1')
   end
 end
 redis.call('HSET', p .. ':fp', new.fingerprint, ARGV[10])

@@ -54,7 +54,7 @@ end
 -- The holders set lives `keep` ms past its longest lease, so that a lease that runs out while
 -- held is still there for the next acquire to take back and count.
 local function sem_expire(key, keep)
-  local top = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  local top = redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
   if top[2] then
     redis.call('PEXPIREAT', key, math.ceil(tonumber(top[2])) + keep)
   end

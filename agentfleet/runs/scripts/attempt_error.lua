@@ -4,10 +4,10 @@
 -- KEYS: the item's attempts (list)
 -- ARGV: entry JSON, ttl (s), kept
 -- Returns 1 when appended, 0 for an entry recorded before.
-for _, entry in ipairs(redis.call('LRANGE', KEYS[1], 0, -1)) do
+for _, entry in ipairs(redis.call('LRANGE', KEYS[1], '0', '-1')) do
   if entry == ARGV[1] then return 0 end
 end
 redis.call('RPUSH', KEYS[1], ARGV[1])
-redis.call('LTRIM', KEYS[1], -tonumber(ARGV[3]), -1)
+redis.call('LTRIM', KEYS[1], -tonumber(ARGV[3]), '-1')
 redis.call('EXPIRE', KEYS[1], ARGV[2])
 return 1

@@ -14,7 +14,7 @@ if redis.call('HSETNX', g, step, status) == 0 then return {0, {}, {}, 0} end
 redis.call('HINCRBYFLOAT', g, '_usd', ARGV[4])
 redis.call('HINCRBYFLOAT', g, '_s', ARGV[5])
 redis.call('HINCRBY', g, '_attempts', ARGV[6])
-redis.call('HINCRBY', run, 'step:' .. step .. ':' .. status, 1)
+redis.call('HINCRBY', run, 'step:' .. step .. ':' .. status, '1')
 local skipped, released = {}, {}
 for _, name in ipairs(spec.order) do
   if redis.call('HEXISTS', g, name) == 0 then
@@ -23,14 +23,14 @@ for _, name in ipairs(spec.order) do
       local s = redis.call('HGET', g, dep)
       if s == 'failed' or s == 'skipped' then
         redis.call('HSET', g, name, 'skipped')
-        redis.call('HINCRBY', run, 'step:' .. name .. ':skipped', 1)
+        redis.call('HINCRBY', run, 'step:' .. name .. ':skipped', '1')
         table.insert(skipped, name)
         all_ok = false
         break
       end
       if s ~= 'succeeded' then all_ok = false end
     end
-    if all_ok and #spec.after[name] > 0 and redis.call('HSETNX', g, name .. ':r', 1) == 1 then
+    if all_ok and #spec.after[name] > 0 and redis.call('HSETNX', g, name .. ':r', '1') == 1 then
       table.insert(released, name)
     end
   end

@@ -9,7 +9,7 @@ local spec = cjson.decode(ARGV[2])
 if redis.call('HGET', g, step) ~= 'failed' then return 0 end
 redis.call('HDEL', g, step)
 redis.call('DEL', KEYS[3])
-redis.call('HINCRBY', run, 'step:' .. step .. ':failed', -1)
+redis.call('HINCRBY', run, 'step:' .. step .. ':failed', '-1')
 for _, name in ipairs(spec.order) do
   if redis.call('HGET', g, name) == 'skipped' then
     local blocked = false
@@ -19,7 +19,7 @@ for _, name in ipairs(spec.order) do
     end
     if not blocked then
       redis.call('HDEL', g, name, name .. ':r')
-      redis.call('HINCRBY', run, 'step:' .. name .. ':skipped', -1)
+      redis.call('HINCRBY', run, 'step:' .. name .. ':skipped', '-1')
     end
   end
 end

@@ -5,6 +5,6 @@
 -- Returns 1 when the entry had been dead-lettered.
 if redis.call('HGET', KEYS[2], ARGV[1]) ~= 'dead' then return 0 end
 redis.call('HDEL', KEYS[2], ARGV[1], ARGV[1] .. ':tries')
-redis.call('HINCRBY', KEYS[1], 'compensations_failed', -1)
+redis.call('HINCRBY', KEYS[1], 'compensations_failed', '-1')
 redis.call('HSET', KEYS[1], 'compensation', 'requested')
 return 1

@@ -58,18 +58,20 @@ local function record_all()
   end
 end
 
+-- The delivery tag, exchange and routing key of message `raw`; an error when it is not JSON or
+-- they are not where kombu puts them (indexing what is not a table fails, or gives nil).
+local function fields(raw)
+  local props = cjson.decode(raw)['properties']
+  local info = props['delivery_info']
+  return props['delivery_tag'], info['exchange'], info['routing_key']
+end
+
 -- Keep message `raw` of queue `q` (its place among the flags): recorded when it can be.
 local function keep(raw, q)
-  local ok, message = pcall(cjson.decode, raw)
-  local props = ok and type(message) == 'table' and message['properties'] or nil
-  local tag = type(props) == 'table' and props['delivery_tag'] or nil
-  local info = type(props) == 'table' and props['delivery_info'] or nil
-  local exchange = type(info) == 'table' and info['exchange'] or nil
-  local routing_key = type(info) == 'table' and info['routing_key'] or nil
+  local ok, tag, exchange, routing_key = pcall(fields, raw)
   count = count + 1
-  if type(tag) ~= 'string' or not find(tag, '^[\32-\126]+$')
-    or type(exchange) ~= 'string' or type(routing_key) ~= 'string'
-    or control_at(raw) then
+  if not ok or type(tag) ~= 'string' or type(exchange) ~= 'string' or type(routing_key) ~= 'string'
+    or not find(tag, '^[\32-\126]+$') or control_at(raw) then
     taken[count] = {raw}
   else
     local n = #records

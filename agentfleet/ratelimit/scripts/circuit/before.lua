@@ -11,7 +11,7 @@ local state = f[1] or 'closed'
 if state == 'closed' then
   if ARGV[2] == '1' then
     local window, nb = tonumber(ARGV[3]), tonumber(ARGV[4])
-    if redis.call('HINCRBY', w, 'a:' .. math.floor(now / (window / nb)), 1) == 1 then
+    if redis.call('HINCRBY', w, 'a:' .. math.floor(now / (window / nb)), '1') == 1 then
       redis.call('EXPIRE', w, math.ceil(window * 2))
     end
   end

@@ -19,13 +19,13 @@ if kind == 's' then
   end
   -- A success reported while open came from a call started before the circuit opened.
   if state ~= 'closed' then return {state, 0, 0} end
-  if redis.call('HINCRBY', w, 's:' .. current, 1) == 1 then
+  if redis.call('HINCRBY', w, 's:' .. current, '1') == 1 then
     window_sums(w, current, nb)
     redis.call('EXPIRE', w, math.ceil(window * 2))
   end
   return {'closed', 0, 0}
 end
-redis.call('HINCRBY', w, 'f:' .. current, 1)
+redis.call('HINCRBY', w, 'f:' .. current, '1')
 redis.call('EXPIRE', w, math.ceil(window * 2))
 redis.call('ZADD', known, now, name)
 local fails, oks, started = window_sums(w, current, nb)

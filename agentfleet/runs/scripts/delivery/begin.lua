@@ -7,5 +7,6 @@
 -- delivery holds a live claim) or 'claimed' (this delivery runs the body).
 local status = redis.call('HGET', KEYS[1], 'status') or ''
 local cancelled = status == 'cancelled' or status == 'failed'
-local r = claim_item(KEYS[2], KEYS[3], KEYS[4], ARGV[1], ARGV[2], ARGV[3], cancelled, ARGV[4])
-return {status, r[1], r[2], r[3], r[4]}
+local stored, deliveries, verdict, left = claim_item(KEYS[2], KEYS[3], KEYS[4], ARGV[1], ARGV[2], ARGV[3],
+  cancelled, ARGV[4])
+return {status, stored, deliveries, verdict, left}

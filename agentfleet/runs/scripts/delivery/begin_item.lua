@@ -4,4 +4,4 @@
 -- ARGV: deliveries ttl (s), claim token, claim ttl (ms), 1 when the token claimed the item up front
 --       (a batch's) else 0
 -- Returns {stored outcome or '', deliveries, verdict, claim ms left}.
-return claim_item(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3], false, ARGV[4])
+return {claim_item(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3], false, ARGV[4])}

@@ -13,5 +13,5 @@ end
 local total = tonumber(ARGV[1])
 redis.call('HSET', KEYS[1], 'tasks_total', total)
 redis.call('HDEL', KEYS[1], 'sent')
-if n >= total then return end_run(KEYS[1], KEYS[2], n, total, ARGV[2]) end
+if n >= total then return {end_run(KEYS[1], KEYS[2], n, total, ARGV[2])} end
 return {0, n, total, 0, '', 0}

@@ -5,5 +5,5 @@
 --       none), the attempt's ms, the worker's lane in this run when known ('' when not)
 -- Returns {recorded, done, total, run ended, aggregate path or '', stays active, the worker's
 -- lane ('' when no entry was written)}.
-return record_outcome(KEYS[1], KEYS[2], KEYS[7], KEYS[3], KEYS[4], KEYS[5], KEYS[6], ARGV[1], ARGV[2],
-  ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9], ARGV[10])
+return {record_outcome(KEYS[1], KEYS[2], KEYS[7], KEYS[3], KEYS[4], KEYS[5], KEYS[6], ARGV[1], ARGV[2],
+  ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9], ARGV[10])}

@@ -36,7 +36,7 @@ local function check(alerts, scope, name, spent, cap, hash, prefix, share)
   if not cap or cap <= 0 then return end
   for _, level in ipairs({'soft', 'hard'}) do
     local line = level == 'soft' and cap * share or cap
-    if spent >= line and redis.call('HSETNX', hash, prefix .. level, 1) == 1 then
+    if spent >= line and redis.call('HSETNX', hash, prefix .. level, '1') == 1 then
       table.insert(alerts, {scope, name, level, tostring(spent), tostring(cap)})
     end
   end
