@@ -20,7 +20,7 @@ from agentfleet.config import Settings
 from agentfleet.orchestration import Fleet
 from agentfleet.tasks import reconciler as reconciler_module
 from agentfleet.tasks.features import FEATURES
-from agentfleet.tasks.hooks import Candidate, DeliveryFeature
+from agentfleet.tasks.hooks import DELIVERY_HOOKS, Candidate, DeliveryFeature, overrides, plan
 from agentfleet.tasks.reconciler import PassReport, Reconciler
 from agentfleet.tasks.runtime import runtime
 
@@ -65,6 +65,36 @@ def test_every_feature_module_is_registered_once_in_a_fixed_order() -> None:
     # A graph step moves its graph on before the aggregate looks at whether the run ended,
     # and a lost aggregate is sent again before a lost compensation.
     assert names.index("graph") < names.index("aggregate") < names.index("compensation")
+
+
+class _Body(DeliveryFeature):
+    name = "body"
+
+    def before_body(self, d: object) -> None:  # type: ignore[override]
+        return None
+
+
+class _Ends(_Body):
+    name = "ends"
+
+    def ends_item(self, d: object, outcome: object) -> bool:  # type: ignore[override]
+        return False
+
+
+def test_a_delivery_calls_at_each_hook_only_the_features_that_act_there() -> None:
+    body, ends, idle = _Body(), _Ends(), DeliveryFeature()
+    hooks = plan((body, ends, idle))
+    assert hooks["before_body"] == (body, ends)  # inherited from a feature class counts
+    assert hooks["ends_item"] == (ends,)
+    assert hooks["after_outcome"] == hooks["on_error"] == ()
+    assert set(hooks) == set(DELIVERY_HOOKS)
+    assert plan((body, ends, idle)) is hooks  # worked out once per set of features
+    # Every hook a feature of the registry overrides is a delivery hook or a reconciler's.
+    reconciler_hooks = {"ended_run", "resting", "open_items", "stands_for", "recover", "applies"}
+    for feature in FEATURES:
+        own = {n for n in vars(type(feature)) if callable(getattr(DeliveryFeature, n, None))}
+        assert own <= set(DELIVERY_HOOKS) | reconciler_hooks, (feature.name, own)
+        assert any(overrides(feature, hook) for hook in (*DELIVERY_HOOKS, *reconciler_hooks))
 
 
 class _Probe(DeliveryFeature):

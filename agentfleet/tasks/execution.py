@@ -65,6 +65,7 @@ from agentfleet.tasks.celery_states import raise_for_failures
 from agentfleet.tasks.circuit_guard import CircuitGuard
 from agentfleet.tasks.context import TaskContext
 from agentfleet.tasks.features import FEATURES
+from agentfleet.tasks.hooks import overrides, plan
 from agentfleet.tasks.item import cancelled_outcome, jsonable, meta_for, outcome_for
 from agentfleet.tasks.item_state import item_context
 from agentfleet.tasks.next_step import Rescheduled
@@ -79,6 +80,9 @@ if TYPE_CHECKING:
     from agentfleet.tasks.hooks import Held
 
 __all__ = ["Delivery", "Rescheduled", "cancelled_outcome", "execute"]
+
+# The features that take part in every delivery: they keep the default ``applies``.
+_ALWAYS = frozenset(f for f in FEATURES if not overrides(f, "applies"))
 
 log = logging.getLogger("agentfleet.task")
 
@@ -128,8 +132,10 @@ class Delivery:
         self.claimed_at: float | None = None
         # The context of the execution running the body (None before it runs).
         self.context: TaskContext | None = None
-        # The features taking part in this delivery, in their registry's order.
-        self.features = [f for f in FEATURES if f.applies(self)]
+        # The features taking part in this delivery, in their registry's order (``applies`` is
+        # asked of those that override it), and for each hook those that act there.
+        self.features = tuple([f for f in FEATURES if f in _ALWAYS or f.applies(self)])
+        self.hooks = plan(self.features)
 
     @cached_property
     def redactor(self) -> Redactor:
@@ -142,12 +148,12 @@ class Delivery:
     def finish(self, outcome: TaskOutcome, *, store: bool = True) -> dict[str, Any]:
         """Store the outcome under this stage's key, release the claim, count the outcome for
         the run if it ends the item, and let the features act on it (``after_outcome``)."""
-        final = all(f.ends_item(self, outcome) for f in self.features)
+        final = all(f.ends_item(self, outcome) for f in self.hooks["ends_item"])
         scoped = outcome
         if outcome.idempotency_key != self.key:
             scoped = outcome.model_copy(update={"idempotency_key": self.key})
         if store and outcome.ok:
-            for feature in self.features:
+            for feature in self.hooks["before_finish"]:
                 feature.before_finish(self, outcome)
         if self.claim is not None:
             self.claim.finishing = True
@@ -167,7 +173,7 @@ class Delivery:
             ids = {"task_id": self.task_id, "run_id": self.meta.run, "index": self.meta.idx}
             scoped = state.stood.model_copy(update=ids)
             outcome = scoped.model_copy(update={"idempotency_key": outcome.idempotency_key})
-        for feature in self.features:
+        for feature in self.hooks["after_outcome"]:
             state = feature.after_outcome(self, scoped, state)
         return outcome.model_dump(mode="json")
 
@@ -211,7 +217,7 @@ class Delivery:
 
     def before_claim(self) -> dict[str, Any] | None:
         """The features' ``before_claim``: an outcome (as a dict) ends the delivery at once."""
-        for feature in self.features:
+        for feature in self.hooks["before_claim"]:
             ended = feature.before_claim(self)
             if ended is not None:
                 return ended
@@ -299,7 +305,7 @@ class Delivery:
                 elapsed_s=self.meta.elapsed_s,
                 cost=self.meta.cost_usd,
             )
-        for feature in self.features:
+        for feature in self.hooks["before_body"]:
             feature.before_body(self)
         try:
             values = validate_input(self.task, self.kwargs)
@@ -334,7 +340,7 @@ class Delivery:
         started = time.monotonic()
         held: list[Held] = []
         try:
-            for feature in self.features:
+            for feature in self.hooks["hold_during_body"]:
                 # A pool's slot, say: waited for briefly, else the item is deferred.
                 hold = feature.hold_during_body(self)
                 if hold is not None:

@@ -48,10 +48,14 @@ Hook points of the reconciler (``tasks/reconciler.py``), asked for every active 
   again, past the grace.
 
 A new feature is one module in ``tasks/features/`` and one line in its registry.
+
+A delivery calls at each point only the features whose class overrides that hook (``plan``):
+most points of a plain item have none, and a call that does nothing still costs a Python call.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -63,7 +67,22 @@ if TYPE_CHECKING:
     from agentfleet.tasks.execution import Delivery
     from agentfleet.tasks.reconciler import PassReport, Reconciler
 
-__all__ = ["Candidate", "DeliveryFeature", "Held"]
+__all__ = ["DELIVERY_HOOKS", "Candidate", "DeliveryFeature", "Held", "overrides", "plan"]
+
+#: The hook points of a delivery, as ``DeliveryFeature`` names them.
+DELIVERY_HOOKS = (
+    "before_claim",
+    "before_body",
+    "hold_during_body",
+    "ends_item",
+    "before_finish",
+    "after_outcome",
+    "on_error",
+    "dead_letter",
+    "on_final_failure",
+    "message_args",
+    "reschedule",
+)
 
 
 class Held(Protocol):
@@ -152,3 +171,15 @@ class DeliveryFeature:
         self, rec: Reconciler, candidate: Candidate, stale: list[str], report: PassReport, now: float
     ) -> None:
         return None
+
+
+def overrides(feature: DeliveryFeature, hook: str) -> bool:
+    """Whether ``feature`` does something at ``hook``: its class overrides the default."""
+    return getattr(type(feature), hook) is not getattr(DeliveryFeature, hook)
+
+
+@functools.cache
+def plan(features: tuple[DeliveryFeature, ...]) -> dict[str, tuple[DeliveryFeature, ...]]:
+    """For each delivery hook, the ones of ``features`` that act there, in their order (worked
+    out once for each set of features a delivery keeps)."""
+    return {hook: tuple(f for f in features if overrides(f, hook)) for hook in DELIVERY_HOOKS}

@@ -87,8 +87,8 @@ def item_state(
         "prior": Spend(),
         "approvals": runtime(settings).approvals,
     }
-    capped = [state[name] for name in ("budget_usd", "budget_tokens", "budget_turns", "budget_wall_s")]
-    if any(cap is not None for cap in capped):
+    capped = (state["budget_usd"], state["budget_tokens"], state["budget_turns"], state["budget_wall_s"])
+    if capped != (None, None, None, None):
         rt = runtime(settings)
         state["prior"] = rt.patience.call(rt.budgets.item, key)
     return state

@@ -105,7 +105,7 @@ def after_error(
         spent = d.meta.model_copy(update={"elapsed_s": spent_s, "cost_usd": cost})
         after = "" if isinstance(err, ClaimLost) else f" (and then it raised {type(err).__name__})"
         hand_back(d, d.settings.delivery.claim_ttl_s, f"its claim is lost{after}", spent)
-    for feature in d.features:
+    for feature in d.hooks["on_error"]:
         feature.on_error(d, err, spent_s, cost)
     record_attempt(d, err, d.meta.attempt + 1, downstream or d.task.downstream, elapsed)
     if isinstance(err, RetryableError) and d.meta.attempt < d.task.fleet_max_retries:
@@ -173,7 +173,7 @@ def failure(
         cost_usd=d.carried[2] + cost,
     )
     fields: dict[str, Any] = {"stage_tasks": []}
-    for feature in d.features:
+    for feature in d.hooks["dead_letter"]:
         feature.dead_letter(d, fields)
     kept: dict[str, bytes] = fields.pop("artifact_data", {})
     entry = failures.build_dead_letter(
@@ -200,7 +200,7 @@ def failure(
     ):
         outcome = outcome.model_copy(update={"dead_lettered": True})
     finished = d.finish(outcome)
-    for feature in d.features:
+    for feature in d.hooks["on_final_failure"]:
         feature.on_final_failure(d)
     return finished
 
@@ -233,13 +233,13 @@ def reschedule(d: Delivery, meta: ItemMeta, countdown: float, *, deferral: str |
     d.release_claim()
     args: tuple[Any, ...] = ()
     kwargs = dict(d.kwargs)
-    for feature in d.features:
+    for feature in d.hooks["message_args"]:
         # A later pipeline stage keeps its previous stage's outcome as its input.
         shaped = feature.message_args(d, kwargs)
         if shaped is not None:
             args, kwargs = shaped
     kwargs[META_KWARG] = meta.to_kwarg()
-    if any(feature.reschedule(d, meta, countdown) for feature in d.features):
+    if any(feature.reschedule(d, meta, countdown) for feature in d.hooks["reschedule"]):
         raise Rescheduled
     if d.request is None:
         if deferral is not None:
