@@ -100,12 +100,16 @@ def _body_problem(body: Any, encoding: Any) -> str | None:
     return None
 
 
+# What Celery sends for a task without time limits.
+_NO_LIMITS = [None, None]
+
+
 def header_problem(headers: Any) -> str | None:
     """What in Celery's headers Celery reads only once the task goes to the pool, away from the
     message (a prefork worker's pool may take it later: an error there stops the worker), or
     None: the time limits, ``[hard, soft]`` seconds or nothing. Cheap enough for every message."""
     limits = headers.get("timelimit") if isinstance(headers, dict) else None
-    if not limits:
+    if not limits or limits == _NO_LIMITS:
         return None
     if not (isinstance(limits, list | tuple) and len(limits) == 2):
         return "its timelimit header is not [hard, soft] seconds"
