@@ -11,7 +11,7 @@ UV_STAMP := $(VENV)/.uv-$(UV_VERSION)
 export UV_PYTHON_DOWNLOADS := never
 export UV_PROJECT_ENVIRONMENT := $(VENV)
 
-.PHONY: demo test test-fast test-floors lint lock upgrade bench clean system-deps screenshots
+.PHONY: demo test test-fast test-floors lint lock upgrade bench bench-deps clean system-deps screenshots
 
 $(UV_STAMP):
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -124,7 +124,14 @@ test-upstream: $(UPSTREAM_STAMP)
 screenshots: $(STAMP) system-deps
 	AGENTFLEET_SCREENSHOTS=docs/img $(BIN)/pytest -q tests/test_console_browser.py
 
-bench: $(STAMP)
+# bench/instructions.py counts Redis's instructions under valgrind's callgrind.
+bench-deps:
+	@if [ "$$(id -u)" = 0 ] && ! command -v valgrind >/dev/null; then \
+	  echo "installing Debian packages: valgrind"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends valgrind; \
+	fi
+
+bench: $(STAMP) bench-deps
 	$(BIN)/python bench/run_all.py
 
 clean:

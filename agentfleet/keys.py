@@ -55,20 +55,8 @@ __all__ = [
 
 #: The keys beside a run's record, ``p:run:{<id>}:<part>``.
 RUN_PARTS = frozenset(
-    {
-        "items",
-        "inputs",
-        "done",
-        "recorded",
-        "events",
-        "suspect",
-        "counted",
-        "spans",
-        "lanes",
-        "undo",
-        "undo:data",
-        "undo:state",
-    }
+    {"items", "inputs", "done", "recorded", "events", "suspect", "counted", "spans", "lanes"}
+    | {"undo", "undo:data", "undo:state"}
 )
 #: An item's keys, ``p:<kind>:{<tag>}...``: outcome, claim, memory, failed attempts, unfinished
 #: deliveries, graph progress.

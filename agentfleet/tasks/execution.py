@@ -65,7 +65,7 @@ from agentfleet.tasks.celery_states import raise_for_failures
 from agentfleet.tasks.circuit_guard import CircuitGuard
 from agentfleet.tasks.context import TaskContext
 from agentfleet.tasks.features import FEATURES
-from agentfleet.tasks.hooks import overrides, plan
+from agentfleet.tasks.hooks import plan, taking_part
 from agentfleet.tasks.item import cancelled_outcome, jsonable, meta_for, outcome_for
 from agentfleet.tasks.item_state import item_context
 from agentfleet.tasks.next_step import Rescheduled
@@ -80,9 +80,6 @@ if TYPE_CHECKING:
     from agentfleet.tasks.hooks import Held
 
 __all__ = ["Delivery", "Rescheduled", "cancelled_outcome", "execute"]
-
-# The features that take part in every delivery: they keep the default ``applies``.
-_ALWAYS = frozenset(f for f in FEATURES if not overrides(f, "applies"))
 
 log = logging.getLogger("agentfleet.task")
 
@@ -132,9 +129,8 @@ class Delivery:
         self.claimed_at: float | None = None
         # The context of the execution running the body (None before it runs).
         self.context: TaskContext | None = None
-        # The features taking part in this delivery, in their registry's order (``applies`` is
-        # asked of those that override it), and for each hook those that act there.
-        self.features = tuple([f for f in FEATURES if f in _ALWAYS or f.applies(self)])
+        # The features taking part in this delivery, and for each hook those that act there.
+        self.features = taking_part(FEATURES, self)
         self.hooks = plan(self.features)
 
     @cached_property

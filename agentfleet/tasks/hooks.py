@@ -67,7 +67,7 @@ if TYPE_CHECKING:
     from agentfleet.tasks.execution import Delivery
     from agentfleet.tasks.reconciler import PassReport, Reconciler
 
-__all__ = ["DELIVERY_HOOKS", "Candidate", "DeliveryFeature", "Held", "overrides", "plan"]
+__all__ = ["DELIVERY_HOOKS", "Candidate", "DeliveryFeature", "Held", "overrides", "plan", "taking_part"]
 
 #: The hook points of a delivery, as ``DeliveryFeature`` names them.
 DELIVERY_HOOKS = (
@@ -183,3 +183,15 @@ def plan(features: tuple[DeliveryFeature, ...]) -> dict[str, tuple[DeliveryFeatu
     """For each delivery hook, the ones of ``features`` that act there, in their order (worked
     out once for each set of features a delivery keeps)."""
     return {hook: tuple(f for f in features if overrides(f, hook)) for hook in DELIVERY_HOOKS}
+
+
+@functools.cache
+def _always(features: tuple[DeliveryFeature, ...]) -> frozenset[DeliveryFeature]:
+    return frozenset(f for f in features if not overrides(f, "applies"))
+
+
+def taking_part(features: tuple[DeliveryFeature, ...], d: Delivery) -> tuple[DeliveryFeature, ...]:
+    """The ones of ``features`` that take part in delivery ``d``, in their order: ``applies`` is
+    asked only of the features that override it (the others take part in every delivery)."""
+    always = _always(features)
+    return tuple([f for f in features if f in always or f.applies(d)])
