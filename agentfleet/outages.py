@@ -150,4 +150,6 @@ class _Patient:
         def call(*args: Any, **kwargs: Any) -> Any:
             return patience.call(attr, *args, **kwargs)
 
+        # Kept on the proxy: the next lookup of ``name`` finds it without coming back here.
+        self.__dict__[name] = call
         return call
