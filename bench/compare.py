@@ -18,6 +18,7 @@ naming ``--bench`` at all runs only the benchmarks named.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import shlex
@@ -26,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -82,6 +84,23 @@ def _git(*args: str) -> str:
     return subprocess.run(["git", "-C", str(TREE), *args], check=True, capture_output=True, text=True).stdout
 
 
+@contextlib.contextmanager
+def checked_out(revision: str) -> Iterator[tuple[str, Path]]:
+    """``revision``'s commit and a temporary git worktree of it, removed at the end."""
+    commit = _git("rev-parse", "--verify", f"{revision}^{{commit}}").strip()
+    base = Path(tempfile.mkdtemp(prefix=f"compare-{commit[:7]}-"))
+    _git("worktree", "add", "--detach", str(base), commit)
+    try:
+        yield commit, base
+    finally:
+        _git("worktree", "remove", "--force", str(base))
+
+
+def this_commit() -> str:
+    """The short commit this tree is at."""
+    return _git("rev-parse", "--short", "HEAD").strip()
+
+
 def _run(tree: Path, bench: str, args: str, log: Path) -> dict[str, float]:
     """One run of ``bench`` on ``tree``; its output goes to ``log``; the figures it printed."""
     env = {**os.environ, "PYTHONPATH": str(tree)}
@@ -127,14 +146,13 @@ def main() -> int:
             if name not in BENCHES:
                 parser.error(f"no benchmark {name!r}: one of {', '.join(BENCHES)}")
             chosen[name] = extra if "=" in spec else BENCHES[name][0]
-    commit = _git("rev-parse", "--verify", f"{args.base}^{{commit}}").strip()
     logs = args.logs or Path(tempfile.mkdtemp(prefix="compare-logs-"))
     logs.mkdir(parents=True, exist_ok=True)
-    base = Path(tempfile.mkdtemp(prefix=f"compare-{commit[:7]}-"))
-    _git("worktree", "add", "--detach", str(base), commit)
-    print(f"this tree {TREE} ({_git('rev-parse', '--short', 'HEAD').strip()}) against {commit[:7]} at {base}")
-    results = {bench: {"this": [], "base": []} for bench in chosen}
-    try:
+    results: dict[str, dict[str, list[dict[str, float]]]] = {
+        bench: {"this": [], "base": []} for bench in chosen
+    }
+    with checked_out(args.base) as (commit, base):
+        print(f"this tree {TREE} ({this_commit()}) against {commit[:7]} at {base}")
         for n in range(args.rounds):
             order = [("this", TREE), ("base", base)]
             if n % 2:
@@ -144,8 +162,6 @@ def main() -> int:
                 for side, tree in order:
                     log = logs / f"{bench}-{side}-{n + 1}.txt"
                     results[bench][side].append(_run(tree, bench, extra, log))
-    finally:
-        _git("worktree", "remove", "--force", str(base))
     for bench, runs in results.items():
         _report(bench, runs)
     print(f"\nload average at the end: {os.getloadavg()[0]:.2f}; logs in {logs}")

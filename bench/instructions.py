@@ -35,6 +35,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from compare import checked_out, this_commit
+
 HERE = Path(__file__).resolve()
 TREE = HERE.parent.parent
 _TASK = "agentfleet.simulated_agent"
@@ -125,10 +127,6 @@ def _measure(tree: Path, tasks: int) -> float:
     return float(found.group(1))
 
 
-def _git(*args: str) -> str:
-    return subprocess.run(["git", "-C", str(TREE), *args], check=True, capture_output=True, text=True).stdout
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=2000)
@@ -143,15 +141,10 @@ def main() -> int:
         parser.error(f"needs {' and '.join(missing)} (apt-get install valgrind)")
     print(f"# Redis instructions per item, {args.tasks} no-op items, 1 worker of 8 threads")
     this = _measure(TREE, args.tasks)
-    print(f"this tree ({_git('rev-parse', '--short', 'HEAD').strip()}) {this:12.0f}")
+    print(f"this tree ({this_commit()}) {this:12.0f}")
     if args.base:
-        commit = _git("rev-parse", "--verify", f"{args.base}^{{commit}}").strip()
-        base = Path(tempfile.mkdtemp(prefix=f"instructions-{commit[:7]}-"))
-        _git("worktree", "add", "--detach", str(base), commit)
-        try:
+        with checked_out(args.base) as (commit, base):
             counted = _measure(base, args.tasks)
-        finally:
-            _git("worktree", "remove", "--force", str(base))
         print(f"base {commit[:7]}      {counted:12.0f}")
         print(f"this tree / base   {this / counted:12.3f}x")
     return 0

@@ -249,6 +249,8 @@ def test_an_index_no_bit_stands_for_is_counted_in_the_hash(store: RunStore) -> N
     assert not store.finish(_outcome(far)).recorded
     assert store.client.hkeys("t:run:{r}:done") == [str(far)]
     assert store.done_indices("r") == {far}
+    assert store.reopen("r", far, key=f"k{far}", was_ok=True, was_dead=False)
+    assert store.done_indices("r") == set()
 
 
 def test_the_bitmap_reads_back_on_a_real_redis(redis_client: object, key_prefix: str) -> None:

@@ -364,7 +364,7 @@ class RunStore(RunEvents, ClaimStore, AggregateStore, ReconcileMarks):
                 self.run_key(run_id, "spans"),
                 self.run_key(run_id, "recorded"),
             ],
-            args=[index, int(was_ok), int(was_dead), input_json, index if 0 <= index < 2**32 else ""],
+            args=[index, int(was_ok), int(was_dead), input_json],
         )
         return bool(reopened)
 

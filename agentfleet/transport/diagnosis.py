@@ -49,8 +49,8 @@ def shape_problem(payload: Any) -> str | None:
     the body (a few type checks, cheap enough for every delivery)."""
     try:
         # The message every producer sends, checked without a call: then the reasons below.
-        properties, info = payload["properties"], payload["properties"]["delivery_info"]
-        tag = properties["delivery_tag"]
+        properties = payload["properties"]
+        info, tag = properties["delivery_info"], properties["delivery_tag"]
         if (
             tag.__class__ is str
             and tag

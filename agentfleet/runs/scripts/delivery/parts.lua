@@ -118,10 +118,9 @@ end
 -- whose counting began before the bitmap (an older worker's); a small hash is a list Redis
 -- searches field by field, which cost more than anything else an outcome does.
 local function first_count(done, recorded, idx)
-  -- The index as Python writes a whole number (no sign, no leading zero), below 2^32. It goes
-  -- to Redis as the text it is: a Lua number is formatted with sprintf on its way.
-  if (idx == '0' or string.find(idx, '^[1-9]%d*$')) and #idx <= 10 and tonumber(idx) < 4294967296 then
-    return redis.call('SETBIT', recorded, idx, '1') == 0 and redis.call('HEXISTS', done, idx) == 0
+  local bit = item_bit(idx)
+  if bit then
+    return redis.call('SETBIT', recorded, bit, '1') == 0 and redis.call('HEXISTS', done, idx) == 0
   end
   return redis.call('HSETNX', done, idx, '1') == 1
 end
