@@ -78,11 +78,27 @@ def item_tag(key: str) -> str:
     return _STAGE_OR_STEP.sub("", key) or key
 
 
+#: How many runs' names ``RunKeys.parts`` keeps (a worker delivers for a few runs at a time).
+_RUNS_NAMED = 64
+
+
 class RunKeys:
     """The run store's names: runs, their items, the fleet-wide index and counters."""
 
     def __init__(self, prefix: str) -> None:
         self.prefix = prefix
+        self._parts: dict[str, dict[str, str]] = {}
+
+    def parts(self, run_id: str) -> dict[str, str]:
+        """Every name beside run ``run_id``'s record at once, by part (``""``: the record),
+        built once for the last runs asked about: a delivery names seven of them."""
+        named = self._parts.get(run_id)
+        if named is None:
+            if len(self._parts) >= _RUNS_NAMED:
+                self._parts.pop(next(iter(self._parts)))
+            base = f"{self.prefix}:run:{{{run_id}}}"
+            named = self._parts[run_id] = {"": base, **{part: f"{base}:{part}" for part in RUN_PARTS}}
+        return named
 
     def run(self, run_id: str, part: str = "") -> str:
         """``p:run:{<id>}`` (hash), or one of the ``RUN_PARTS`` beside it."""
@@ -93,18 +109,23 @@ class RunKeys:
     def item(self, kind: str, key: str) -> str:
         """An item's ``kind`` key (one of ``ITEM_KINDS``) for idempotency key ``key``; also a
         named lock's claim (``item("claim", "reconciler")``)."""
-        if kind not in ITEM_KINDS:
-            raise ValueError(f"no item key kind {kind!r}: add it to agentfleet.keys.ITEM_KINDS and KEYS")
+        return self.items(key, kind)[0]
+
+    def items(self, key: str, *kinds: str, task_id: str = "") -> list[str]:
+        """Several of the item ``key``'s keys at once (each of ``kinds`` one of ``ITEM_KINDS``;
+        ``deliv`` is ``deliveries(key, task_id)``), its tag found once."""
+        if not ITEM_KINDS.issuperset(kinds):
+            raise ValueError(f"no item key kind in {kinds!r}: add it to agentfleet.keys.ITEM_KINDS and KEYS")
         tag = item_tag(key)
-        if key.startswith(tag):
-            return f"{self.prefix}:{kind}:{{{tag}}}{key[len(tag) :]}"
-        return f"{self.prefix}:{kind}:{{{tag}}}{key}"
+        named = f"{{{tag}}}{key[len(tag) :] if key.startswith(tag) else key}"
+        prefix, deliv = self.prefix, f"{named}:{task_id}" if task_id else named
+        return [f"{prefix}:{kind}:{deliv if kind == 'deliv' else named}" for kind in kinds]
 
     def deliveries(self, key: str, task_id: str) -> str:
         """Counter of unfinished deliveries of ``task_id``, in the slot of its item ``key``;
         the delivery scripts mark one counted under a batch's claim token at
         ``<this>:<claim token>``."""
-        return self.item("deliv", key) + f":{task_id}"
+        return self.items(key, "deliv", task_id=task_id)[0]
 
     def same_slot(self, run_id: str, key: str) -> bool:
         """Whether the item ``key`` lives in the slot of run ``run_id``."""

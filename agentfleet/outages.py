@@ -14,7 +14,7 @@ again runs it twice. So one rule decides what is tried again:
   reconciler, which finds it missing.
 - ``Patience(budget_s=..., url=...)`` says how long a caller rides out an outage:
   ``patience.call(fn, *args, **kwargs)`` calls ``fn`` again after transient Redis errors for up
-  to ``budget_s`` seconds (waits growing from 0.1 s to 2 s, with jitter), then raises one
+  to ``budget_s`` seconds from the first error (waits growing from 0.1 s to 2 s, with jitter), then raises one
   ``BrokerUnavailable`` naming the Redis, its password masked; ``patience.wrap(store)`` is
   ``store`` with each marked method called so. A function or method that is not marked is
   refused at once with ``TypeError``, before anything is sent: a call that may add twice
@@ -93,15 +93,19 @@ class Patience:
 
     def call(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
         """``fn(*args, **kwargs)``, called again after transient Redis errors for up to
-        ``budget_s`` seconds. Raises ``TypeError`` at once when ``fn`` is not ``@repeatable``,
-        ``BrokerUnavailable`` once the budget is spent, ``ConfigError`` at once when Redis
-        refused the credentials; other errors pass through."""
+        ``budget_s`` seconds from the first. Raises ``TypeError`` at once when ``fn`` is not
+        ``@repeatable``, ``BrokerUnavailable`` once the budget is spent, ``ConfigError`` at once
+        when Redis refused the credentials; other errors pass through."""
         if not is_repeatable(fn):
             raise TypeError(
                 f"{_name(fn)} is not marked @repeatable: a call that may have reached Redis is "
                 "not sent again unless a second run changes nothing"
             )
-        deadline = time.monotonic() + max(0.0, self.budget_s)
+        return self._again(fn, *args, **kwargs)
+
+    def _again(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        # ``call`` once ``fn`` is known to be repeatable; the budget counts from the first error.
+        deadline = 0.0
         wait_s = _FIRST_WAIT_S
         failures = 0
         while True:
@@ -111,7 +115,10 @@ class Patience:
                 if credentials_refused(exc):
                     raise refused_error(self.url, exc) from None
                 failures += 1
-                left = deadline - time.monotonic()
+                now = time.monotonic()
+                if failures == 1:
+                    deadline = now + max(0.0, self.budget_s)
+                left = deadline - now
                 if left <= 0:
                     raise BrokerUnavailable(
                         f"{self.what} at {mask_url(self.url)} did not answer for {self.budget_s:g} s "
@@ -145,10 +152,10 @@ class _Patient:
                 f"{type(self._target).__name__}.{name} is not marked @repeatable, so it is not "
                 "called through Patience; call it on the object itself"
             )
-        patience = self._patience
+        again = self._patience._again
 
         def call(*args: Any, **kwargs: Any) -> Any:
-            return patience.call(attr, *args, **kwargs)
+            return again(attr, *args, **kwargs)
 
         # Kept on the proxy: the next lookup of ``name`` finds it without coming back here.
         self.__dict__[name] = call

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 from redis.crc import key_slot
 
 from agentfleet.idempotency import default_item_key, stage_key
-from agentfleet.keys import RunKeys, item_tag
+from agentfleet.keys import RUN_PARTS, RunKeys, item_tag
 
 RUN = "0123456789abcdef"
 keys = RunKeys("af")
@@ -53,3 +54,30 @@ def test_distinct_outcomes_get_distinct_names() -> None:
 def test_fleet_wide_keys_carry_no_tag() -> None:
     for name in (keys.runs, keys.active, keys.stats, keys.done_bucket(1)):
         assert "{" not in name
+
+
+def test_a_runs_names_at_once_match_each_built_alone_and_only_the_last_runs_are_kept() -> None:
+    named = RunKeys("af")
+    assert named.parts(RUN) == {"": named.run(RUN), **{part: named.run(RUN, part) for part in RUN_PARTS}}
+    assert named.parts(RUN) is named.parts(RUN)
+    for n in range(200):
+        named.parts(f"{n:016x}")
+    assert len(named._parts) <= 64
+    assert named.parts(f"{199:016x}")["done"] == named.run(f"{199:016x}", "done")
+
+
+def test_an_items_names_at_once_match_each_built_alone() -> None:
+    for key in (default_item_key(RUN, 7, {"a": 1}), "invoice-42", stage_key("invoice-42", 1, 3)):
+        assert keys.items(key, "out", "deliv", "claim", "mem", task_id="t-1") == [
+            keys.item("out", key),
+            keys.deliveries(key, "t-1"),
+            keys.item("claim", key),
+            keys.item("mem", key),
+        ]
+    assert keys.items(f"{RUN}:7:ab", "out", "deliv", task_id="t-1") == [
+        f"af:out:{{{RUN}}}:7:ab",
+        f"af:deliv:{{{RUN}}}:7:ab:t-1",
+    ]
+    assert keys.items("invoice-42#s1", "claim") == ["af:claim:{invoice-42}#s1"]
+    with pytest.raises(ValueError, match="ITEM_KINDS"):
+        keys.items("invoice-42", "out", "nope")

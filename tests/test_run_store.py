@@ -196,7 +196,7 @@ def test_the_lane_cache_keeps_the_most_recent_runs_and_no_lane_of_none() -> None
     lanes.note("r2", "", "1")  # no worker: nothing to remember
     lanes.note("r3", "w@h", -1)  # recorded without a worker's lane
     assert (lanes.get("r1", "w@h"), lanes.get("r2", "w@h"), lanes.get("r3", "w@h")) == ("0", "3", "")
-    lanes.get("r1", "w@h")
+    lanes.note("r1", "w@h", b"0")  # an outcome of r1 used its lane again
     lanes.note("r4", "w@h", "1")  # r2 was used least recently: forgotten
     assert (lanes.get("r1", "w@h"), lanes.get("r2", "w@h"), lanes.get("r4", "w@h")) == ("0", "", "1")
 

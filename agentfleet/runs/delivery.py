@@ -118,15 +118,11 @@ class DeliveryScripts:
         """Claim ``key`` for ``claim_ttl_s`` seconds under ``token`` unless it has an outcome,
         another delivery holds it, or the run stopped; count the delivery of ``task_id``
         (``preclaimed``: ``token`` claimed the item up front, as a batch does)."""
-        item_keys = [
-            self.keys.item("out", key),
-            self.keys.deliveries(key, task_id),
-            self.keys.item("claim", key),
-        ]
+        item_keys = self.keys.items(key, "out", "deliv", "claim", task_id=task_id)
         args: list[Any] = [deliveries_ttl_s, token, max(1, int(claim_ttl_s * 1000)), int(preclaimed)]
         if self._together(run_id, key):
             status, stored, n, verdict, left_ms = self._scripts["begin"](
-                keys=[self.keys.run(run_id), *item_keys], args=args
+                keys=[self.keys.parts(run_id)[""], *item_keys], args=args
             )
         else:
             # A cluster runs no script inside a pipeline: the status first, then the item half.
@@ -152,16 +148,11 @@ class DeliveryScripts:
         holds the item's claim (``fenced``). ``span`` (the worker and its attempt's time) goes
         on the run's timeline with the outcome, or as a stage passed on (see ``runs/spans.py``)."""
         run_id, key = outcome.run_id, outcome.idempotency_key
-        item_keys = [
-            self.keys.item("out", key),
-            self.keys.deliveries(key, outcome.task_id),
-            self.keys.item("claim", key),
-        ]
-        memory = self.keys.item("mem", key)
-        run_keys = [self.keys.run(run_id), self.keys.run(run_id, "done"), self.keys.run(run_id, "events")]
-        inputs = self.keys.run(run_id, "inputs")
-        timeline = [self.keys.run(run_id, "spans"), self.keys.run(run_id, "lanes")]
-        recorded = self.keys.run(run_id, "recorded")
+        *item_keys, memory = self.keys.items(key, "out", "deliv", "claim", "mem", task_id=outcome.task_id)
+        names = self.keys.parts(run_id)
+        run_keys = [names[""], names["done"], names["events"]]
+        inputs, recorded = names["inputs"], names["recorded"]
+        timeline = [names["spans"], names["lanes"]]
         worker, duration_ms = span.args() if span is not None else ("", 0)
         lane = self.lanes.get(run_id, worker)
         body = outcome.model_dump_json()

@@ -26,21 +26,25 @@ class LaneCache:
 
     def get(self, run_id: str, node: str) -> str:
         """The lane ``node`` has in ``run_id``, '' when not known (or ``node`` is '')."""
-        if not node:
-            return ""
-        with self._lock:
-            lane = self._lanes.get((run_id, node), "")
-            if lane:
-                self._lanes.move_to_end((run_id, node))
-            return lane
+        return self._lanes.get((run_id, node), "") if node else ""
 
     def note(self, run_id: str, node: str, lane: object) -> None:
-        """Remember a lane a script returned ('', None or -1: none to remember)."""
-        text = lane.decode() if isinstance(lane, bytes) else "" if lane is None else str(lane)
-        if not node or text in ("", "-1"):
+        """Remember a lane a script returned ('', None or -1: none to remember); each outcome
+        notes the lane it used, which keeps its run among the most recent."""
+        if not node or lane is None:
+            return
+        text = lane.decode() if isinstance(lane, bytes) else str(lane)
+        key = (run_id, node)
+        if self._lanes.get(key) == text:
+            try:
+                self._lanes.move_to_end(key)
+            except KeyError:  # another thread has just forgotten it
+                return
+            return
+        if text in ("", "-1"):
             return
         with self._lock:
-            self._lanes[(run_id, node)] = text
-            self._lanes.move_to_end((run_id, node))
+            self._lanes[key] = text
+            self._lanes.move_to_end(key)
             while len(self._lanes) > self.size:
                 self._lanes.popitem(last=False)

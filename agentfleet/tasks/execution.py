@@ -112,7 +112,7 @@ class Delivery:
         self.rt = runtime(self.settings)
         self.runs = self.rt.runs
         self.patience = self.rt.patience
-        self.store = self.patience.wrap(self.runs)
+        self.store = self.rt.patient_runs
         self.kwargs = dict(kwargs)
         own_id = task_id or (request.id if request is not None else task.request.id) or None
         self.meta = meta_for(self.kwargs, own_id)
@@ -130,8 +130,7 @@ class Delivery:
         # The context of the execution running the body (None before it runs).
         self.context: TaskContext | None = None
         # The features taking part in this delivery, and for each hook those that act there.
-        self.features = taking_part(FEATURES, self)
-        self.hooks = plan(self.features)
+        self.hooks = plan(taking_part(FEATURES, self))
 
     @cached_property
     def redactor(self) -> Redactor:

@@ -190,6 +190,19 @@ def _always(features: tuple[DeliveryFeature, ...]) -> frozenset[DeliveryFeature]
     return frozenset(f for f in features if not overrides(f, "applies"))
 
 
+def message_args(d: Delivery) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The ``(args, kwargs)`` of the message that sends delivery ``d``'s item again: its own
+    input unless a feature shapes them (``message_args``: a later pipeline stage keeps its
+    previous stage's outcome as its input), the meta keyword not yet added."""
+    args: tuple[Any, ...] = ()
+    kwargs = dict(d.kwargs)
+    for feature in d.hooks["message_args"]:
+        shaped = feature.message_args(d, kwargs)
+        if shaped is not None:
+            args, kwargs = shaped
+    return args, kwargs
+
+
 def taking_part(features: tuple[DeliveryFeature, ...], d: Delivery) -> tuple[DeliveryFeature, ...]:
     """The ones of ``features`` that take part in delivery ``d``, in their order: ``applies`` is
     asked only of the features that override it (the others take part in every delivery)."""

@@ -72,6 +72,7 @@ def item_state(
 ) -> dict[str, Any]:
     """``ExecutionState`` fields for the delivery holding ``token``'s claim on ``key``."""
     budget, caps = task.budget, settings.budgets
+    rt = runtime(settings)
     state: dict[str, Any] = {
         "key": key,
         "token": token,
@@ -82,13 +83,12 @@ def item_state(
         "budget_turns": budget.turns if budget.turns is not None else caps.task_turns,
         "budget_wall_s": budget.wall_s if budget.wall_s is not None else caps.task_wall_s,
         "memory": StoredMemory(
-            runtime(settings).memory, key, token=token, claim_ttl_s=settings.delivery.claim_ttl_s, claim=claim
+            rt.memory, key, token=token, claim_ttl_s=settings.delivery.claim_ttl_s, claim=claim
         ),
         "prior": Spend(),
-        "approvals": runtime(settings).approvals,
+        "approvals": rt.approvals,
     }
     capped = (state["budget_usd"], state["budget_tokens"], state["budget_turns"], state["budget_wall_s"])
     if capped != (None, None, None, None):
-        rt = runtime(settings)
         state["prior"] = rt.patience.call(rt.budgets.item, key)
     return state

@@ -29,6 +29,7 @@ from agentfleet.protocol.meta import META_KWARG, ItemMeta
 from agentfleet.runs import AttemptSpan
 from agentfleet.tasks import failures
 from agentfleet.tasks.celery_states import defer
+from agentfleet.tasks.hooks import message_args
 from agentfleet.tasks.item import outcome_for
 from agentfleet.tasks.retry_policy import backoff_s, deferral_s
 
@@ -231,13 +232,7 @@ def reschedule(d: Delivery, meta: ItemMeta, countdown: float, *, deferral: str |
         settled=True,
     )
     d.release_claim()
-    args: tuple[Any, ...] = ()
-    kwargs = dict(d.kwargs)
-    for feature in d.hooks["message_args"]:
-        # A later pipeline stage keeps its previous stage's outcome as its input.
-        shaped = feature.message_args(d, kwargs)
-        if shaped is not None:
-            args, kwargs = shaped
+    args, kwargs = message_args(d)
     kwargs[META_KWARG] = meta.to_kwarg()
     if any(feature.reschedule(d, meta, countdown) for feature in d.hooks["reschedule"]):
         raise Rescheduled

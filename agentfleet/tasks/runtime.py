@@ -6,7 +6,8 @@ fleet task any other way at its first delivery), from its settings, and tears it
 when it stops (``close``). Every store holds registered Lua scripts and a connection pool, so
 making them per delivery would repeat that work on the hot path. It holds:
 
-- ``runs``: the run store (run records, outcomes, claims; ``agentfleet.runs``), and beside it
+- ``runs``: the run store (run records, outcomes, claims; ``agentfleet.runs``; ``patient_runs``
+  is the same, riding out Redis outages), and beside it
   ``memory`` (steps and checkpoints), ``budgets`` (spending over attempts), ``graphs`` (graph
   items) and ``undo`` (the undo log);
 - ``limiter``, ``breaker``, ``spend``: the cluster-wide limits, the circuit breakers, the spend
@@ -87,6 +88,8 @@ class WorkerRuntime:
         self.dlq = DLQStore(client, prefix=settings.key_prefix)
         #: Bookkeeping calls ride out a Redis outage of ``delivery.redis_retry_s`` seconds.
         self.patience = Patience(settings.delivery.redis_retry_s, settings.broker_url)
+        #: ``runs``, each of its repeatable methods riding out an outage so.
+        self.patient_runs = self.patience.wrap(self.runs)
         self._pools: dict[str, TransportPools] = {}
         self._lock = threading.Lock()
         self._reconciler: threading.Event | None = None

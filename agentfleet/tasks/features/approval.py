@@ -29,7 +29,7 @@ from agentfleet.errors import AgentfleetError, Parked
 from agentfleet.protocol.messages import item_signature
 from agentfleet.protocol.meta import META_KWARG
 from agentfleet.tasks.approval_webhook import notify_webhook
-from agentfleet.tasks.hooks import DeliveryFeature
+from agentfleet.tasks.hooks import DeliveryFeature, message_args
 from agentfleet.tasks.next_step import Rescheduled
 from agentfleet.tasks.runtime import runtime
 
@@ -45,12 +45,7 @@ log = logging.getLogger("agentfleet.task")
 def _message(d: Delivery, spent_s: float, cost_usd: float) -> dict[str, Any]:
     """The message that sends the item again, as a JSON-able Celery signature."""
     meta = d.meta.model_copy(update={"elapsed_s": spent_s, "cost_usd": cost_usd})
-    args: tuple[Any, ...] = ()
-    kwargs = dict(d.kwargs)
-    for feature in d.features:
-        shaped = feature.message_args(d, kwargs)
-        if shaped is not None:
-            args, kwargs = shaped
+    args, kwargs = message_args(d)
     kwargs[META_KWARG] = meta.to_kwarg()
     if d.in_batch:
         inputs = {k: v for k, v in kwargs.items() if k != META_KWARG}
