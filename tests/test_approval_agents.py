@@ -112,10 +112,15 @@ def test_the_agent_waits_for_approval_before_the_tool_and_resumes_at_that_call(
     result = _result(run)
     assert _deploys(far, run) == [{"version": "v2", "api_key": KEY}]
     assert "deploy: " in result["text"] and '"deployed": "v2"' in result["text"]
-    # The webhook told of it, with a link that decides exactly this approval.
-    posted = [h.json() for h in far.hits("/hook") if asked.id in h.json()["text"]]
-    assert len(posted) == 1 and KEY not in posted[0]["text"]
-    link = next(w for w in posted[0]["text"].split("<")[1:] if w.startswith("https://fleet.example/"))
+    # The webhook told of it (from a thread of the worker's own: waited for), with a link that
+    # decides exactly this approval.
+    def posted() -> list[dict[str, Any]]:
+        return [h.json() for h in far.hits("/hook") if asked.id in h.json()["text"]]
+
+    wait_until(lambda: len(posted()) >= 1, 60, "the approval's webhook")
+    (hook,) = posted()
+    assert KEY not in hook["text"]
+    link = next(w for w in hook["text"].split("<")[1:] if w.startswith("https://fleet.example/"))
     url = urlsplit(link.split("|")[0])
     query = {k: v[0] for k, v in parse_qs(url.query).items()}
     settings = load_settings(approvals={"link_secret": SECRET})
@@ -175,7 +180,7 @@ def test_a_tool_run_beside_a_parked_one_in_the_same_turn_is_not_run_again_on_res
 ) -> None:
     run, _ = _start(fleet, "USE TOOLS deploy, lookup")
     asked = _parked(fleet, run)
-    wait_until(lambda: len(_deploys(far, run, "/lookup")) == 1, 60, "the ungated tool to run")
+    wait_until(lambda: len(_deploys(far, run, "/lookup")) == 1, 90, "the ungated tool to run")
     fleet.approve(asked.id, by="erin")
     result = _result(run)
     assert len(_deploys(far, run)) == 1 and len(_deploys(far, run, "/lookup")) == 1

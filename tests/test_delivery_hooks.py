@@ -20,7 +20,14 @@ from agentfleet.config import Settings
 from agentfleet.orchestration import Fleet
 from agentfleet.tasks import reconciler as reconciler_module
 from agentfleet.tasks.features import FEATURES
-from agentfleet.tasks.hooks import DELIVERY_HOOKS, Candidate, DeliveryFeature, overrides, plan
+from agentfleet.tasks.hooks import (
+    DELIVERY_HOOKS,
+    RECONCILER_HOOKS,
+    Candidate,
+    DeliveryFeature,
+    overrides,
+    plan,
+)
 from agentfleet.tasks.reconciler import PassReport, Reconciler
 from agentfleet.tasks.runtime import runtime
 
@@ -87,10 +94,10 @@ def test_a_delivery_calls_at_each_hook_only_the_features_that_act_there() -> Non
     assert hooks["before_body"] == (body, ends)  # inherited from a feature class counts
     assert hooks["ends_item"] == (ends,)
     assert hooks["after_outcome"] == hooks["on_error"] == ()
-    assert set(hooks) == set(DELIVERY_HOOKS)
+    assert set(hooks) == {*DELIVERY_HOOKS, *RECONCILER_HOOKS}
     assert plan((body, ends, idle)) is hooks  # worked out once per set of features
     # Every hook a feature of the registry overrides is a delivery hook or a reconciler's.
-    reconciler_hooks = {"ended_run", "resting", "open_items", "stands_for", "recover", "applies"}
+    reconciler_hooks = {*RECONCILER_HOOKS, "applies"}
     for feature in FEATURES:
         own = {n for n in vars(type(feature)) if callable(getattr(DeliveryFeature, n, None))}
         assert own <= set(DELIVERY_HOOKS) | reconciler_hooks, (feature.name, own)

@@ -67,7 +67,17 @@ if TYPE_CHECKING:
     from agentfleet.tasks.execution import Delivery
     from agentfleet.tasks.reconciler import PassReport, Reconciler
 
-__all__ = ["DELIVERY_HOOKS", "Candidate", "DeliveryFeature", "Held", "overrides", "plan", "taking_part"]
+__all__ = [
+    "DELIVERY_HOOKS",
+    "RECONCILER_HOOKS",
+    "Candidate",
+    "DeliveryFeature",
+    "Held",
+    "message_args",
+    "overrides",
+    "plan",
+    "taking_part",
+]
 
 #: The hook points of a delivery, as ``DeliveryFeature`` names them.
 DELIVERY_HOOKS = (
@@ -83,6 +93,9 @@ DELIVERY_HOOKS = (
     "message_args",
     "reschedule",
 )
+
+#: The reconciler's hook points (``recover`` is asked of the feature that named a candidate).
+RECONCILER_HOOKS = ("ended_run", "resting", "open_items", "stands_for", "recover")
 
 
 class Held(Protocol):
@@ -180,9 +193,10 @@ def overrides(feature: DeliveryFeature, hook: str) -> bool:
 
 @functools.cache
 def plan(features: tuple[DeliveryFeature, ...]) -> dict[str, tuple[DeliveryFeature, ...]]:
-    """For each delivery hook, the ones of ``features`` that act there, in their order (worked
-    out once for each set of features a delivery keeps)."""
-    return {hook: tuple(f for f in features if overrides(f, hook)) for hook in DELIVERY_HOOKS}
+    """For each hook of a delivery or the reconciler, the ones of ``features`` that act there,
+    in their order (worked out once for each set of features)."""
+    hooks = (*DELIVERY_HOOKS, *RECONCILER_HOOKS)
+    return {hook: tuple(f for f in features if overrides(f, hook)) for hook in hooks}
 
 
 @functools.cache

@@ -52,7 +52,7 @@ from agentfleet.redis_handles import BrokerRedis
 from agentfleet.runs import new_claim_token, take_lock
 from agentfleet.runs.dispatching import DispatchRecord, dispatch_deadline
 from agentfleet.tasks.features import FEATURES
-from agentfleet.tasks.hooks import Candidate
+from agentfleet.tasks.hooks import Candidate, plan
 from agentfleet.tasks.item import cancelled_outcome
 from agentfleet.tasks.runtime import WorkerRuntime
 from agentfleet.transport.broker_view import BrokerView, forget_stale, read_broker
@@ -163,18 +163,18 @@ class Reconciler:
         if sending and len(done) >= total:
             return []
         if len(done) >= total:
-            for feature in FEATURES:
+            for feature in plan(FEATURES)["ended_run"]:
                 ended = feature.ended_run(self, run_id, record)
                 if ended is not None:
                     return ended
             self.store.deactivate(run_id)
             return []
-        resting = set().union(*(feature.resting(self, run_id) for feature in FEATURES))
+        resting = set().union(*(feature.resting(self, run_id) for feature in plan(FEATURES)["resting"]))
         pending = [i for i in range(total) if i not in done and i not in resting]
         if not pending:
             return []
         items = self.store.items(run_id, pending)
-        for feature in FEATURES:
+        for feature in plan(FEATURES)["open_items"]:
             driven = feature.open_items(self, run_id, record, items)
             if driven is not None:
                 return driven
@@ -188,12 +188,13 @@ class Reconciler:
         keys = {i: [stage_key(item[1], s, stages) for s in range(stages)] for i, item in items.items()}
         alive = self.store.live_claims([k for i in items for k in keys[i]])
         found = []
+        standing = plan(FEATURES)["stands_for"]
         for n, (i, item) in enumerate(items.items()):
             if any(alive[n * stages : (n + 1) * stages]):
                 continue
             meta = ItemMeta(run=run_id, idx=i, key=item[1], item=item[2], stages=stages)
             task_ids = [meta.model_copy(update={"stage": s}).task_id for s in range(stages)]
-            for feature in FEATURES:
+            for feature in standing:
                 task_ids.extend(feature.stands_for(run_id, record, i))
             found.append(Candidate(run_id, str(i), task_ids, record, i, item))
         return found
