@@ -17,9 +17,14 @@ items takes about a minute.
 
     .venv/bin/python bench/instructions.py [--tasks 2000] [--base eb59add]
 
-Worker CPU is not counted here: a worker's threads and idle loop make its instruction count
-move with scheduling (a few per cent between runs), so ``bench/hot_path.py``'s ratios stay the
-figure for it.
+``--worker`` counts the worker's instructions instead (Redis runs natively): the worker runs
+under callgrind with Celery's solo pool, so one thread runs the bodies and the count does not
+move with how 8 threads were scheduled (the pool's own thread handoffs are left out: the same
+Celery code on both trees); the reconciler's passes are spaced out beyond the run
+(``delivery.reconcile_interval_s``), as its cost grows with the run's wall time, which valgrind
+stretches about 50 times. Two runs of one tree agree within about 1 %.
+
+    .venv/bin/python bench/instructions.py --worker [--tasks 1000] [--base eb59add]
 """
 
 from __future__ import annotations
@@ -110,11 +115,59 @@ def _count(tasks: int) -> float:
     return int(totals.group(1)) / tasks
 
 
-def _measure(tree: Path, tasks: int) -> float:
+def _count_worker(tasks: int) -> float:
+    """The worker's instructions per item of one measured run (this process's ``agentfleet``)."""
+    from agentfleet.local import LocalCluster, WorkerProcess
+
+    work = Path(tempfile.mkdtemp(prefix="instructions-"))
+    out = work / "callgrind.out"
+    with LocalCluster(
+        workers=0,
+        pool="solo",
+        loglevel="WARNING",
+        startup_timeout_s=900,
+        stop_timeout_s=600,
+        env={"AGENTFLEET_DELIVERY__RECONCILE_INTERVAL_S": "3600"},
+    ) as cluster:
+        name = f"counted-{os.getpid()}@{os.uname().nodename}"
+        command = [
+            "valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}",
+            sys.executable, "-m", "celery", "-A", "agentfleet.celery_app", "worker", "--hostname", name,
+            "--pool", "solo", "--queues", ",".join(cluster.queues), "--loglevel", "WARNING",
+            "--without-gossip", "--without-mingle", "--task-events",
+        ]  # fmt: skip
+        with open(work / "worker.log", "wb") as log_file:
+            process = subprocess.Popen(
+                command,
+                env=cluster.worker_env(),
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        worker = WorkerProcess(name=name, process=process, log_path=work / "worker.log")
+        cluster.workers.append(worker)  # stopped with the cluster, by its pid
+        cluster.wait_ready([worker])
+        fleet = cluster.fleet()
+        fleet.map(_TASK, _items(100)).wait(timeout_s=900)
+        _instrument(process.pid, "on")
+        done = fleet.map(_TASK, _items(tasks)).wait(timeout_s=3600)
+        _instrument(process.pid, "off")
+        if done.succeeded != tasks:
+            raise RuntimeError(f"{done.succeeded} of {tasks} items succeeded")
+    found = sorted(work.glob("callgrind.out*"))
+    totals = [re.search(r"^totals:\s+(\d+)", f.read_text(), re.MULTILINE) for f in found]
+    shutil.rmtree(work, ignore_errors=True)
+    counted = [int(t.group(1)) for t in totals if t is not None]
+    if not counted:
+        raise RuntimeError("callgrind wrote no totals for the worker")
+    return sum(counted) / tasks
+
+
+def _measure(tree: Path, tasks: int, worker: bool) -> float:
     """This file run as a child with ``tree``'s ``agentfleet``: its count per item."""
     env = {**os.environ, "PYTHONPATH": str(tree)}
     done = subprocess.run(
-        [sys.executable, str(HERE), "--child", "--tasks", str(tasks)],
+        [sys.executable, str(HERE), "--child", "--tasks", str(tasks), *(["--worker"] if worker else [])],
         cwd=tree,
         env=env,
         capture_output=True,
@@ -131,20 +184,25 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=2000)
     parser.add_argument("--base", help="a commit to compare with (any git revision)")
+    parser.add_argument("--worker", action="store_true", help="count the worker's instructions (solo pool)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(f"instructions per item {_count(args.tasks):.0f}")
+        counted = _count_worker(args.tasks) if args.worker else _count(args.tasks)
+        print(f"instructions per item {counted:.0f}")
         return 0
     missing = [tool for tool in ("valgrind", "callgrind_control") if shutil.which(tool) is None]
     if missing:
         parser.error(f"needs {' and '.join(missing)} (apt-get install valgrind)")
-    print(f"# Redis instructions per item, {args.tasks} no-op items, 1 worker of 8 threads")
-    this = _measure(TREE, args.tasks)
+    if args.worker:
+        print(f"# the worker's instructions per item, {args.tasks} no-op items, 1 worker, solo pool")
+    else:
+        print(f"# Redis instructions per item, {args.tasks} no-op items, 1 worker of 8 threads")
+    this = _measure(TREE, args.tasks, args.worker)
     print(f"this tree ({this_commit()}) {this:12.0f}")
     if args.base:
         with checked_out(args.base) as (commit, base):
-            counted = _measure(base, args.tasks)
+            counted = _measure(base, args.tasks, args.worker)
         print(f"base {commit[:7]}      {counted:12.0f}")
         print(f"this tree / base   {this / counted:12.3f}x")
     return 0

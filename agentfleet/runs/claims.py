@@ -118,6 +118,7 @@ class ClaimRenewer:
         # renewal (or of the first claim held after none): the next turn is a third of it on.
         self._shortest: float | None = None
         self._renewed_at = time.monotonic()
+        self._pid = os.getpid()
 
     @property
     def renew_due(self) -> float:
@@ -142,15 +143,20 @@ class ClaimRenewer:
         that took it was sent (``time.monotonic()``, default now)."""
         claim = Claim(key, token, ttl_s, confirmed_at=confirmed_at)
         with self._lock:
-            if self._shortest is None:
+            shortest = self._shortest
+            if shortest is None:
                 # The first claim after none: the renewer was idle; its turns start from now.
                 self._renewed_at = time.monotonic()
             self._forget((id(store), key))
             self._held[(id(store), key)] = (store, claim)
-            self._ttls[ttl_s] += 1
-            self._shortest = min(ttl_s, self._shortest or ttl_s)
-        # Outside the lock: the lease renewer reads ``renew_due`` under its own.
-        self.leases.track(self)
+            self._ttls[ttl_s] = self._ttls.get(ttl_s, 0) + 1
+            self._shortest = ttl_s if self._shortest is None else min(ttl_s, self._shortest)
+            # The next turn comes sooner only for the first claim after none or a shorter TTL
+            # (or in a process forked since: its lease renewer starts with nothing tracked).
+            sooner = shortest is None or ttl_s < shortest or self._pid != os.getpid()
+        if sooner:
+            # Outside the lock: the lease renewer reads ``renew_due`` under its own.
+            self.leases.track(self)
         return claim
 
     def drop(self, store: ClaimStore, key: str) -> None:
@@ -164,10 +170,13 @@ class ClaimRenewer:
         if found is None:
             return
         ttl_s = found[1].ttl_s
-        self._ttls[ttl_s] -= 1
-        if self._ttls[ttl_s] <= 0:
+        left = self._ttls[ttl_s] - 1
+        if left > 0:
+            self._ttls[ttl_s] = left
+        else:
+            # The last claim of its TTL: the shortest may be another now.
             del self._ttls[ttl_s]
-        self._shortest = min(self._ttls, default=None)
+            self._shortest = min(self._ttls, default=None)
 
     def held(self) -> int:
         """How many claims this process is renewing."""

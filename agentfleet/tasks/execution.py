@@ -65,7 +65,7 @@ from agentfleet.tasks.celery_states import raise_for_failures
 from agentfleet.tasks.circuit_guard import CircuitGuard
 from agentfleet.tasks.context import TaskContext
 from agentfleet.tasks.features import FEATURES
-from agentfleet.tasks.hooks import plan, taking_part
+from agentfleet.tasks.hooks import taking_part
 from agentfleet.tasks.item import cancelled_outcome, jsonable, meta_for, outcome_for
 from agentfleet.tasks.item_state import item_context
 from agentfleet.tasks.next_step import Rescheduled
@@ -130,7 +130,7 @@ class Delivery:
         # The context of the execution running the body (None before it runs).
         self.context: TaskContext | None = None
         # The features taking part in this delivery, and for each hook those that act there.
-        self.hooks = plan(taking_part(FEATURES, self))
+        self.hooks = taking_part(FEATURES, self)
 
     @cached_property
     def redactor(self) -> Redactor:

@@ -200,8 +200,16 @@ def plan(features: tuple[DeliveryFeature, ...]) -> dict[str, tuple[DeliveryFeatu
 
 
 @functools.cache
-def _always(features: tuple[DeliveryFeature, ...]) -> frozenset[DeliveryFeature]:
-    return frozenset(f for f in features if not overrides(f, "applies"))
+def _asking(features: tuple[DeliveryFeature, ...]) -> tuple[DeliveryFeature, ...]:
+    return tuple(f for f in features if overrides(f, "applies"))
+
+
+@functools.cache
+def _chosen(
+    features: tuple[DeliveryFeature, ...], answers: tuple[bool, ...]
+) -> dict[str, tuple[DeliveryFeature, ...]]:
+    said = dict(zip(_asking(features), answers, strict=True))
+    return plan(tuple(f for f in features if said.get(f, True)))
 
 
 def message_args(d: Delivery) -> tuple[tuple[Any, ...], dict[str, Any]]:
@@ -217,8 +225,8 @@ def message_args(d: Delivery) -> tuple[tuple[Any, ...], dict[str, Any]]:
     return args, kwargs
 
 
-def taking_part(features: tuple[DeliveryFeature, ...], d: Delivery) -> tuple[DeliveryFeature, ...]:
-    """The ones of ``features`` that take part in delivery ``d``, in their order: ``applies`` is
-    asked only of the features that override it (the others take part in every delivery)."""
-    always = _always(features)
-    return tuple([f for f in features if f in always or f.applies(d)])
+def taking_part(features: tuple[DeliveryFeature, ...], d: Delivery) -> dict[str, tuple[DeliveryFeature, ...]]:
+    """The ``plan`` of the ones of ``features`` that take part in delivery ``d``: ``applies`` is
+    asked only of the features that override it (the others take part in every delivery), and
+    the plan is worked out once for each set of answers."""
+    return _chosen(features, tuple([f.applies(d) for f in _asking(features)]))

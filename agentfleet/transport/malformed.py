@@ -35,7 +35,7 @@ from kombu.serialization import prepare_accept_content
 from kombu.utils.encoding import bytes_to_str
 from kombu.utils.json import loads
 
-from agentfleet.transport.diagnosis import diagnose, envelope_problem, quoted
+from agentfleet.transport.diagnosis import diagnose, quoted, shape_problem
 
 __all__ = [
     "MalformedEntry",
@@ -233,7 +233,8 @@ def drop_record(qos: Any, tag: str, exc: BaseException) -> None:
 @dataclass
 class Taken:
     """One entry a ``take.lua`` call returned: the raw entry, whether the script recorded it as
-    unacknowledged (under ``tag``), and its kombu payload, or what keeps it from being one."""
+    unacknowledged (under ``tag``), and its kombu payload, or what keeps it from being one (its
+    shape: the body is decoded when it is delivered)."""
 
     raw: bytes
     recorded: bool
@@ -252,7 +253,9 @@ class Taken:
             payload = loads(bytes_to_str(raw))
         except Exception as exc:
             return cls(raw, recorded, _plain_tag(raw), None, None, exc)
-        problem = envelope_problem(payload)
+        # The shape only: a body that does not decode fails in kombu's delivery, which takes the
+        # entry out as the first message of a look is (decoding it here too would do it twice).
+        problem = shape_problem(payload)
         tag = payload["properties"]["delivery_tag"] if problem is None else _plain_tag(raw)
         return cls(raw, recorded, tag, payload if problem is None else None, problem)
 
