@@ -91,11 +91,11 @@ class RunKeys:
 
     def parts(self, run_id: str) -> dict[str, str]:
         """Every name beside run ``run_id``'s record at once, by part (``""``: the record),
-        built once for the last runs asked about: a delivery names seven of them."""
+        built once for the runs asked about lately: a delivery names seven of them."""
         named = self._parts.get(run_id)
         if named is None:
             if len(self._parts) >= _RUNS_NAMED:
-                self._parts.pop(next(iter(self._parts)))
+                self._parts.clear()  # (safe beside other threads, unlike forgetting the oldest)
             base = f"{self.prefix}:run:{{{run_id}}}"
             named = self._parts[run_id] = {"": base, **{part: f"{base}:{part}" for part in RUN_PARTS}}
         return named

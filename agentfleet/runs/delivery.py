@@ -35,6 +35,10 @@ DELIVERY_LUA = ScriptSet("agentfleet.runs", "scripts/delivery", libraries=("part
 Verdict = Literal["stored", "cancelled", "busy", "claimed"]
 _STOPPED = ("cancelled", "failed")
 
+#: Items whose key names a process keeps between a delivery's begin and finish (then forgets
+#: them all and starts again: a worker has at most its concurrency's items in flight).
+_ITEMS_NAMED = 1024
+
 
 @dataclass(frozen=True)
 class BeginState:
@@ -97,9 +101,21 @@ class DeliveryScripts:
         self.ttl_s = ttl_s
         self.clustered = clustered
         self.lanes = LaneCache()
+        self._names: dict[tuple[str, str], list[str]] = {}
         self._scripts = DELIVERY_LUA.register(
             client, "begin", "begin_item", "finish", "finish_item", "finish_run", "attempt"
         )
+
+    def _item_names(self, key: str, task_id: str) -> list[str]:
+        # The item's outcome, deliveries, claim and memory keys, named once for a delivery's
+        # begin and finish.
+        names = self._names.get((key, task_id))
+        if names is None:
+            if len(self._names) >= _ITEMS_NAMED:
+                self._names.clear()
+            names = self.keys.items(key, "out", "deliv", "claim", "mem", task_id=task_id)
+            self._names[(key, task_id)] = names
+        return names
 
     def _together(self, run_id: str, key: str) -> bool:
         return not self.clustered or self.keys.same_slot(run_id, key)
@@ -118,7 +134,7 @@ class DeliveryScripts:
         """Claim ``key`` for ``claim_ttl_s`` seconds under ``token`` unless it has an outcome,
         another delivery holds it, or the run stopped; count the delivery of ``task_id``
         (``preclaimed``: ``token`` claimed the item up front, as a batch does)."""
-        item_keys = self.keys.items(key, "out", "deliv", "claim", task_id=task_id)
+        item_keys = self._item_names(key, task_id)[:3]
         args: list[Any] = [deliveries_ttl_s, token, max(1, int(claim_ttl_s * 1000)), int(preclaimed)]
         if self._together(run_id, key):
             status, stored, n, verdict, left_ms = self._scripts["begin"](
@@ -148,7 +164,7 @@ class DeliveryScripts:
         holds the item's claim (``fenced``). ``span`` (the worker and its attempt's time) goes
         on the run's timeline with the outcome, or as a stage passed on (see ``runs/spans.py``)."""
         run_id, key = outcome.run_id, outcome.idempotency_key
-        *item_keys, memory = self.keys.items(key, "out", "deliv", "claim", "mem", task_id=outcome.task_id)
+        *item_keys, memory = self._item_names(key, outcome.task_id)
         names = self.keys.parts(run_id)
         run_keys = [names[""], names["done"], names["events"]]
         inputs, recorded = names["inputs"], names["recorded"]

@@ -114,7 +114,10 @@ class Delivery:
         self.patience = self.rt.patience
         self.store = self.rt.patient_runs
         self.kwargs = dict(kwargs)
-        own_id = task_id or (request.id if request is not None else task.request.id) or None
+        current = request if request is not None else task.request
+        own_id = task_id or current.id or None
+        # The worker node running this delivery (its claim tokens and timeline name it).
+        self.worker_node = str(getattr(current, "hostname", None) or "local")
         self.meta = meta_for(self.kwargs, own_id)
         self.args = args
         self.task_id: str = own_id or self.meta.item
@@ -202,8 +205,7 @@ class Delivery:
         claimed the item (None when it claimed nothing)."""
         if self.claimed_at is None:
             return None
-        node = str(getattr(self.request or self.task.request, "hostname", None) or "local")
-        return AttemptSpan(node, time.monotonic() - self.claimed_at)
+        return AttemptSpan(self.worker_node, time.monotonic() - self.claimed_at)
 
     def queue(self) -> str:
         return getattr(self.task, "queue", None) or self.settings.queues.agents
@@ -243,9 +245,7 @@ class Delivery:
         ended = self.before_claim()
         if ended is not None:
             return ended
-        token = self.claim_token or new_claim_token(
-            str(getattr(self.task.request, "hostname", None) or "local")
-        )
+        token = self.claim_token or new_claim_token(self.worker_node)
         ttl_s = self.settings.delivery.claim_ttl_s
         sent = time.monotonic()
 
