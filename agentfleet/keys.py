@@ -78,27 +78,16 @@ def item_tag(key: str) -> str:
     return _STAGE_OR_STEP.sub("", key) or key
 
 
-#: How many runs' names ``RunKeys.parts`` keeps (a worker delivers for a few runs at a time).
-_RUNS_NAMED = 64
-
-
 class RunKeys:
     """The run store's names: runs, their items, the fleet-wide index and counters."""
 
     def __init__(self, prefix: str) -> None:
         self.prefix = prefix
-        self._parts: dict[str, dict[str, str]] = {}
 
     def parts(self, run_id: str) -> dict[str, str]:
-        """Every name beside run ``run_id``'s record at once, by part (``""``: the record),
-        built once for the runs asked about lately: a delivery names seven of them."""
-        named = self._parts.get(run_id)
-        if named is None:
-            if len(self._parts) >= _RUNS_NAMED:
-                self._parts.clear()  # (safe beside other threads, unlike forgetting the oldest)
-            base = f"{self.prefix}:run:{{{run_id}}}"
-            named = self._parts[run_id] = {"": base, **{part: f"{base}:{part}" for part in RUN_PARTS}}
-        return named
+        """Every name beside run ``run_id``'s record at once, by part (``""``: the record)."""
+        base = f"{self.prefix}:run:{{{run_id}}}"
+        return {"": base, **{part: f"{base}:{part}" for part in RUN_PARTS}}
 
     def run(self, run_id: str, part: str = "") -> str:
         """``p:run:{<id>}`` (hash), or one of the ``RUN_PARTS`` beside it."""

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import fakeredis
 import pytest
 from redis.crc import key_slot
 
 from agentfleet.idempotency import default_item_key, stage_key
 from agentfleet.keys import RUN_PARTS, RunKeys, item_tag
+from agentfleet.runs.delivery import DeliveryScripts
 
 RUN = "0123456789abcdef"
 keys = RunKeys("af")
@@ -56,14 +58,18 @@ def test_fleet_wide_keys_carry_no_tag() -> None:
         assert "{" not in name
 
 
-def test_a_runs_names_at_once_match_each_built_alone_and_only_the_last_runs_are_kept() -> None:
+def test_a_runs_names_at_once_match_each_built_alone_and_a_delivery_keeps_only_the_last() -> None:
     named = RunKeys("af")
     assert named.parts(RUN) == {"": named.run(RUN), **{part: named.run(RUN, part) for part in RUN_PARTS}}
-    assert named.parts(RUN) is named.parts(RUN)
-    for n in range(200):
-        named.parts(f"{n:016x}")
-    assert len(named._parts) <= 64
-    assert named.parts(f"{199:016x}")["done"] == named.run(f"{199:016x}", "done")
+    scripts = DeliveryScripts(fakeredis.FakeRedis(), named, ttl_s=60, clustered=False)
+    assert scripts._run_names(RUN) is scripts._run_names(RUN)
+    for n in range(3000):
+        scripts._run_names(f"{n:016x}")
+        scripts._item_names(f"{n:016x}:0:ab", "t")
+    assert len(scripts._runs) <= 1024 and len(scripts._names) <= 1024
+    assert scripts._run_names(f"{2999:016x}")["done"] == named.run(f"{2999:016x}", "done")
+    item, kinds = f"{RUN}:7:ab", ("out", "deliv", "claim", "mem")
+    assert scripts._item_names(item, "t-1") == named.items(item, *kinds, task_id="t-1")
 
 
 def test_an_items_names_at_once_match_each_built_alone() -> None:

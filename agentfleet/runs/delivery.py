@@ -35,8 +35,9 @@ DELIVERY_LUA = ScriptSet("agentfleet.runs", "scripts/delivery", libraries=("part
 Verdict = Literal["stored", "cancelled", "busy", "claimed"]
 _STOPPED = ("cancelled", "failed")
 
-#: Items whose key names a process keeps between a delivery's begin and finish (then forgets
-#: them all and starts again: a worker has at most its concurrency's items in flight).
+#: Items (and runs) whose key names a process keeps between a delivery's begin and finish,
+#: then forgets them all and starts again (safe beside other threads, unlike forgetting the
+#: oldest): a worker has at most its concurrency's items in flight.
 _ITEMS_NAMED = 1024
 
 
@@ -102,6 +103,7 @@ class DeliveryScripts:
         self.clustered = clustered
         self.lanes = LaneCache()
         self._names: dict[tuple[str, str], list[str]] = {}
+        self._runs: dict[str, dict[str, str]] = {}
         self._scripts = DELIVERY_LUA.register(
             client, "begin", "begin_item", "finish", "finish_item", "finish_run", "attempt"
         )
@@ -115,6 +117,15 @@ class DeliveryScripts:
                 self._names.clear()
             names = self.keys.items(key, "out", "deliv", "claim", "mem", task_id=task_id)
             self._names[(key, task_id)] = names
+        return names
+
+    def _run_names(self, run_id: str) -> dict[str, str]:
+        # The names beside the run's record, by part: a delivery names seven of them.
+        names = self._runs.get(run_id)
+        if names is None:
+            if len(self._runs) >= _ITEMS_NAMED:
+                self._runs.clear()
+            names = self._runs[run_id] = self.keys.parts(run_id)
         return names
 
     def _together(self, run_id: str, key: str) -> bool:
@@ -138,7 +149,7 @@ class DeliveryScripts:
         args: list[Any] = [deliveries_ttl_s, token, max(1, int(claim_ttl_s * 1000)), int(preclaimed)]
         if self._together(run_id, key):
             status, stored, n, verdict, left_ms = self._scripts["begin"](
-                keys=[self.keys.parts(run_id)[""], *item_keys], args=args
+                keys=[self._run_names(run_id)[""], *item_keys], args=args
             )
         else:
             # A cluster runs no script inside a pipeline: the status first, then the item half.
@@ -165,7 +176,7 @@ class DeliveryScripts:
         on the run's timeline with the outcome, or as a stage passed on (see ``runs/spans.py``)."""
         run_id, key = outcome.run_id, outcome.idempotency_key
         *item_keys, memory = self._item_names(key, outcome.task_id)
-        names = self.keys.parts(run_id)
+        names = self._run_names(run_id)
         run_keys = [names[""], names["done"], names["events"]]
         inputs, recorded = names["inputs"], names["recorded"]
         timeline = [names["spans"], names["lanes"]]
