@@ -17,14 +17,15 @@ items takes about a minute.
 
     .venv/bin/python bench/instructions.py [--tasks 2000] [--base eb59add]
 
-``--worker`` counts the worker's instructions instead (Redis runs natively): the worker runs
-under callgrind with Celery's solo pool, so one thread runs the bodies and the count does not
-move with how 8 threads were scheduled (the pool's own thread handoffs are left out: the same
-Celery code on both trees); the reconciler's passes are spaced out beyond the run
-(``delivery.reconcile_interval_s``), as its cost grows with the run's wall time, which valgrind
-stretches about 50 times. Two runs of one tree agree within about 1 %.
+``--worker`` counts the worker's instructions instead (Redis runs natively), with Celery's
+solo pool (one thread runs the bodies, one message a look) or ``--worker threads`` (8 threads,
+as ``bench/hot_path.py`` runs it: windows of messages taken at once). Valgrind runs one thread
+at a time, so neither count holds what contention for the GIL costs on a real machine; the
+reconciler's passes are spaced out beyond the run (``delivery.reconcile_interval_s``), as its
+cost grows with the run's wall time, which valgrind stretches about 50 times. Two runs of one
+tree agree within about half a per cent.
 
-    .venv/bin/python bench/instructions.py --worker [--tasks 1000] [--base eb59add]
+    .venv/bin/python bench/instructions.py --worker [threads] [--tasks 1000] [--base eb59add]
 """
 
 from __future__ import annotations
@@ -115,15 +116,16 @@ def _count(tasks: int) -> float:
     return int(totals.group(1)) / tasks
 
 
-def _count_worker(tasks: int) -> float:
-    """The worker's instructions per item of one measured run (this process's ``agentfleet``)."""
+def _count_worker(tasks: int, pool: str) -> float:
+    """The worker's instructions per item of one measured run (this process's ``agentfleet``),
+    with Celery's ``pool`` (``solo``, or ``threads`` of 8)."""
     from agentfleet.local import LocalCluster, WorkerProcess
 
     work = Path(tempfile.mkdtemp(prefix="instructions-"))
     out = work / "callgrind.out"
     with LocalCluster(
         workers=0,
-        pool="solo",
+        pool=pool,
         loglevel="WARNING",
         startup_timeout_s=900,
         stop_timeout_s=600,
@@ -133,8 +135,8 @@ def _count_worker(tasks: int) -> float:
         command = [
             "valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}",
             sys.executable, "-m", "celery", "-A", "agentfleet.celery_app", "worker", "--hostname", name,
-            "--pool", "solo", "--queues", ",".join(cluster.queues), "--loglevel", "WARNING",
-            "--without-gossip", "--without-mingle", "--task-events",
+            "--pool", pool, "--concurrency", "8", "--queues", ",".join(cluster.queues),
+            "--loglevel", "WARNING", "--without-gossip", "--without-mingle", "--task-events",
         ]  # fmt: skip
         with open(work / "worker.log", "wb") as log_file:
             process = subprocess.Popen(
@@ -163,11 +165,13 @@ def _count_worker(tasks: int) -> float:
     return sum(counted) / tasks
 
 
-def _measure(tree: Path, tasks: int, worker: bool) -> float:
-    """This file run as a child with ``tree``'s ``agentfleet``: its count per item."""
+def _measure(tree: Path, tasks: int, worker: str | None) -> float:
+    """This file run as a child with ``tree``'s ``agentfleet``: its count per item (``worker``:
+    the worker's, with that pool; None: Redis's)."""
     env = {**os.environ, "PYTHONPATH": str(tree)}
+    counted = ["--worker", worker] if worker else []
     done = subprocess.run(
-        [sys.executable, str(HERE), "--child", "--tasks", str(tasks), *(["--worker"] if worker else [])],
+        [sys.executable, str(HERE), "--child", "--tasks", str(tasks), *counted],
         cwd=tree,
         env=env,
         capture_output=True,
@@ -184,18 +188,25 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=2000)
     parser.add_argument("--base", help="a commit to compare with (any git revision)")
-    parser.add_argument("--worker", action="store_true", help="count the worker's instructions (solo pool)")
+    parser.add_argument(
+        "--worker",
+        nargs="?",
+        const="solo",
+        choices=("solo", "threads"),
+        help="count the worker's instructions instead, with this pool (solo, or threads of 8)",
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        counted = _count_worker(args.tasks) if args.worker else _count(args.tasks)
+        counted = _count_worker(args.tasks, args.worker) if args.worker else _count(args.tasks)
         print(f"instructions per item {counted:.0f}")
         return 0
     missing = [tool for tool in ("valgrind", "callgrind_control") if shutil.which(tool) is None]
     if missing:
         parser.error(f"needs {' and '.join(missing)} (apt-get install valgrind)")
     if args.worker:
-        print(f"# the worker's instructions per item, {args.tasks} no-op items, 1 worker, solo pool")
+        pool = "solo pool" if args.worker == "solo" else "8 threads"
+        print(f"# the worker's instructions per item, {args.tasks} no-op items, 1 worker, {pool}")
     else:
         print(f"# Redis instructions per item, {args.tasks} no-op items, 1 worker of 8 threads")
     this = _measure(TREE, args.tasks, args.worker)
