@@ -86,7 +86,7 @@ class RunKeys:
 
     def parts(self, run_id: str) -> dict[str, str]:
         """Every name beside run ``run_id``'s record at once, by part (``""``: the record)."""
-        base = f"{self.prefix}:run:{{{run_id}}}"
+        base = self.run(run_id)
         return {"": base, **{part: f"{base}:{part}" for part in RUN_PARTS}}
 
     def run(self, run_id: str, part: str = "") -> str:

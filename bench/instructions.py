@@ -40,6 +40,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from compare import checked_out, this_commit
 
@@ -55,6 +56,27 @@ def _items(n: int) -> list[dict[str, object]]:
 def _instrument(pid: int, state: str) -> None:
     """Turn callgrind's counting in process ``pid`` on or off."""
     subprocess.run(["callgrind_control", "-i", state, str(pid)], check=True, capture_output=True)
+
+
+def _measured_run(fleet: Any, pid: int, tasks: int) -> None:
+    """A warm-up of 100 items, then ``tasks`` items counted by callgrind in process ``pid``."""
+    fleet.map(_TASK, _items(100)).wait(timeout_s=900)
+    time.sleep(1.0)
+    _instrument(pid, "on")
+    done = fleet.map(_TASK, _items(tasks)).wait(timeout_s=3600)
+    _instrument(pid, "off")
+    if done.succeeded != tasks:
+        raise RuntimeError(f"{done.succeeded} of {tasks} items succeeded")
+
+
+def _totals(work: Path) -> int:
+    """The instructions callgrind counted, from the files it wrote under ``work`` (then removed)."""
+    found = [re.search(r"^totals:\s+(\d+)", f.read_text(), re.MULTILINE) for f in work.glob("callgrind.out*")]
+    shutil.rmtree(work, ignore_errors=True)
+    counted = [int(t.group(1)) for t in found if t is not None]
+    if not counted:
+        raise RuntimeError("callgrind wrote no totals")
+    return sum(counted)
 
 
 def _count(tasks: int) -> float:
@@ -92,14 +114,7 @@ def _count(tasks: int) -> float:
         with LocalCluster(
             workers=1, concurrency=8, pool="threads", broker_url=url, settings=settings, loglevel="WARNING"
         ) as cluster:
-            fleet = cluster.fleet()
-            fleet.map(_TASK, _items(100)).wait(timeout_s=600)
-            time.sleep(1.0)
-            _instrument(server.pid, "on")
-            done = fleet.map(_TASK, _items(tasks)).wait(timeout_s=3600)
-            _instrument(server.pid, "off")
-            if done.succeeded != tasks:
-                raise RuntimeError(f"{done.succeeded} of {tasks} items succeeded")
+            _measured_run(cluster.fleet(), server.pid, tasks)
     finally:
         with contextlib.suppress(redis.RedisError):
             client.shutdown(nosave=True)
@@ -109,11 +124,7 @@ def _count(tasks: int) -> float:
         except subprocess.TimeoutExpired:
             server.kill()
             server.wait()
-    totals = re.search(r"^totals:\s+(\d+)", out.read_text(), re.MULTILINE)
-    shutil.rmtree(work, ignore_errors=True)
-    if totals is None:
-        raise RuntimeError("callgrind wrote no totals")
-    return int(totals.group(1)) / tasks
+    return _totals(work) / tasks
 
 
 def _count_worker(tasks: int, pool: str) -> float:
@@ -131,6 +142,8 @@ def _count_worker(tasks: int, pool: str) -> float:
         stop_timeout_s=600,
         env={"AGENTFLEET_DELIVERY__RECONCILE_INTERVAL_S": "3600"},
     ) as cluster:
+        # The worker's command as ``LocalCluster.add_worker`` builds it, under valgrind: built here,
+        # since the base commit's ``LocalCluster`` (which this file runs with) has no seam for it.
         name = f"counted-{os.getpid()}@{os.uname().nodename}"
         command = [
             "valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}",
@@ -149,20 +162,8 @@ def _count_worker(tasks: int, pool: str) -> float:
         worker = WorkerProcess(name=name, process=process, log_path=work / "worker.log")
         cluster.workers.append(worker)  # stopped with the cluster, by its pid
         cluster.wait_ready([worker])
-        fleet = cluster.fleet()
-        fleet.map(_TASK, _items(100)).wait(timeout_s=900)
-        _instrument(process.pid, "on")
-        done = fleet.map(_TASK, _items(tasks)).wait(timeout_s=3600)
-        _instrument(process.pid, "off")
-        if done.succeeded != tasks:
-            raise RuntimeError(f"{done.succeeded} of {tasks} items succeeded")
-    found = sorted(work.glob("callgrind.out*"))
-    totals = [re.search(r"^totals:\s+(\d+)", f.read_text(), re.MULTILINE) for f in found]
-    shutil.rmtree(work, ignore_errors=True)
-    counted = [int(t.group(1)) for t in totals if t is not None]
-    if not counted:
-        raise RuntimeError("callgrind wrote no totals for the worker")
-    return sum(counted) / tasks
+        _measured_run(cluster.fleet(), process.pid, tasks)
+    return _totals(work) / tasks
 
 
 def _measure(tree: Path, tasks: int, worker: str | None) -> float:

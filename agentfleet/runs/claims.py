@@ -150,7 +150,7 @@ class ClaimRenewer:
             self._forget((id(store), key))
             self._held[(id(store), key)] = (store, claim)
             self._ttls[ttl_s] = self._ttls.get(ttl_s, 0) + 1
-            self._shortest = ttl_s if self._shortest is None else min(ttl_s, self._shortest)
+            self._shortest = ttl_s if shortest is None else min(ttl_s, shortest)
             # The next turn comes sooner only for the first claim after none or a shorter TTL
             # (or in a process forked since: its lease renewer starts with nothing tracked).
             sooner = shortest is None or ttl_s < shortest or self._pid != os.getpid()

@@ -35,10 +35,17 @@ DELIVERY_LUA = ScriptSet("agentfleet.runs", "scripts/delivery", libraries=("part
 Verdict = Literal["stored", "cancelled", "busy", "claimed"]
 _STOPPED = ("cancelled", "failed")
 
-#: Items (and runs) whose key names a process keeps between a delivery's begin and finish,
-#: then forgets them all and starts again (safe beside other threads, unlike forgetting the
-#: oldest): a worker has at most its concurrency's items in flight.
+#: Items (and runs) whose key names a process keeps between a delivery's begin and finish (a
+#: worker has at most its concurrency's items in flight).
 _ITEMS_NAMED = 1024
+
+
+def _remember(cache: dict[Any, Any], key: Any, value: Any) -> None:
+    # Full: forget everything and start again (safe beside other threads, unlike forgetting
+    # the oldest, which iterates the dict while another thread may add to it).
+    if len(cache) >= _ITEMS_NAMED:
+        cache.clear()
+    cache[key] = value
 
 
 @dataclass(frozen=True)
@@ -113,19 +120,16 @@ class DeliveryScripts:
         # begin and finish.
         names = self._names.get((key, task_id))
         if names is None:
-            if len(self._names) >= _ITEMS_NAMED:
-                self._names.clear()
             names = self.keys.items(key, "out", "deliv", "claim", "mem", task_id=task_id)
-            self._names[(key, task_id)] = names
+            _remember(self._names, (key, task_id), names)
         return names
 
     def _run_names(self, run_id: str) -> dict[str, str]:
         # The names beside the run's record, by part: a delivery names seven of them.
         names = self._runs.get(run_id)
         if names is None:
-            if len(self._runs) >= _ITEMS_NAMED:
-                self._runs.clear()
-            names = self._runs[run_id] = self.keys.parts(run_id)
+            names = self.keys.parts(run_id)
+            _remember(self._runs, run_id, names)
         return names
 
     def _together(self, run_id: str, key: str) -> bool:

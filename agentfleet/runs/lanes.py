@@ -36,10 +36,10 @@ class LaneCache:
         text = lane.decode() if isinstance(lane, bytes) else str(lane)
         key = (run_id, node)
         if self._lanes.get(key) == text:
-            try:
+            try:  # noqa: SIM105 - every outcome comes here: suppress() would cost three calls
                 self._lanes.move_to_end(key)
-            except KeyError:  # another thread has just forgotten it
-                return
+            except KeyError:
+                pass  # another thread has just forgotten it
             return
         if text in ("", "-1"):
             return
