@@ -58,8 +58,7 @@ RUN_PARTS = frozenset(
     {"items", "inputs", "done", "recorded", "events", "suspect", "counted", "spans", "lanes"}
     | {"undo", "undo:data", "undo:state"}
 )
-#: An item's keys, ``p:<kind>:{<tag>}...``: outcome, claim, memory, failed attempts, unfinished
-#: deliveries, graph progress.
+#: An item's keys, ``p:<kind>:{<tag>}...``: outcome, claim, memory, failures, deliveries, graph.
 ITEM_KINDS = frozenset({"out", "claim", "mem", "errs", "deliv", "graph"})
 
 # A default idempotency key: the 16-hex run id, the item's index, the input's hash, then an
@@ -110,11 +109,11 @@ class RunKeys:
         prefix, deliv = self.prefix, f"{named}:{task_id}" if task_id else named
         return [f"{prefix}:{kind}:{deliv if kind == 'deliv' else named}" for kind in kinds]
 
-    def deliveries(self, key: str, task_id: str) -> str:
-        """Counter of unfinished deliveries of ``task_id``, in the slot of its item ``key``;
-        the delivery scripts mark one counted under a batch's claim token at
-        ``<this>:<claim token>``."""
-        return self.items(key, "deliv", task_id=task_id)[0]
+    def deliveries(self, key: str, task_id: str, *, handed_back: str = "") -> str:
+        """Counter of unfinished deliveries of ``task_id`` (in item ``key``'s slot); with
+        ``handed_back``, that claim token's mark of having come off it."""
+        counter = self.items(key, "deliv", task_id=task_id)[0]
+        return f"{counter}:back:{handed_back}" if handed_back else counter
 
     def same_slot(self, run_id: str, key: str) -> bool:
         """Whether the item ``key`` lives in the slot of run ``run_id``."""
@@ -352,6 +351,7 @@ KEYS: tuple[KeyPattern, ...] = kinds(
     p:errs:{<tag>}...                     list
     p:deliv:{<tag>}...:<task>             string
     p:deliv:{<tag>}...:<task>:<token>     string
+    p:deliv:{<tag>}...:<task>:back:<token> string
     p:graph:{<tag>}...                    hash
     p:runs                                zset
     p:runs:active                         set

@@ -20,6 +20,13 @@ result must be JSON, and a raised exception becomes an ``ok=False`` outcome clas
 fleet's tree (``error_type``, ``category``), the task's ``retry_on`` / ``fail_on`` first.
 Nothing is retried, dead-lettered or stored.
 
+``claim_lost_after_s`` plays a worker cut off from Redis: that many seconds into the execution
+(0: from the start) the item's claim counts as lost, ``ctx.claim_lost`` turns True and the
+fleet's own calls (``ctx.step``, ``ctx.check_claim()``, requests through ``ctx.http`` and
+``ctx.anthropic``, ``run_agent``'s turns and tools) raise ``ClaimLost``: the outcome then has
+``error_type == "ClaimLost"`` (``category == "claim_lost"``), where a worker would hand the item
+back instead of ending it. A body that makes no fleet call after the loss ends as it would have.
+
 ``ctx.step`` and ``run_agent``'s checkpoints keep their memory in ``memory`` (a
 ``LocalMemory``, fresh unless given): pass the same one to a second ``run_task`` to see what a
 retried item would do (stored steps return without running, an agent resumes).
@@ -46,6 +53,7 @@ from agentfleet.errors import ConfigError, InvalidInput
 from agentfleet.llm.vendors import vendors_for
 from agentfleet.models import TaskOutcome
 from agentfleet.protocol.task import FleetTask, validate_input
+from agentfleet.runs.claims import Claim
 from agentfleet.tasks.clients import accounting_hooks, rate_limit_raiser
 from agentfleet.tasks.execution_state import ExecutionState, new_context
 from agentfleet.tasks.failures import classify_failure
@@ -92,6 +100,17 @@ def _anthropic_factory(settings: Settings, base_url: str | None) -> Any:
     return make
 
 
+def _claim(key: str, lost_after_s: float | None) -> dict[str, Any]:
+    """The execution's claim token and its claim on ``key``: never renewed, so lost once
+    ``lost_after_s`` seconds have passed, as a cut-off worker's is (None: no claim to lose)."""
+    token = f"{key}:{time.monotonic_ns()}"
+    if lost_after_s is None:
+        return {"token": token, "claim": None}
+    if not lost_after_s >= 0:
+        raise ConfigError(f"claim_lost_after_s is {lost_after_s!r}: give seconds (0 or more), or None")
+    return {"token": token, "claim": Claim(key, token, lost_after_s)}
+
+
 def _budget_limits(task: FleetTask, settings: Settings) -> dict[str, Any]:
     """The task's own budget (``fleet_task(budget=...)``), each part the settings' cap when unset."""
     budget, caps = task.budget, settings.budgets
@@ -114,11 +133,13 @@ def run_task(
     run_id: str = "test-run",
     item_key: str = "0",
     memory: LocalMemory | None = None,
+    claim_lost_after_s: float | None = None,
 ) -> TaskOutcome:
     """Run ``task`` once on ``inputs`` here and now; its ``TaskOutcome`` (see the module docs).
 
     ``settings`` default to ``get_settings()`` (prices, budgets); ``attempt`` is what
-    ``ctx.attempt`` says (0 for a first attempt); ``memory`` holds steps and checkpoints.
+    ``ctx.attempt`` says (0 for a first attempt); ``memory`` holds steps and checkpoints;
+    ``claim_lost_after_s``: seconds into the execution at which its claim is lost (None: never).
     """
     settings = settings or get_settings()
     base_url = anthropic if isinstance(anthropic, str) or anthropic is None else anthropic.url
@@ -139,6 +160,7 @@ def run_task(
         workdir_root=settings.workdir_root,
         http_factory=_http_factory(settings, http),
         anthropic_factory=_anthropic_factory(settings, base_url),
+        **_claim(f"test:{task_id}", claim_lost_after_s),
     )
     outcome = TaskOutcome(task_id=task_id, run_id=run_id, item_key=item_key, ok=True, attempts=1)
     started = time.monotonic()
@@ -146,14 +168,8 @@ def run_task(
         result = jsonable(task.fn(ctx, **validate_input(task, dict(inputs or {}))))
     except Exception as exc:
         err = exc if isinstance(exc, InvalidInput) else classify_failure(task, exc, settings)
-        outcome = outcome.model_copy(
-            update={
-                "ok": False,
-                "error_type": type(err).__name__,
-                "error": str(err),
-                "category": err.category,
-            }
-        )
+        failed = {"ok": False, "error_type": type(err).__name__, "error": str(err), "category": err.category}
+        outcome = outcome.model_copy(update=failed)
     else:
         outcome = outcome.model_copy(update={"result": result})
     finally:

@@ -112,6 +112,7 @@ def test_the_agent_waits_for_approval_before_the_tool_and_resumes_at_that_call(
     result = _result(run)
     assert _deploys(far, run) == [{"version": "v2", "api_key": KEY}]
     assert "deploy: " in result["text"] and '"deployed": "v2"' in result["text"]
+
     # The webhook told of it (from a thread of the worker's own: waited for), with a link that
     # decides exactly this approval.
     def posted() -> list[dict[str, Any]]:

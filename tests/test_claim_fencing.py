@@ -84,6 +84,26 @@ def test_a_lapsed_claim_nobody_took_does_not_fence_the_outcome(runs: RunStore) -
     assert runs.outcomes("r")[0].result == {"node": "A"}
 
 
+def test_a_delivery_that_hands_its_item_back_is_no_step_towards_poison(runs: RunStore) -> None:
+    counter = runs.keys.deliveries("k0", "r-0")
+    _begin(runs, A)
+    _lapse(runs)
+    _begin(runs, B)
+    assert runs.client.get(counter) == "2"
+    # A's finish was refused and it hands the item back: its worker did not die.
+    assert runs.uncount_delivery("r-0", "k0", A, mark_ttl_s=20)
+    assert not runs.uncount_delivery("r-0", "k0", A, mark_ttl_s=20), "sent again, it changes nothing"
+    assert runs.client.get(counter) == "1"
+    # B's worker dies: the next delivery is the second that did not finish, not the third.
+    _lapse(runs)
+    begun = runs.begin("r", "k0", "r-0", deliveries_ttl_s=60, token="nodeC:3:cccc", claim_ttl_s=20)
+    assert (begun.verdict, begun.deliveries) == ("claimed", 2)
+    # A counter taken to nothing is gone, not left at zero.
+    runs.uncount_delivery("r-0", "k0", B, mark_ttl_s=20)
+    runs.uncount_delivery("r-0", "k0", "nodeC:3:cccc", mark_ttl_s=20)
+    assert runs.client.exists(counter) == 0
+
+
 def test_an_outcome_already_stored_is_returned_to_a_delivery_without_a_claim(runs: RunStore) -> None:
     runs.finish(_outcome("B"), token="")
     runs.client.set(runs.claim_key("k0"), B)

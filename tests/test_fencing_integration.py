@@ -65,6 +65,9 @@ def _refused_then_reported(cluster: LocalCluster, effects: Effects, tap: EventTa
     worker = cluster.workers[0]
     wait_until(lambda: "this outcome was not stored" in worker.log_text(), 30, "the finish to be refused")
     assert store.stored_outcomes([key]) == [None]
+    # The copy that handed the item back is off the count towards poison: its worker lives.
+    counter = store.keys.deliveries(key, task_id)
+    wait_until(lambda: not store.client.exists(counter), 30, "the handed-back delivery to come off the count")
     assert store.get_run(run.id)["done"] == "0"
     # The other delivery ends the item; the refused copy comes back and reports its outcome.
     theirs = TaskOutcome(

@@ -6,7 +6,8 @@ a high priority, a batched fan-out, a pipeline whose item fails for good, an ite
 for good leaving artifacts, a graph, a fan-out that fails fast and compensates, a step that
 fails once, model calls under a run's and a tenant's budget, a credential sent to a
 rate-limited vendor that answers 503 then 429, a
-malformed queue entry, a requeued dead letter, and a scheduled firing under a real beat; the
+malformed queue entry, a requeued dead letter, an item whose claim is taken while its body
+runs (so its delivery hands it back), and a scheduled firing under a real beat; the
 service counts a wrong token, signs a console session in and is scraped. Meanwhile every key
 in Redis is sampled several times a second (claims and delivery counters live only while an
 item runs). Then every key seen must match a registered pattern of its Redis type, and every
@@ -216,6 +217,17 @@ def _reclaimed_lease(fleet: Fleet) -> None:
     assert alive.status(FAR_HOST).leases_reclaimed >= 1
 
 
+def _handed_back(fleet: Fleet) -> None:
+    """A delivery whose claim another took while its body ran: its outcome is refused, and it
+    hands the item back, coming off the count of deliveries towards poison."""
+    run = fleet.map(tt.sleepy, [{"n": 0, "sleep_s": 2.0}])
+    store = fleet.store
+    claim = store.claim_key(store.items(run.id)[0][1])
+    wait_until(lambda: store.client.exists(claim), 60, "the body to start")
+    store.client.set(claim, "census-thief:9:0000", px=3_000)
+    assert run.wait(timeout_s=120).succeeded == 1
+
+
 def _service(settings: Settings, fleet: Fleet) -> None:
     """Sign a console session in, scrape the metrics while a queue holds messages, and fail a
     check last (passing one forgets the failures before it)."""
@@ -295,6 +307,7 @@ def census(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Census]:
             _requeue_and_malformed(fleet, client, _work(fleet, far))
             _approvals(fleet, sampler)
             _reclaimed_lease(fleet)
+            _handed_back(fleet)
             settings = load_settings(
                 broker_url=server.url,
                 key_prefix=cluster.settings.key_prefix,

@@ -71,6 +71,11 @@ PINNED = [
         "af:deliv:{0123456789abcdef}:3:9f86d081:0123456789abcdef-3:node1.4242.a1b2",
         "p:deliv:{<tag>}...:<task>:<token>",
     ),
+    (
+        runs.deliveries(ITEM, f"{RUN}-3", handed_back="node1.4242.a1b2"),
+        "af:deliv:{0123456789abcdef}:3:9f86d081:0123456789abcdef-3:back:node1.4242.a1b2",
+        "p:deliv:{<tag>}...:<task>:back:<token>",
+    ),
     (runs.runs, "af:runs", "p:runs"),
     (runs.active, "af:runs:active", "p:runs:active"),
     (runs.stats, "af:stats", "p:stats"),

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import httpx
+import pytest
 import testing_seam_tasks as tasks
 
 from agentfleet.config import load_settings
+from agentfleet.errors import ConfigError
 from agentfleet.mock_llm import MockMessagesServer
-from agentfleet.testing import run_task
+from agentfleet.testing import LocalMemory, run_task
 
 URL = "https://vendor-a.example/p/1"
 
@@ -77,3 +79,39 @@ def test_a_task_budget_stops_the_next_call_without_a_worker() -> None:
         calls = [r for r in mock.requests if r.path == "/v1/messages"]
     assert (outcome.ok, outcome.error_type) == (False, "BudgetExceeded")
     assert len(calls) == 1
+
+
+def test_a_claim_lost_from_the_start_stops_the_first_fleet_call() -> None:
+    tasks.fetched.clear()
+    memory = LocalMemory()
+    outcome = run_task(tasks.pages, {"n": 3}, claim_lost_after_s=0, memory=memory)
+    assert (outcome.ok, outcome.error_type, outcome.category) == (False, "ClaimLost", "claim_lost")
+    assert "no longer holds the claim" in (outcome.error or "") and tasks.fetched == []
+    # A second execution, holding its claim, runs every step.
+    again = run_task(tasks.pages, {"n": 3}, memory=memory)
+    assert again.result == {"done": [0, 1, 2], "claim_lost": False} and tasks.fetched == [0, 1, 2]
+
+
+def test_a_claim_lost_midway_stops_the_body_at_its_next_fleet_call() -> None:
+    tasks.fetched.clear()
+    memory = LocalMemory()
+    outcome = run_task(tasks.pages, {"n": 100, "pause_s": 0.05}, claim_lost_after_s=1.0, memory=memory)
+    assert (outcome.ok, outcome.error_type) == (False, "ClaimLost")
+    # It stopped short of its 100 pages (about 20 at 0.05 s each; bounded loosely for a busy
+    # machine), and what it fetched is kept: the next execution fetches only the rest.
+    before = list(tasks.fetched)
+    assert 1 <= len(before) < 100 and before == list(range(len(before)))
+    assert run_task(tasks.pages, {"n": 100}, memory=memory).ok
+    assert tasks.fetched == list(range(100))
+
+
+def test_a_body_with_no_fleet_call_after_the_loss_ends_as_it_would_have() -> None:
+    outcome = run_task(tasks.quiet, claim_lost_after_s=0)
+    assert outcome.ok and outcome.result == {"claim_lost": True}
+    assert run_task(tasks.quiet).result == {"claim_lost": False}
+
+
+def test_a_negative_or_nan_claim_loss_is_refused_by_name() -> None:
+    for bad in (-1.0, float("nan")):
+        with pytest.raises(ConfigError, match="claim_lost_after_s"):
+            run_task(tasks.quiet, claim_lost_after_s=bad)

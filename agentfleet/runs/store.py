@@ -345,6 +345,14 @@ class RunStore(RunEvents, ClaimStore, AggregateStore, ReconcileMarks):
         self._redis.delete(self.keys.deliveries(key, task_id))
 
     @repeatable
+    def uncount_delivery(self, task_id: str, key: str, token: str, *, mark_ttl_s: float) -> bool:
+        """Take the delivery holding claim ``token`` off ``task_id``'s count of unfinished
+        deliveries (item ``key``): it handed the item back, its worker did not die. Once per
+        token (its mark lives ``mark_ttl_s`` seconds); True when it was taken off."""
+        keys = [self.keys.deliveries(key, task_id), self.keys.deliveries(key, task_id, handed_back=token)]
+        return bool(self._scripts["uncount"](keys=keys, args=[max(1, int(mark_ttl_s * 1000))]))
+
+    @repeatable
     def reopen(
         self, run_id: str, index: int, key: str, *, was_ok: bool, was_dead: bool, input_json: str = ""
     ) -> bool:

@@ -39,7 +39,7 @@ class StoreBase:
         self.keys = RunKeys(prefix)
         self.clustered = isinstance(client, redis.RedisCluster)
         self._scripts = RUNS_LUA.register(
-            client, "reopen", "release", "renew", "count_event", "attempt_error", "done_indices"
+            client, "reopen", "release", "renew", "count_event", "attempt_error", "done_indices", "uncount"
         )
         self._delivery = DeliveryScripts(client, self.keys, ttl_s=ttl_s, clustered=self.clustered)
         self.tally = StatsTally(client, self.keys.stats, self.keys.done_bucket, minute_key=self.keys.minute)

@@ -10,8 +10,10 @@ outcome adds it here, and a daemon thread writes the sums in one pipeline every
 ``interval_s`` seconds; ``flush()`` writes at once (at exit, and before this process reads
 the counters itself).
 
-A process killed with SIGKILL loses at most its last ``interval_s`` of counts: these are the
-fleet's metrics, not its outcomes, which the run store keeps exactly. A forked child starts
+A process killed with SIGKILL loses at most its last ``interval_s`` of counts, and a flush
+whose reply was lost after Redis applied it (a dropped connection) is written again, counting
+that ``interval_s`` twice: these are the fleet's metrics, not its outcomes, which the run store
+keeps exactly. A forked child starts
 each tally afresh at its first use (the pid tells it apart): nothing pending of its parent's,
 no thread, a lock of its own.
 """

@@ -216,9 +216,12 @@ def runs_elsewhere(d: Delivery, claim_left_s: float) -> NoReturn:
 
 def hand_back(d: Delivery, wait_s: float, why: str, meta: ItemMeta | None = None) -> NoReturn:
     """Send the item again for when another delivery's claim would lapse (``wait_s``), using
-    no retry: that copy returns the outcome the item ends with, or runs it if none did."""
+    no retry: that copy returns the outcome the item ends with, or runs it if none did. This
+    delivery comes off the task id's count of unfinished deliveries: its worker did not die."""
     countdown = cap_countdown(deferral_s(wait_s), d.settings.max_countdown_s)
     log.warning("%s[%s]: %s; this copy comes back in %.1f s", d.task.name, d.task_id, why, countdown)
+    if d.token:
+        d.store.uncount_delivery(d.task_id, d.key, d.token, mark_ttl_s=d.settings.delivery.claim_ttl_s)
     reschedule(d, meta or d.meta, countdown, deferral=why)
 
 
