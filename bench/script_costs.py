@@ -8,8 +8,10 @@ logged too, so the rows overlap). Prints per command or script (named by its fil
 item, median microseconds per call, microseconds per item and its share of all scripts' time;
 then Redis's CPU, round trips and bytes per item from ``INFO``.
 
-A diagnostic with no target: run it on two trees (``PYTHONPATH=<tree>``) to see which script
-an item's extra Redis time went to. Its durations are Redis's own clock, so a busy machine
+A diagnostic with no target: run it on two trees to see which script an item's extra Redis
+time went to, from each tree's own directory (``cd <tree> && PYTHONPATH=<tree> python
+<this file>``: the workers put the current directory first on their path). An older tree's
+scripts are named too, wherever its modules kept them. Its durations are Redis's own clock, so a busy machine
 moves them less than the wall-clock benchmarks.
 
     .venv/bin/python bench/script_costs.py [--tasks 300]
@@ -32,22 +34,27 @@ from agentfleet.lua import ScriptSet
 from agentfleet.orchestration import Fleet
 
 
+#: Modules that hold script sets, on this tree or an older one (``PYTHONPATH=<tree>``).
+_SCRIPT_MODULES = (
+    "agentfleet.approvals.store", "agentfleet.dlq.store", "agentfleet.ratelimit.circuit",
+    "agentfleet.ratelimit.scripts", "agentfleet.runs.budgets", "agentfleet.runs.delivery",
+    "agentfleet.runs.store_base", "agentfleet.runs.store", "agentfleet.transport.intake",
+    "agentfleet.redis_intake",
+)  # fmt: skip
+
+
 def _script_names() -> dict[str, str]:
     """Each script agentfleet sends, by the sha1 Redis knows it by."""
+    import importlib
     from importlib import resources
 
-    from agentfleet.approvals.store import APPROVAL_LUA
-    from agentfleet.dlq.store import DLQ_LUA
-    from agentfleet.ratelimit.circuit import CIRCUIT_LUA
-    from agentfleet.ratelimit.scripts import LIMITER_LUA
-    from agentfleet.runs.budgets import SPEND_LUA
-    from agentfleet.runs.delivery import DELIVERY_LUA
-    from agentfleet.runs.store_base import RUNS_LUA
-    from agentfleet.transport.intake import TRANSPORT_LUA
-
-    sets: list[ScriptSet] = [
-        APPROVAL_LUA, DLQ_LUA, CIRCUIT_LUA, LIMITER_LUA, SPEND_LUA, DELIVERY_LUA, RUNS_LUA, TRANSPORT_LUA
-    ]  # fmt: skip
+    sets: list[ScriptSet] = []
+    for module_name in _SCRIPT_MODULES:
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:  # a tree without this module
+            continue
+        sets += [v for v in vars(module).values() if isinstance(v, ScriptSet) and v not in sets]
     names = {}
     for scripts in sets:
         folder = resources.files(scripts.package).joinpath(scripts.folder)
