@@ -33,7 +33,6 @@ from agentfleet.local import LocalCluster
 from agentfleet.lua import ScriptSet
 from agentfleet.orchestration import Fleet
 
-
 #: Modules that hold script sets, on this tree or an older one (``PYTHONPATH=<tree>``).
 _SCRIPT_MODULES = (
     "agentfleet.approvals.store", "agentfleet.dlq.store", "agentfleet.ratelimit.circuit",
