@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -15,6 +16,15 @@ from worker_env import cluster_env
 from agentfleet.config import load_settings, reset_settings
 from agentfleet.embedded_redis import EmbeddedRedis, redis_reachable
 from agentfleet.local import LocalCluster
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # A suite started in the background of a non-interactive shell (``make test &``, ``nohup``)
+    # inherits SIGINT ignored, and so would every process it starts: none would turn Ctrl-C into
+    # KeyboardInterrupt, which the Ctrl-C tests send. Take Python's default back (processes
+    # started from here then begin with it too: a handler, unlike "ignored", ends at exec).
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
