@@ -15,10 +15,10 @@ again runs it twice. So one rule decides what is tried again:
 - ``Patience(budget_s=..., url=...)`` says how long a caller rides out an outage:
   ``patience.call(fn, *args, **kwargs)`` calls ``fn`` again after transient Redis errors for up
   to ``budget_s`` seconds from the first error (waits growing from 0.1 s to 2 s, with jitter),
-  then raises one ``BrokerUnavailable`` naming the Redis, its password masked; ``patience.wrap(store)`` is
-  ``store`` with each marked method called so. A function or method that is not marked is
-  refused at once with ``TypeError``, before anything is sent: a call that may add twice
-  belongs to a caller that knows what a repeat means.
+  then raises one ``BrokerUnavailable`` naming the Redis, its password masked;
+  ``patience.wrap(store)`` is ``store`` with each marked method called so. A function or method
+  that is not marked is refused at once with ``TypeError``, before anything is sent: a call
+  that may add twice belongs to a caller that knows what a repeat means.
 - A refused password is not an outage: ``ConfigError`` at once, saying so.
 
 Below this, redis-py re-sends a command that met a dropped connection a few times within

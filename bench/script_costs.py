@@ -11,8 +11,8 @@ then Redis's CPU, round trips and bytes per item from ``INFO``.
 A diagnostic with no target: run it on two trees to see which script an item's extra Redis
 time went to, from each tree's own directory (``cd <tree> && PYTHONPATH=<tree> python
 <this file>``: the workers put the current directory first on their path). An older tree's
-scripts are named too, wherever its modules kept them. Its durations are Redis's own clock, so a busy machine
-moves them less than the wall-clock benchmarks.
+scripts are named too, wherever its modules kept them. Its durations are Redis's own clock,
+so a busy machine moves them less than the wall-clock benchmarks.
 
     .venv/bin/python bench/script_costs.py [--tasks 300]
 """

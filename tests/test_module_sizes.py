@@ -16,14 +16,13 @@ MODULE_LINES = 400
 FUNCTION_LINES = 60
 
 # Module -> its lines today. Both are declarative and stay whole:
-# - errors.py is the one exception tree (a class and its docstring per error, about 360 lines)
-#   and the classifier that maps foreign errors into it. The classifier could only leave by
-#   making errors a package (a sibling module cannot import the tree and be re-exported by it),
-#   which would rename the module every feature adds its exceptions to.
+# - errors/__init__.py is the one exception tree: a class and its docstring per error, under the
+#   tree drawn in the module's docstring (the classifier that maps foreign errors into it is
+#   errors/mapping.py).
 # - config/sections.py is one settings model per section of the configuration file, fields and
 #   their validators; a section is the unit a reader looks for, and sections are added there.
 LONG_MODULES = {
-    "errors.py": 534,
+    "errors/__init__.py": 409,
     "config/sections.py": 411,
 }
 

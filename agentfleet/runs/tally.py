@@ -13,9 +13,8 @@ the counters itself).
 A process killed with SIGKILL loses at most its last ``interval_s`` of counts, and a flush
 whose reply was lost after Redis applied it (a dropped connection) is written again, counting
 that ``interval_s`` twice: these are the fleet's metrics, not its outcomes, which the run store
-keeps exactly. A forked child starts
-each tally afresh at its first use (the pid tells it apart): nothing pending of its parent's,
-no thread, a lock of its own.
+keeps exactly. A forked child starts each tally afresh at its first use (the pid tells it
+apart): nothing pending of its parent's, no thread, a lock of its own.
 """
 
 from __future__ import annotations
