@@ -90,6 +90,21 @@ def bad_entries(queue: str, task: str) -> dict[str, tuple[bytes, str]]:
             "not Celery's [args, kwargs, options]",
         ),
         "no Celery headers": (encoded({**good, "headers": {}}), "Celery headers missing"),
+        "no task id": (
+            encoded({**good, "headers": {k: v for k, v in good["headers"].items() if k != "id"}}),
+            "Celery headers missing or not strings: id",
+        ),
+        # Celery reads a body of protocol 1 fields, taking the id from it when the headers lack
+        # one: with neither, it ran the task and never acknowledged the message.
+        "a body of protocol 1 fields and no task id": (
+            encoded(
+                with_body(
+                    {**good, "headers": {k: v for k, v in good["headers"].items() if k != "id"}},
+                    b'{"args": [], "kwargs": {"n": 1}}',
+                )
+            ),
+            "Celery headers missing or not strings: id",
+        ),
         "time limits that are not [hard, soft]": (
             encoded({**good, "headers": {**good["headers"], "timelimit": 30}}),
             "timelimit header is not [hard, soft] seconds",

@@ -11,7 +11,8 @@ whose task handler hands such a message to the malformed receiver (``transport.m
 and acknowledges it, and whose ``on_decode_error`` does the same: on any transport, kombu's
 stock one included. A header Celery reads only when the pool takes the task (the time limits:
 a prefork worker may hand the task over later, from its event loop, where an error stops the
-worker) is checked on receipt. What is not the message's fault (the connection broke, the worker is
+worker) and the task id (without one Celery runs the task and never acknowledges the message)
+are checked on receipt. What is not the message's fault (the connection broke, the worker is
 shutting down) is raised as before.
 Celery's own refusals (an unknown task, a content type refused, an invalid task) reach the
 receiver through Celery's signals (``malformed.install``).
@@ -36,6 +37,27 @@ def _stopping() -> bool:
     return any(flag is not None and flag is not False for flag in (state.should_stop, state.should_terminate))
 
 
+def _id_problem(message: Any) -> str | None:
+    """What keeps Celery from knowing the task id of a message it would otherwise run, or None.
+
+    Celery reads the id from the headers, or for a body of protocol 1 fields (an object with
+    ``args``) from the body when the headers lack it; without one it runs the task and then
+    fails outside the body storing its result, and the message is never acknowledged. The body
+    is looked at only when the headers have no id (Celery has decoded it by then anyway)."""
+    headers = message.headers
+    task_id = headers.get("id") if isinstance(headers, dict) else None
+    if task_id is None:
+        try:
+            payload = message.payload
+        except Exception:  # a body that does not decode: Celery's own handler says so
+            return None
+        if isinstance(payload, dict) and "args" in payload:
+            task_id = payload.get("id")
+    if isinstance(task_id, str) and task_id:
+        return None
+    return "its task id is missing or not a string"
+
+
 def _take_out(message: Any, exc: BaseException, *, fallback: str = "") -> None:
     hand_over(message_entry(message, exc, fallback=fallback))
     if not message.acknowledged:
@@ -50,7 +72,7 @@ class FleetConsumer(Consumer):
         errors = (*self.connection_errors, *self.channel_errors)
 
         def on_task_received(message: Any) -> Any:
-            problem = header_problem(message.headers)
+            problem = header_problem(message.headers) or _id_problem(message)
             if problem is not None:
                 # Read only when the pool takes the task, perhaps later, where nothing guards it.
                 hand_over(message_entry(message, None, fallback=problem))
